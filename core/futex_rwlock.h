@@ -1,0 +1,131 @@
+// core/futex_rwlock.h — the reference reader-writer lock on one futex word.
+//
+// Design
+// ------
+// Deliberately simple (musl-like), the correctness yardstick for core/rwsem.h.
+//
+//   state (u32)                         | meaning
+//   ------------------------------------+--------------------------------------
+//   bits 0..30 == 0                     | free
+//   bits 0..30 == n, 0 < n < kWriter    | n readers
+//   bits 0..30 == kWriter (0x7fffffff)  | write-locked
+//   bit 31 (kSleepers)                  | someone may sleep on `state`: the
+//                                       | release that frees the lock wakes all
+//   writers_waiting (u32)               | writers blocked (only consulted for
+//                                       | the writer-preferring kind)
+//
+// Policies (glibc's two behaviours):
+//   * reader-preferring (default kinds): a reader gets in whenever no writer
+//     holds the lock — so recursive read locking can never deadlock;
+//   * writer-preferring non-recursive: a reader also waits while any writer
+//     waits (glibc's PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP).
+//
+// Transitions (all by CAS on `state`):
+//   rdlock  n -> n+1 when allowed;   wrlock 0 -> kWriter
+//   unlock  kWriter -> 0, 1 -> 0, n -> n-1; a transition to 0 also clears
+//           kSleepers and, if it was set, wakes every sleeper (they re-race).
+//   sleep   set kSleepers by CAS, then futex-wait on the value with it set.
+// A writer that gives up while readers might be waiting for it (writer-
+// preferring kind) wakes everyone, since it may have been their only reason.
+//
+// Memory order: acquire on acquiring CASes, release on releasing ones.
+#pragma once
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "arch/atomic.h"
+#include "arch/futex.h"
+#include "core/thread_registry.h"
+#include "core/wait_ctx.h"
+
+namespace lockswap {
+
+class FutexRwlock {
+ public:
+  static constexpr uint32_t kSleepers = 1u << 31;
+  static constexpr uint32_t kCountMask = kSleepers - 1;
+  static constexpr uint32_t kWriter = kCountMask;
+  static constexpr uint32_t kMaxReaders = kWriter - 1;
+  static_assert((kWriter & kSleepers) == 0 && kMaxReaders < kWriter);
+
+  // 0, EAGAIN (reader count would overflow), or ctx.give_up_code().
+  int read_lock(const WaitCtx& ctx, bool writer_preferring, bool shared = false) {
+    for (;;) {
+      uint32_t s = state_.load(arch::mo_hint);
+      uint32_t n = s & kCountMask;
+      bool blocked = n == kWriter || (writer_preferring && writers_waiting_.load(arch::mo_hint) != 0);
+      if (!blocked) {
+        if (n == kMaxReaders) return EAGAIN;
+        if (state_.compare_exchange_weak(s, s + 1, arch::mo_lock, arch::mo_hint)) return 0;
+        continue;
+      }
+      if (!ctx.may_block()) return EBUSY;
+      if (!mark_sleepers(s)) continue;
+      // Dekker pair with write_lock()'s give-up path: either it sees our
+      // kSleepers and wakes us, or we see its writers_waiting drop to zero.
+      if (n != kWriter && writers_waiting_.load(arch::mo_dekker) == 0) continue;
+      if (sleep(s, ctx, shared) == ETIMEDOUT) return ETIMEDOUT;
+    }
+  }
+
+  int write_lock(const WaitCtx& ctx, bool shared = false) {
+    uint32_t s = 0;
+    if (state_.compare_exchange_strong(s, kWriter, arch::mo_lock, arch::mo_hint)) return 0;
+    if (!ctx.may_block()) return EBUSY;
+    writers_waiting_.fetch_add(1, arch::mo_dekker);
+    int rc = 0;
+    for (;;) {
+      s = state_.load(arch::mo_hint);
+      if ((s & kCountMask) == 0) {
+        if (state_.compare_exchange_weak(s, (s & kSleepers) | kWriter, arch::mo_lock, arch::mo_hint)) break;
+        continue;
+      }
+      if (!mark_sleepers(s)) continue;
+      if (sleep(s, ctx, shared) == ETIMEDOUT) { rc = ETIMEDOUT; break; }
+    }
+    // Readers of the writer-preferring kind may be waiting only because we were.
+    if (writers_waiting_.fetch_sub(1, arch::mo_dekker) == 1 && rc != 0 &&
+        (state_.load(arch::mo_dekker) & kSleepers))
+      arch::futex_wake(&state_, arch::futex_wake_all, shared);
+    return rc;
+  }
+
+  // Release a read or write hold (the state says which).
+  void unlock(bool shared = false) {
+    uint32_t s = state_.load(arch::mo_hint);
+    for (;;) {
+      uint32_t n = s & kCountMask;
+      uint32_t next = (n == kWriter || n == 1) ? 0 : s - 1;
+      if (state_.compare_exchange_weak(s, next, arch::mo_unlock, arch::mo_hint)) {
+        if (next == 0 && (s & kSleepers)) {
+          lockevent_inc(LockEvent::futex_rwlock_wake);
+          arch::futex_wake(&state_, arch::futex_wake_all, shared);
+        }
+        return;
+      }
+    }
+  }
+
+  bool write_locked() const { return (state_.load(arch::mo_hint) & kCountMask) == kWriter; }
+  uint32_t readers() const {
+    uint32_t n = state_.load(arch::mo_hint) & kCountMask;
+    return n == kWriter ? 0 : n;
+  }
+
+ private:
+  // Make sure a release of state `s` will wake us; false if the state moved.
+  bool mark_sleepers(uint32_t s) {
+    return (s & kSleepers) || state_.compare_exchange_strong(s, s | kSleepers, arch::mo_dekker, arch::mo_hint);
+  }
+  int sleep(uint32_t s, const WaitCtx& ctx, bool shared) {
+    lockevent_inc(LockEvent::futex_rwlock_sleep);
+    return ctx.sleep(&state_, s | kSleepers, shared);
+  }
+
+  std::atomic<uint32_t> state_;
+  std::atomic<uint32_t> writers_waiting_;
+};
+static_assert(sizeof(FutexRwlock) == 8);
+
+}  // namespace lockswap

@@ -1,0 +1,43 @@
+// core/lock_events_list.h — every lock event lockswap counts, one line each.
+//
+// X-macro list in the style of the kernel's kernel/locking/lock_events_list.h:
+// LOCK_EVENT(name, meaning). The rwsem_* names and meanings are the kernel's,
+// so a userspace run reads like /sys/kernel/debug/lock_event_counts.
+// Include this file only after defining LOCK_EVENT.
+
+// --- rw_semaphore (core/rwsem.h), kernel names ---
+LOCK_EVENT(rwsem_sleep_reader,  "reader sleeps on the wait queue")
+LOCK_EVENT(rwsem_sleep_writer,  "writer sleeps on the wait queue")
+LOCK_EVENT(rwsem_wake_reader,   "readers granted and woken by a waker")
+LOCK_EVENT(rwsem_wake_writer,   "writer woken (it still has to win the lock)")
+LOCK_EVENT(rwsem_opt_lock,      "writer took the lock while optimistically spinning")
+LOCK_EVENT(rwsem_opt_fail,      "optimistic spin refused or gave up")
+LOCK_EVENT(rwsem_opt_nospin,    "reader-owned spin deadline passed: lock marked non-spinnable")
+LOCK_EVENT(rwsem_opt_rlock,     "v5.10: reader took the lock while optimistically spinning")
+LOCK_EVENT(rwsem_opt_rlock2,    "v5.10: reader took the lock in a new reader phase after spinning")
+LOCK_EVENT(rwsem_opt_norspin,   "v5.10: reader spinning disabled on this lock")
+LOCK_EVENT(rwsem_rlock,         "reader acquired after queueing")
+LOCK_EVENT(rwsem_rlock_steal,   "reader stole the lock in the slow path")
+LOCK_EVENT(rwsem_rlock_fast,    "reader acquired through the empty-queue shortcut")
+LOCK_EVENT(rwsem_rlock_fail,    "reader gave up (timeout or trylock)")
+LOCK_EVENT(rwsem_rlock_handoff, "reader set the handoff bit")
+LOCK_EVENT(rwsem_rlock_recursive, "reader already holding a read lock bypassed writer fairness")
+LOCK_EVENT(rwsem_rlock_bias_drop, "2016 option: failed fast-path reader dropped its bias at once")
+LOCK_EVENT(rwsem_wlock,         "writer acquired after queueing")
+LOCK_EVENT(rwsem_wlock_fail,    "writer gave up (timeout or trylock)")
+LOCK_EVENT(rwsem_wlock_handoff, "writer set the handoff bit")
+
+// --- futex reference variant (core/futex_mutex.h, core/futex_rwlock.h) ---
+LOCK_EVENT(futex_mutex_sleep,   "futex mutex: lock() slept in the kernel")
+LOCK_EVENT(futex_mutex_wake,    "futex mutex: unlock() woke a sleeper")
+LOCK_EVENT(futex_rwlock_sleep,  "futex rwlock: an acquisition slept in the kernel")
+LOCK_EVENT(futex_rwlock_wake,   "futex rwlock: a release woke sleepers")
+
+// --- condition variables (core/cond.h) ---
+LOCK_EVENT(cond_wait,           "condition wait entered")
+LOCK_EVENT(cond_timeout,        "condition wait returned ETIMEDOUT")
+LOCK_EVENT(cond_signal,         "signal that found waiters")
+LOCK_EVENT(cond_broadcast,      "broadcast that found waiters")
+
+// --- dispatch (preload/) ---
+LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")

@@ -1,0 +1,131 @@
+// core/thread_registry.h — compact, recycled per-thread ids and type-stable slots.
+//
+// Design
+// ------
+// Queue-based locks need to name a thread inside a lock word (the rwsem owner
+// field, an MCS tail) and to wake it after its waiter record on the stack may
+// already be gone. Both need a per-thread record that outlives any single lock
+// operation and can be reached from a small integer:
+//
+//   id (u32, 1-based, 0 = nobody) --> chunk[(id-1) >> 10][(id-1) & 1023] --> ThreadSlot
+//
+// * Slots are type-stable: chunks are mmap()ed once and never unmapped, so a
+//   stale id read from a lock word always leads to readable memory (the kernel
+//   gets the same property from RCU on task_struct). A stale read may describe
+//   a different, newer thread; every user treats slot contents as hints or
+//   re-validates them.
+// * Ids are recycled (freed at thread exit by a pthread key destructor, reused
+//   lowest-first-out of a free stack), so the id space tracks the number of live
+//   threads, not the number ever created — the same goal as the kernel's mm_cid.
+// * Capacity is kChunks x kSlotsPerChunk (4,194,304) *live* threads; there is no
+//   cap on threads created over the process lifetime.
+// * Allocation happens once per thread, on its first lock slow path, under one
+//   registry spinlock (the v6.3 mm_cid "one global lock" design: fine here
+//   because it is off every lock path but the first).
+//
+// Fork: a child inherits every slot but only the forking thread survives.
+// after_fork_in_child() bumps the fork generation and re-stamps the survivor;
+// a slot whose generation is older is a ghost, and wakers skip ghost waiters so
+// a lock held by the forking thread still works in the child.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/lock_events.h"
+
+namespace lockswap {
+
+struct alignas(64) ThreadSlot {
+  // Futex word the thread parks on while queued. A waker bumps it after
+  // granting, so a sleeper that read the old value cannot miss the grant.
+  std::atomic<uint32_t> park{0};
+  // Non-zero while the thread sleeps inside lockswap: it cannot be running, so
+  // spinning on a lock it owns is pointless.
+  std::atomic<uint32_t> blocked{0};
+  // Readers currently dereferencing cpu_word (see may_be_running()).
+  std::atomic<uint32_t> peekers{0};
+  // Fork generation the slot belongs to (ghost detection).
+  std::atomic<uint32_t> generation{0};
+  // Where the kernel publishes this thread's CPU (its rseq cpu_id); nullptr
+  // once the thread has exited or when rseq is unavailable.
+  std::atomic<const volatile uint32_t*> cpu_word{nullptr};
+  uint32_t id = 0;
+  int32_t tid = 0;
+  ThreadSlot* next_free = nullptr;
+  // Lock event counters: written only by the owning thread, read at exit.
+  alignas(64) std::atomic<uint64_t> events[kNumLockEvents];
+};
+static_assert(offsetof(ThreadSlot, events) == 64, "fields other threads poll share one cache line");
+
+namespace registry {
+inline constexpr uint32_t kSlotsPerChunkShift = 10;
+inline constexpr uint32_t kSlotsPerChunk = 1u << kSlotsPerChunkShift;
+inline constexpr uint32_t kChunks = 4096;
+inline constexpr uint32_t kMaxThreads = kSlotsPerChunk * kChunks;
+
+extern std::atomic<ThreadSlot*> g_chunks[kChunks];
+extern std::atomic<uint32_t> g_fork_generation;
+
+ThreadSlot& attach_current_thread();
+}  // namespace registry
+
+// Per-thread data read on lock fast paths: kept in static TLS (initial-exec),
+// zero-initialised, so touching it never allocates.
+struct ThreadLocal {
+  ThreadSlot* slot;
+  int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
+  uint32_t read_held;   // read locks this thread holds on recursion-tolerant rwlocks
+};
+extern thread_local ThreadLocal t_local __attribute__((tls_model("initial-exec")));
+
+inline ThreadSlot& self_slot() {
+  ThreadSlot* s = t_local.slot;
+  if (__builtin_expect(s != nullptr, 1)) return *s;
+  return registry::attach_current_thread();
+}
+
+int32_t current_tid_slow();
+inline int32_t current_tid() {
+  int32_t t = t_local.tid;
+  if (__builtin_expect(t != 0, 1)) return t;
+  return current_tid_slow();
+}
+
+inline ThreadSlot* slot_of(uint32_t id) {
+  if (id == 0 || id > registry::kMaxThreads) return nullptr;
+  uint32_t i = id - 1;
+  ThreadSlot* chunk = registry::g_chunks[i >> registry::kSlotsPerChunkShift].load(std::memory_order_acquire);
+  return chunk ? &chunk[i & (registry::kSlotsPerChunk - 1)] : nullptr;
+}
+
+// True when the slot's thread did not survive a fork into this process.
+inline bool is_ghost(const ThreadSlot& s) {
+  return s.generation.load(std::memory_order_relaxed) !=
+         registry::g_fork_generation.load(std::memory_order_relaxed);
+}
+
+// Spinner's question: can the thread in `s` be on a CPU right now? False when
+// it sleeps inside lockswap, or when its last CPU is the one we are running on
+// (then it was preempted by us or by a sibling of ours).
+bool may_be_running(ThreadSlot& s);
+
+// Wake a parked thread after its grant was published.
+void unpark(ThreadSlot& s);
+
+// Count one lock event for the calling thread.
+inline void lockevent_add([[maybe_unused]] LockEvent ev, [[maybe_unused]] uint64_t n = 1) {
+#if LOCKSWAP_LOCK_EVENTS
+  auto& c = self_slot().events[static_cast<uint32_t>(ev)];
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+#endif
+}
+inline void lockevent_inc(LockEvent ev) { lockevent_add(ev, 1); }
+
+// Sum of one event over every slot ever mapped (exited threads included).
+uint64_t lockevent_total(LockEvent ev);
+
+// Called by preload's pthread_atfork child handler, single-threaded.
+void after_fork_in_child();
+
+}  // namespace lockswap

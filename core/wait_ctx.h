@@ -1,0 +1,53 @@
+// core/wait_ctx.h — one description of "how long may this acquisition wait".
+//
+// POSIX has four flavours of every acquisition (lock, trylock, timedlock,
+// clocklock). lockswap writes each algorithm's slow path once and passes a
+// WaitCtx: `forever` blocks, `try_once` never blocks (EBUSY), `until` blocks
+// until an absolute time on a named clock (ETIMEDOUT).
+//
+// Argument validation (EINVAL for a bad clock or tv_nsec) is the caller's job:
+// glibc checks at different moments for different objects, and preload/
+// reproduces each one exactly. By the time a WaitCtx exists it is valid.
+#pragma once
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <ctime>
+
+#include "arch/futex.h"
+
+namespace lockswap {
+
+struct WaitCtx {
+  enum class Mode : uint8_t { forever, try_once, until };
+  Mode mode = Mode::forever;
+  clockid_t clock = CLOCK_REALTIME;
+  const timespec* abs = nullptr;
+
+  static constexpr WaitCtx blocking() { return {}; }
+  static constexpr WaitCtx try_once() { return {Mode::try_once, CLOCK_REALTIME, nullptr}; }
+  static constexpr WaitCtx until(clockid_t c, const timespec* t) { return {Mode::until, c, t}; }
+
+  bool may_block() const { return mode != Mode::try_once; }
+  // What a failed acquisition reports: EBUSY for try, ETIMEDOUT otherwise.
+  int give_up_code() const { return mode == Mode::try_once ? EBUSY : ETIMEDOUT; }
+
+  bool expired() const {
+    if (mode != Mode::until) return mode == Mode::try_once;
+    if (abs->tv_sec < 0) return true;
+    timespec now;
+    clock_gettime(clock, &now);
+    return now.tv_sec > abs->tv_sec || (now.tv_sec == abs->tv_sec && now.tv_nsec >= abs->tv_nsec);
+  }
+
+  // Sleep on `word` while it equals `expected`, honouring the deadline.
+  // Returns 0 (woken or value changed: re-check) or ETIMEDOUT.
+  int sleep(const std::atomic<uint32_t>* word, uint32_t expected, bool shared = false) const {
+    if (mode == Mode::try_once) return ETIMEDOUT;
+    if (mode == Mode::until && abs->tv_sec < 0) return ETIMEDOUT;  // kernel would say EINVAL
+    int rc = arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared);
+    return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+  }
+};
+
+}  // namespace lockswap

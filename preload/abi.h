@@ -1,0 +1,91 @@
+// preload/abi.h — the only place that knows glibc's pthread object layouts.
+//
+// lockswap keeps its state inside the caller's objects (no side table, no
+// per-lock allocation). Each variant overlays its words on the bytes glibc
+// leaves free, and keeps the fields glibc defines as ABI where glibc put them:
+//
+//   pthread_mutex_t (40 B)              pthread_rwlock_t (56 B)
+//   off  field                           off  field
+//    0   algorithm word A (u64)           0   algorithm words (24 B)
+//    8   owner TID      (glibc __owner)  24   writer TID (glibc __cur_writer)
+//   12   recursion depth                 28   __shared   (glibc ABI, read-only)
+//   16   __kind         (glibc ABI)      32   algorithm word (u32)
+//   20   algorithm word B (u32)          48   __flags    (glibc ABI: rwlock kind)
+//   24   algorithm words C, D (2 x u64)
+//
+//   pthread_cond_t (48 B): core::Cond in the first 16 bytes.
+//
+// All-zero bytes mean "unlocked, default kind" for every variant, so static
+// initializers and zero-filled memory work without an init call.
+// Objects glibc must own (robust, priority-inherit/protect, process-shared)
+// are recognised from __kind / __shared and delegated to glibc whole.
+#pragma once
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace lockswap::abi {
+
+// __kind bits (glibc nptl/pthreadP.h).
+inline constexpr int kKindTypeMask = 3;       // PTHREAD_MUTEX_KIND_MASK_NP
+inline constexpr int kKindNormal = 0;         // PTHREAD_MUTEX_TIMED_NP
+inline constexpr int kKindRecursive = 1;
+inline constexpr int kKindErrorcheck = 2;
+inline constexpr int kKindAdaptive = 3;
+inline constexpr int kKindRobust = 16;
+inline constexpr int kKindPrioInherit = 32;
+inline constexpr int kKindPrioProtect = 64;
+inline constexpr int kKindPsharedBit = 128;
+inline constexpr int kKindGlibcOwned = kKindRobust | kKindPrioInherit | kKindPrioProtect | kKindPsharedBit;
+inline constexpr int kKindDestroyed = -1;     // what pthread_mutex_destroy leaves
+// glibc ignores these when picking the algorithm (lock elision hints, <= 2.42).
+inline constexpr int kKindElisionBits = 256 | 512;
+
+// rwlock __flags values.
+inline constexpr unsigned kRwPreferReader = 0;
+inline constexpr unsigned kRwPreferWriter = 1;
+inline constexpr unsigned kRwPreferWriterNonrecursive = 2;
+
+struct MutexObject {
+  std::atomic<uint64_t> word_a;    //  0
+  std::atomic<int32_t> owner_tid;  //  8
+  uint32_t recursion;              // 12 (only touched by the owner)
+  std::atomic<int32_t> kind;       // 16
+  std::atomic<uint32_t> word_b;    // 20
+  std::atomic<uint64_t> word_c;    // 24
+  std::atomic<uint64_t> word_d;    // 32
+};
+
+struct RwlockObject {
+  std::atomic<uint64_t> word_a;     //  0
+  std::atomic<uint64_t> word_b;     //  8
+  std::atomic<uint64_t> word_c;     // 16
+  std::atomic<int32_t> writer_tid;  // 24
+  std::atomic<int32_t> shared;      // 28
+  std::atomic<uint32_t> word_d;     // 32
+  uint32_t unused_36[3];            // 36
+  std::atomic<uint32_t> flags;      // 48
+  uint32_t unused_52;               // 52
+};
+
+// Where glibc itself keeps the ABI fields we preserve.
+static_assert(sizeof(MutexObject) == sizeof(pthread_mutex_t));
+static_assert(offsetof(MutexObject, owner_tid) == offsetof(pthread_mutex_t, __data.__owner));
+static_assert(offsetof(MutexObject, kind) == offsetof(pthread_mutex_t, __data.__kind));
+static_assert(alignof(pthread_mutex_t) >= alignof(MutexObject));
+static_assert(sizeof(RwlockObject) == sizeof(pthread_rwlock_t));
+static_assert(offsetof(RwlockObject, writer_tid) == offsetof(pthread_rwlock_t, __data.__cur_writer));
+static_assert(offsetof(RwlockObject, shared) == offsetof(pthread_rwlock_t, __data.__shared));
+static_assert(offsetof(RwlockObject, flags) == offsetof(pthread_rwlock_t, __data.__flags));
+static_assert(alignof(pthread_rwlock_t) >= alignof(RwlockObject));
+
+inline MutexObject& obj(pthread_mutex_t* m) { return *reinterpret_cast<MutexObject*>(m); }
+inline RwlockObject& obj(pthread_rwlock_t* l) { return *reinterpret_cast<RwlockObject*>(l); }
+
+// Kinds decided per object, at every call (objects may be re-initialised).
+inline bool glibc_owned(int kind) { return kind & kKindGlibcOwned; }
+inline bool glibc_owned(const RwlockObject& o) { return o.shared.load(std::memory_order_relaxed) != 0; }
+
+}  // namespace lockswap::abi

@@ -1,0 +1,39 @@
+// preload/config.h — what the user chose, read once from the environment.
+#pragma once
+#include "preload/registry.h"
+
+namespace lockswap {
+
+struct Config {
+  MutexVariant mutex = MutexVariant::unset;
+  RwlockVariant rwlock = RwlockVariant::unset;
+  bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
+  const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
+};
+
+extern Config g_config;
+
+// Parses the environment on first use (from whichever call comes first: a
+// lock taken in another library's constructor, or our own constructor).
+// An invalid setting prints the valid choices on stderr and exits with 2.
+void load_config();
+
+inline MutexVariant mutex_variant() {
+  MutexVariant v = __atomic_load_n(&g_config.mutex, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(v != MutexVariant::unset, 1)) return v;
+  load_config();
+  return g_config.mutex;
+}
+
+inline RwlockVariant rwlock_variant() {
+  RwlockVariant v = __atomic_load_n(&g_config.rwlock, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(v != RwlockVariant::unset, 1)) return v;
+  load_config();
+  return g_config.rwlock;
+}
+
+// For `lockswap --list` and error messages.
+const char* mutex_variant_name(MutexVariant v);
+const char* rwlock_variant_name(RwlockVariant v);
+
+}  // namespace lockswap

@@ -1,0 +1,41 @@
+#include "preload/real.h"
+
+#include <dlfcn.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace lockswap::real {
+
+Functions g_functions;
+bool g_resolved;
+
+namespace {
+bool is_cond_function(const char* name) { return strncmp(name, "pthread_cond_", 13) == 0; }
+
+void* lookup(const char* name) {
+  void* fn = nullptr;
+#if defined(__x86_64__)
+  if (is_cond_function(name)) fn = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
+#endif
+  if (fn == nullptr) fn = dlsym(RTLD_NEXT, name);
+  if (fn == nullptr) {
+    static const char msg[] = "lockswap: cannot find glibc's ";
+    (void)!write(2, msg, sizeof msg - 1);
+    (void)!write(2, name, strlen(name));
+    (void)!write(2, "\n", 1);
+    _exit(2);
+  }
+  return fn;
+}
+}  // namespace
+
+const Functions& resolve_slow() {
+  // Idempotent: racing threads store the same pointers.
+#define X(name, ret, args) g_functions.name = reinterpret_cast<ret(*) args>(lookup(#name));
+  LOCKSWAP_REAL_FUNCTIONS(X)
+#undef X
+  __atomic_store_n(&g_resolved, true, __ATOMIC_RELEASE);
+  return g_functions;
+}
+
+}  // namespace lockswap::real

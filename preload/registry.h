@@ -1,0 +1,43 @@
+// preload/registry.h — the variant registry: one line per variant.
+//
+// Adding a variant = one adapter file in preload/variants/ plus one line in a
+// list below. Everything else (the LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK parser, the
+// error message listing valid names, the dispatch switch, `lockswap --list`)
+// is generated from these lists.
+//
+// X(identifier, "name users type", AdapterType, "one-line description")
+#pragma once
+#include <cstdint>
+
+#include "preload/variants/futex.h"
+#include "preload/variants/glibc.h"
+#include "preload/variants/rwsem.h"
+
+#define LOCKSWAP_MUTEX_VARIANTS(X)                                                              \
+  X(glibc, "glibc", GlibcForward, "glibc's own pthread_mutex (the control of every experiment)") \
+  X(futex, "futex", FutexMutexVariant, "reference three-state futex mutex")                      \
+  X(rwsem, "rwsem", RwsemMutexVariant, "Linux v5.11+ rw_semaphore write side: spinning + handoff")
+
+#define LOCKSWAP_RWLOCK_VARIANTS(X)                                                               \
+  X(glibc, "glibc", GlibcForward, "glibc's own pthread_rwlock (the control of every experiment)") \
+  X(futex, "futex", FutexRwlockVariant, "reference reader-preferring futex rwlock")               \
+  X(rwsem, "rwsem", RwsemStealRwlock, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
+  X(rwsem_rspin, "rwsem-rspin", RwsemSpinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning")
+
+namespace lockswap {
+
+enum class MutexVariant : uint8_t {
+  unset,
+#define X(id, name, type, desc) id,
+  LOCKSWAP_MUTEX_VARIANTS(X)
+#undef X
+};
+
+enum class RwlockVariant : uint8_t {
+  unset,
+#define X(id, name, type, desc) id,
+  LOCKSWAP_RWLOCK_VARIANTS(X)
+#undef X
+};
+
+}  // namespace lockswap

@@ -1,0 +1,32 @@
+// preload/variants/futex.h — the reference variant: core/futex_mutex.h and
+// core/futex_rwlock.h laid over the pthread objects (word A, offset 0).
+#pragma once
+#include "core/futex_mutex.h"
+#include "core/futex_rwlock.h"
+#include "preload/abi.h"
+
+namespace lockswap {
+
+struct FutexMutexVariant {
+  static constexpr bool forwards_to_glibc = false;
+  static FutexMutex& at(abi::MutexObject& o) { return *reinterpret_cast<FutexMutex*>(&o); }
+  static bool trylock(abi::MutexObject& o) { return at(o).try_lock(); }
+  static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool adaptive) { return at(o).lock(ctx, adaptive); }
+  static void unlock(abi::MutexObject& o) { at(o).unlock(); }
+  static bool is_locked(abi::MutexObject& o) { return at(o).is_locked(); }
+};
+
+struct FutexRwlockVariant {
+  static constexpr bool forwards_to_glibc = false;
+  // Reader-preferring: recursive reads can never wait behind a writer, so no
+  // per-thread bookkeeping is needed.
+  static constexpr bool needs_read_hold_tracking = false;
+  static FutexRwlock& at(abi::RwlockObject& o) { return *reinterpret_cast<FutexRwlock*>(&o); }
+  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring, bool) {
+    return at(o).read_lock(ctx, writer_preferring);
+  }
+  static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }
+  static void unlock(abi::RwlockObject& o, bool) { at(o).unlock(); }
+};
+
+}  // namespace lockswap

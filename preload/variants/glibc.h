@@ -1,0 +1,10 @@
+// preload/variants/glibc.h — the control: every call goes to glibc untouched.
+#pragma once
+
+namespace lockswap {
+// Marker type: dispatch.cpp forwards whole calls (object layout included) to
+// real::glibc() when a variant's adapter is GlibcForward.
+struct GlibcForward {
+  static constexpr bool forwards_to_glibc = true;
+};
+}  // namespace lockswap

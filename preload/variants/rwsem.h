@@ -1,0 +1,75 @@
+// preload/variants/rwsem.h — core/rwsem.h laid over pthread objects.
+//
+// Mutex (LOCKSWAP_MUTEX=rwsem): the rwsem write side alone, so writers get
+// optimistic spinning and the handoff rule. Rwlock: the whole rwsem, with the
+// v5.11+ (stealing) or v5.10 (reader spinning) policy.
+#pragma once
+#include <cstddef>
+
+#include "core/rwsem.h"
+#include "preload/abi.h"
+
+namespace lockswap {
+
+// The rwsem's four words at the offsets abi.h reserves for algorithms.
+struct RwsemMutexWords {
+  std::atomic<uint64_t> count;  //  0  word A
+  int32_t owner_tid_;           //  8  (abi)
+  uint32_t recursion_;          // 12  (abi)
+  int32_t kind_;                // 16  (abi)
+  std::atomic<uint32_t> osq;    // 20  word B
+  std::atomic<uint64_t> owner;  // 24  word C
+  std::atomic<uint64_t> waitq;  // 32  word D
+};
+static_assert(offsetof(RwsemMutexWords, count) == offsetof(abi::MutexObject, word_a));
+static_assert(offsetof(RwsemMutexWords, osq) == offsetof(abi::MutexObject, word_b));
+static_assert(offsetof(RwsemMutexWords, owner) == offsetof(abi::MutexObject, word_c));
+static_assert(offsetof(RwsemMutexWords, waitq) == offsetof(abi::MutexObject, word_d));
+static_assert(sizeof(RwsemMutexWords) == sizeof(abi::MutexObject));
+
+struct RwsemRwlockWords {
+  std::atomic<uint64_t> count;  //  0  word A
+  std::atomic<uint64_t> owner;  //  8  word B
+  std::atomic<uint64_t> waitq;  // 16  word C
+  int32_t writer_tid_;          // 24  (abi)
+  int32_t shared_;              // 28  (abi)
+  std::atomic<uint32_t> osq;    // 32  word D
+};
+static_assert(offsetof(RwsemRwlockWords, count) == offsetof(abi::RwlockObject, word_a));
+static_assert(offsetof(RwsemRwlockWords, owner) == offsetof(abi::RwlockObject, word_b));
+static_assert(offsetof(RwsemRwlockWords, waitq) == offsetof(abi::RwlockObject, word_c));
+static_assert(offsetof(RwsemRwlockWords, osq) == offsetof(abi::RwlockObject, word_d));
+static_assert(sizeof(RwsemRwlockWords) <= sizeof(abi::RwlockObject));
+
+struct RwsemMutexVariant {
+  static constexpr bool forwards_to_glibc = false;
+  using Sem = Rwsem<RwsemSteal, RwsemMutexWords>;
+  static RwsemMutexWords& at(abi::MutexObject& o) { return *reinterpret_cast<RwsemMutexWords*>(&o); }
+  static bool trylock(abi::MutexObject& o) { return Sem::write_lock(at(o), WaitCtx::try_once()) == 0; }
+  // Spinning is built into the rwsem writer, so the adaptive kind needs nothing extra.
+  static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool) { return Sem::write_lock(at(o), ctx); }
+  static void unlock(abi::MutexObject& o) { Sem::write_unlock(at(o)); }
+  static bool is_locked(abi::MutexObject& o) { return Sem::write_locked(at(o)); }
+};
+
+template <class Policy>
+struct RwsemRwlockVariant {
+  static constexpr bool forwards_to_glibc = false;
+  // Writer-fair: a reader may wait behind queued writers, so the dispatcher
+  // tells the rwsem when the caller already holds read locks (recursion).
+  static constexpr bool needs_read_hold_tracking = true;
+  using Sem = Rwsem<Policy, RwsemRwlockWords>;
+  static RwsemRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<RwsemRwlockWords*>(&o); }
+  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring, bool caller_holds_reads) {
+    return Sem::read_lock(at(o), ctx, caller_holds_reads && !writer_preferring);
+  }
+  static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return Sem::write_lock(at(o), ctx); }
+  static void unlock(abi::RwlockObject& o, bool writer) {
+    if (writer) Sem::write_unlock(at(o));
+    else Sem::read_unlock(at(o));
+  }
+};
+using RwsemStealRwlock = RwsemRwlockVariant<RwsemSteal>;
+using RwsemSpinRwlock = RwsemRwlockVariant<RwsemReaderSpin>;
+
+}  // namespace lockswap
