@@ -26,6 +26,7 @@
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 #define LOCKSWAP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LOCKSWAP_INLINE __attribute__((always_inline)) inline
 
 namespace lockswap {
 namespace {
@@ -107,7 +108,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
 }
 
 template <class V>
-int mutex_acquire(pthread_mutex_t* m, const MutexCall& c) {
+LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, const MutexCall& c) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
@@ -134,7 +135,7 @@ __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind)
 }
 
 template <class V>
-int mutex_release(pthread_mutex_t* m) {
+LOCKSWAP_INLINE int mutex_release(pthread_mutex_t* m) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
@@ -178,7 +179,7 @@ int mutex_init_native(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
 // with the variant's adapter type.
 
 template <class F>
-__attribute__((always_inline)) inline int with_mutex_variant(F&& f) {
+LOCKSWAP_INLINE int with_mutex_variant(F&& f) {
   switch (mutex_variant()) {
 #define X(id, name, type, desc) \
   case MutexVariant::id:        \
@@ -191,7 +192,7 @@ __attribute__((always_inline)) inline int with_mutex_variant(F&& f) {
 }
 
 template <class F>
-__attribute__((always_inline)) inline int with_rwlock_variant(F&& f) {
+LOCKSWAP_INLINE int with_rwlock_variant(F&& f) {
   switch (rwlock_variant()) {
 #define X(id, name, type, desc) \
   case RwlockVariant::id:       \
@@ -203,15 +204,15 @@ __attribute__((always_inline)) inline int with_rwlock_variant(F&& f) {
   }
 }
 
-int mutex_acquire_any(pthread_mutex_t* m, const MutexCall& c) {
-  return with_mutex_variant([&]<class V>() {
+LOCKSWAP_INLINE int mutex_acquire_any(pthread_mutex_t* m, const MutexCall& c) {
+  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return forward_mutex(m, c);
     else return mutex_acquire<V>(m, c);
   });
 }
 
-int mutex_release_any(pthread_mutex_t* m) {
-  return with_mutex_variant([&]<class V>() {
+LOCKSWAP_INLINE int mutex_release_any(pthread_mutex_t* m) {
+  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_unlock(m);
     else return mutex_release<V>(m);
   });
@@ -263,14 +264,14 @@ __attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, const RwCall&
 }
 
 // glibc checks clock and tv_nsec before anything else, then EDEADLK.
-int rw_precheck(const RwlockObject& o, const RwCall& c) {
+LOCKSWAP_INLINE int rw_precheck(const RwlockObject& o, const RwCall& c) {
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
   if (o.writer_tid.load(std::memory_order_relaxed) == current_tid()) return EDEADLK;
   return 0;
 }
 
 template <class V>
-int rw_rdlock(pthread_rwlock_t* l, const RwCall& c) {
+LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, const RwCall& c) {
   RwlockObject& o = abi::obj(l);
   if (abi::glibc_owned(o)) return delegate_rdlock(l, c);
   if (int rc = rw_precheck(o, c)) return rc;
@@ -285,7 +286,7 @@ int rw_rdlock(pthread_rwlock_t* l, const RwCall& c) {
 }
 
 template <class V>
-int rw_wrlock(pthread_rwlock_t* l, const RwCall& c) {
+LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, const RwCall& c) {
   RwlockObject& o = abi::obj(l);
   if (abi::glibc_owned(o)) return delegate_wrlock(l, c);
   if (int rc = rw_precheck(o, c)) return rc;
@@ -295,7 +296,7 @@ int rw_wrlock(pthread_rwlock_t* l, const RwCall& c) {
 }
 
 template <class V>
-int rw_unlock(pthread_rwlock_t* l) {
+LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
   RwlockObject& o = abi::obj(l);
   if (abi::glibc_owned(o)) return real::glibc().pthread_rwlock_unlock(l);
   // Like glibc: we are the writer iff the recorded writer is us.
@@ -311,15 +312,15 @@ int rw_unlock(pthread_rwlock_t* l) {
   return 0;
 }
 
-int rwlock_rdlock_any(pthread_rwlock_t* l, const RwCall& c) {
-  return with_rwlock_variant([&]<class V>() {
+LOCKSWAP_INLINE int rwlock_rdlock_any(pthread_rwlock_t* l, const RwCall& c) {
+  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return forward_rdlock(l, c);
     else return rw_rdlock<V>(l, c);
   });
 }
 
-int rwlock_wrlock_any(pthread_rwlock_t* l, const RwCall& c) {
-  return with_rwlock_variant([&]<class V>() {
+LOCKSWAP_INLINE int rwlock_wrlock_any(pthread_rwlock_t* l, const RwCall& c) {
+  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return forward_wrlock(l, c);
     else return rw_wrlock<V>(l, c);
   });
@@ -387,14 +388,14 @@ using namespace lockswap;
 // =================================================================== exports
 
 LOCKSWAP_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) noexcept {
-  return with_mutex_variant([&]<class V>() {
+  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_init(m, attr);
     else return mutex_init_native(m, attr);
   });
 }
 
 LOCKSWAP_EXPORT int pthread_mutex_destroy(pthread_mutex_t* m) noexcept {
-  return with_mutex_variant([&]<class V>() {
+  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_destroy(m);
     else return mutex_destroy<V>(m);
   });
@@ -426,7 +427,7 @@ LOCKSWAP_EXPORT int pthread_mutex_consistent(pthread_mutex_t* m) noexcept {
 }
 
 LOCKSWAP_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* attr) noexcept {
-  return with_rwlock_variant([&]<class V>() {
+  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
     int kind = PTHREAD_RWLOCK_DEFAULT_NP, pshared = PTHREAD_PROCESS_PRIVATE;
     if (attr != nullptr) {
       pthread_rwlockattr_getkind_np(attr, &kind);
@@ -440,7 +441,7 @@ LOCKSWAP_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwloc
 }
 
 LOCKSWAP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t* l) noexcept {
-  return with_rwlock_variant([&]<class V>() {
+  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
     if (V::forwards_to_glibc || abi::glibc_owned(abi::obj(l))) return real::glibc().pthread_rwlock_destroy(l);
     return 0;  // glibc's destroy of a private rwlock checks nothing either
   });
@@ -471,7 +472,7 @@ LOCKSWAP_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t cl
   return rwlock_wrlock_any(l, {RwCall::clocked, clock, abs});
 }
 LOCKSWAP_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
-  return with_rwlock_variant([&]<class V>() {
+  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
     if constexpr (V::forwards_to_glibc) return real::glibc().pthread_rwlock_unlock(l);
     else return rw_unlock<V>(l);
   });

@@ -1,0 +1,65 @@
+// Direct tests of the thread registry: compact recycled ids, type-stable slots.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/thread_registry.h"
+
+using namespace lockswap;
+
+TEST(ThreadRegistry, SlotIsStableWithinAThreadAndReachableById) {
+  ThreadSlot& s = self_slot();
+  EXPECT_EQ(&s, &self_slot());
+  EXPECT_NE(s.id, 0u);
+  EXPECT_EQ(slot_of(s.id), &s);
+  EXPECT_EQ(s.tid, current_tid());
+  EXPECT_FALSE(is_ghost(s));
+}
+
+// Ids of exited threads are reused, so the id space tracks live threads:
+// 2000 short-lived threads, at most 4 alive at once, must not use 2000 ids.
+TEST(ThreadRegistry, IdsOfExitedThreadsAreRecycled) {
+  std::set<uint32_t> ids;
+  for (int round = 0; round < 500; ++round) {
+    std::vector<std::thread> ts;
+    std::vector<uint32_t> got(4);
+    for (int i = 0; i < 4; ++i) ts.emplace_back([&, i] { got[i] = self_slot().id; });
+    for (auto& t : ts) t.join();
+    ids.insert(got.begin(), got.end());
+  }
+  EXPECT_LE(ids.size(), 64u);
+}
+
+TEST(ThreadRegistry, EventsOfExitedThreadsStillCount) {
+  uint64_t before = lockevent_total(LockEvent::cond_wait);
+  std::thread([] { for (int i = 0; i < 10; ++i) lockevent_inc(LockEvent::cond_wait); }).join();
+  EXPECT_EQ(lockevent_total(LockEvent::cond_wait) - before, 10u);
+}
+
+TEST(ThreadRegistry, OtherThreadsBecomeGhostsInAForkChild) {
+  ThreadSlot* other = nullptr;
+  std::atomic<bool> release{false};
+  std::thread t([&] {
+    other = &self_slot();
+    while (!release) std::this_thread::yield();
+  });
+  while (__atomic_load_n(&other, __ATOMIC_ACQUIRE) == nullptr) std::this_thread::yield();
+  ThreadSlot& me = self_slot();
+  pid_t pid = fork();
+  if (pid == 0) {
+    after_fork_in_child();  // what preload's atfork handler does
+    bool ok = is_ghost(*other) && !is_ghost(me) && me.tid == getpid() && current_tid() == getpid();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  release = true;
+  t.join();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(is_ghost(*other));
+}
