@@ -71,7 +71,7 @@ struct RwlockObject {
 };
 
 // Where glibc itself keeps the ABI fields we preserve.
-static_assert(sizeof(MutexObject) == sizeof(pthread_mutex_t));
+static_assert(sizeof(MutexObject) <= sizeof(pthread_mutex_t));  // 40 on x86-64, 48 on aarch64
 static_assert(offsetof(MutexObject, owner_tid) == offsetof(pthread_mutex_t, __data.__owner));
 static_assert(offsetof(MutexObject, kind) == offsetof(pthread_mutex_t, __data.__kind));
 static_assert(alignof(pthread_mutex_t) >= alignof(MutexObject));

@@ -25,7 +25,7 @@ static_assert(offsetof(RwsemMutexWords, count) == offsetof(abi::MutexObject, wor
 static_assert(offsetof(RwsemMutexWords, osq) == offsetof(abi::MutexObject, word_b));
 static_assert(offsetof(RwsemMutexWords, owner) == offsetof(abi::MutexObject, word_c));
 static_assert(offsetof(RwsemMutexWords, waitq) == offsetof(abi::MutexObject, word_d));
-static_assert(sizeof(RwsemMutexWords) == sizeof(abi::MutexObject));
+static_assert(sizeof(RwsemMutexWords) <= sizeof(abi::MutexObject));
 
 struct RwsemRwlockWords {
   std::atomic<uint64_t> count;  //  0  word A
