@@ -51,6 +51,38 @@ class FutexRwlock {
 
   // 0, EAGAIN (reader count would overflow), or ctx.give_up_code().
   int read_lock(const WaitCtx& ctx, bool writer_preferring, bool shared = false) {
+    uint32_t s = state_.load(arch::mo_hint);
+    if (__builtin_expect(s < kMaxReaders && !writer_preferring, 1) &&
+        state_.compare_exchange_weak(s, s + 1, arch::mo_lock, arch::mo_hint))
+      return 0;
+    return read_lock_slow(ctx, writer_preferring, shared);
+  }
+
+  int write_lock(const WaitCtx& ctx, bool shared = false) {
+    uint32_t s = 0;
+    if (state_.compare_exchange_strong(s, kWriter, arch::mo_lock, arch::mo_hint)) return 0;
+    return write_lock_slow(ctx, shared);
+  }
+
+  // Release a read or write hold (the state says which).
+  void unlock(bool shared = false) {
+    uint32_t s = state_.load(arch::mo_hint);
+    uint32_t n = s & kCountMask;
+    uint32_t next = (n == kWriter || n == 1) ? 0 : s - 1;
+    if (__builtin_expect(!(s & kSleepers), 1) &&
+        state_.compare_exchange_weak(s, next, arch::mo_unlock, arch::mo_hint))
+      return;
+    unlock_slow(shared);
+  }
+
+  bool write_locked() const { return (state_.load(arch::mo_hint) & kCountMask) == kWriter; }
+  uint32_t readers() const {
+    uint32_t n = state_.load(arch::mo_hint) & kCountMask;
+    return n == kWriter ? 0 : n;
+  }
+
+ private:
+  __attribute__((noinline)) int read_lock_slow(const WaitCtx& ctx, bool writer_preferring, bool shared) {
     for (;;) {
       uint32_t s = state_.load(arch::mo_hint);
       uint32_t n = s & kCountMask;
@@ -69,10 +101,9 @@ class FutexRwlock {
     }
   }
 
-  int write_lock(const WaitCtx& ctx, bool shared = false) {
-    uint32_t s = 0;
-    if (state_.compare_exchange_strong(s, kWriter, arch::mo_lock, arch::mo_hint)) return 0;
+  __attribute__((noinline)) int write_lock_slow(const WaitCtx& ctx, bool shared) {
     if (!ctx.may_block()) return EBUSY;
+    uint32_t s;
     writers_waiting_.fetch_add(1, arch::mo_dekker);
     int rc = 0;
     for (;;) {
@@ -91,8 +122,7 @@ class FutexRwlock {
     return rc;
   }
 
-  // Release a read or write hold (the state says which).
-  void unlock(bool shared = false) {
+  __attribute__((noinline)) void unlock_slow(bool shared) {
     uint32_t s = state_.load(arch::mo_hint);
     for (;;) {
       uint32_t n = s & kCountMask;
@@ -107,13 +137,6 @@ class FutexRwlock {
     }
   }
 
-  bool write_locked() const { return (state_.load(arch::mo_hint) & kCountMask) == kWriter; }
-  uint32_t readers() const {
-    uint32_t n = state_.load(arch::mo_hint) & kCountMask;
-    return n == kWriter ? 0 : n;
-  }
-
- private:
   // Make sure a release of state `s` will wake us; false if the state moved.
   bool mark_sleepers(uint32_t s) {
     return (s & kSleepers) || state_.compare_exchange_strong(s, s | kSleepers, arch::mo_dekker, arch::mo_hint);

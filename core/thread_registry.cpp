@@ -12,7 +12,7 @@
 
 namespace lockswap {
 
-thread_local ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
 
 namespace registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];

@@ -1,14 +1,20 @@
 // preload/dispatch.cpp — the one path from a pthread / C11 call to a variant.
 //
-// Every exported function does three things, in this order:
-//   1. pick the variant chosen at start-up (a switch generated from
-//      registry.h; the `glibc` variant forwards the untouched call);
-//   2. reproduce glibc's argument checks and kind semantics (recursive,
-//      errorcheck, adaptive, destroyed objects, EDEADLK, EINVAL timing), and
-//      delegate objects glibc must own (robust, PI, PP, process-shared);
-//   3. call the variant's lock word operations with a WaitCtx.
-// The common case (default kind, no contention) stays inline and short; kinds
-// and argument errors live in noinline functions.
+// Every exported function is one indirect jump through `g_ops`, a table with
+// one pointer per interposed function, filled once from the registry when the
+// configuration is read:
+//   * variant `glibc`: the pointers are glibc's own functions, so the control
+//     costs one extra jump and nothing else;
+//   * native variants: the pointers are the templates below instantiated for
+//     the variant's adapter. They reproduce glibc's argument checks and kind
+//     semantics (recursive, errorcheck, adaptive, destroyed objects, EDEADLK,
+//     EINVAL timing), delegate objects glibc must own (robust, PI, PP,
+//     process-shared), and call the adapter's lock word operations with a
+//     WaitCtx. The default-kind, uncontended path is a short leaf; kinds,
+//     timeouts and errors live in noinline functions.
+// Until the configuration is read, every pointer is a first-call stub that
+// reads it and re-dispatches, so a lock taken by another library's
+// constructor before ours works.
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -56,7 +62,7 @@ struct MutexCall {
 // ------------------------------------------------------------------ mutex
 
 // The `glibc` variant: the call, untouched (and uncounted: it is the control).
-int forward_mutex(pthread_mutex_t* m, const MutexCall& c) {
+LOCKSWAP_INLINE int forward_mutex(pthread_mutex_t* m, MutexCall c) {
   const auto& g = real::glibc();
   switch (c.op) {
     case MutexCall::lock: return g.pthread_mutex_lock(m);
@@ -67,7 +73,7 @@ int forward_mutex(pthread_mutex_t* m, const MutexCall& c) {
 }
 
 // A native variant met an object glibc must own (robust, PI, PP, pshared).
-__attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, const MutexCall& c) {
+__attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, MutexCall c) {
   lockevent_inc(LockEvent::delegated_to_glibc);
   return forward_mutex(m, c);
 }
@@ -75,14 +81,14 @@ __attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, const MutexCall
 // The part of an acquisition that may block: glibc validates the timeout only
 // here, after the uncontended attempt failed.
 template <class V>
-int mutex_wait(MutexObject& o, const MutexCall& c, bool adaptive) {
+__attribute__((noinline)) int mutex_wait(MutexObject& o, MutexCall c, bool adaptive) {
   if (c.op == MutexCall::trylock) return EBUSY;
   if (c.abs != nullptr && !valid_nsec(c.abs)) return EINVAL;
   return V::lock(o, c.ctx(), adaptive);
 }
 
 template <class V>
-__attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind, const MutexCall& c) {
+__attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind, MutexCall c) {
   MutexObject& o = abi::obj(m);
   if (kind == abi::kKindDestroyed) return EINVAL;
   if (abi::glibc_owned(kind)) return delegate_mutex(m, c);
@@ -108,7 +114,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
 }
 
 template <class V>
-LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, const MutexCall& c) {
+LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, MutexCall c) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
@@ -174,49 +180,11 @@ int mutex_init_native(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
   return 0;
 }
 
-// ------------------------------------------------------------ variant switch
-// Generated from registry.h: one case per variant, each calling the lambda
-// with the variant's adapter type.
 
-template <class F>
-LOCKSWAP_INLINE int with_mutex_variant(F&& f) {
-  switch (mutex_variant()) {
-#define X(id, name, type, desc) \
-  case MutexVariant::id:        \
-    return f.template operator()<type>();
-    LOCKSWAP_MUTEX_VARIANTS(X)
-#undef X
-    default:
-      __builtin_unreachable();
-  }
-}
+// ------------------------------------------------------------ dispatch table
 
-template <class F>
-LOCKSWAP_INLINE int with_rwlock_variant(F&& f) {
-  switch (rwlock_variant()) {
-#define X(id, name, type, desc) \
-  case RwlockVariant::id:       \
-    return f.template operator()<type>();
-    LOCKSWAP_RWLOCK_VARIANTS(X)
-#undef X
-    default:
-      __builtin_unreachable();
-  }
-}
-
-LOCKSWAP_INLINE int mutex_acquire_any(pthread_mutex_t* m, const MutexCall& c) {
-  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return forward_mutex(m, c);
-    else return mutex_acquire<V>(m, c);
-  });
-}
-
-LOCKSWAP_INLINE int mutex_release_any(pthread_mutex_t* m) {
-  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_unlock(m);
-    else return mutex_release<V>(m);
-  });
-}
+// One pointer per interposed function (see the file comment).
+extern real::Functions g_ops;
 
 // ----------------------------------------------------------------- rwlock
 
@@ -233,7 +201,7 @@ struct RwCall {
   }
 };
 
-int forward_rdlock(pthread_rwlock_t* l, const RwCall& c) {
+LOCKSWAP_INLINE int forward_rdlock(pthread_rwlock_t* l, RwCall c) {
   const auto& g = real::glibc();
   switch (c.op) {
     case RwCall::block: return g.pthread_rwlock_rdlock(l);
@@ -243,7 +211,7 @@ int forward_rdlock(pthread_rwlock_t* l, const RwCall& c) {
   }
 }
 
-int forward_wrlock(pthread_rwlock_t* l, const RwCall& c) {
+LOCKSWAP_INLINE int forward_wrlock(pthread_rwlock_t* l, RwCall c) {
   const auto& g = real::glibc();
   switch (c.op) {
     case RwCall::block: return g.pthread_rwlock_wrlock(l);
@@ -253,84 +221,127 @@ int forward_wrlock(pthread_rwlock_t* l, const RwCall& c) {
   }
 }
 
-__attribute__((noinline)) int delegate_rdlock(pthread_rwlock_t* l, const RwCall& c) {
+__attribute__((noinline)) int delegate_rdlock(pthread_rwlock_t* l, RwCall c) {
   lockevent_inc(LockEvent::delegated_to_glibc);
   return forward_rdlock(l, c);
 }
 
-__attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, const RwCall& c) {
+__attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, RwCall c) {
   lockevent_inc(LockEvent::delegated_to_glibc);
   return forward_wrlock(l, c);
 }
 
-// glibc checks clock and tv_nsec before anything else, then EDEADLK.
-LOCKSWAP_INLINE int rw_precheck(const RwlockObject& o, const RwCall& c) {
+// glibc's order of checks: clock and tv_nsec first (even when the lock is
+// free), then EDEADLK if the caller holds the write lock, then the attempt.
+// The plain blocking calls skip the first step at compile time.
+template <class V>
+LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, RwCall c) {
+  RwlockObject& o = abi::obj(l);
+  if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_rdlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
-  if (o.writer_tid.load(std::memory_order_relaxed) == current_tid()) return EDEADLK;
-  return 0;
-}
-
-template <class V>
-LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, const RwCall& c) {
-  RwlockObject& o = abi::obj(l);
-  if (abi::glibc_owned(o)) return delegate_rdlock(l, c);
-  if (int rc = rw_precheck(o, c)) return rc;
+  if (__builtin_expect(V::write_held(o), 0) && o.writer_tid.load(std::memory_order_relaxed) == current_tid())
+    return EDEADLK;
   bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
-  if constexpr (V::needs_read_hold_tracking) {
-    int rc = V::rdlock(o, c.ctx(), writer_preferring, t_local.read_held != 0);
-    if (rc == 0) ++t_local.read_held;
-    return rc;
-  } else {
-    return V::rdlock(o, c.ctx(), writer_preferring, false);
-  }
+  bool holds_reads = V::needs_read_hold_tracking && t_local.read_held != 0;
+  int rc = V::rdlock(o, c.ctx(), writer_preferring, holds_reads);
+  if (V::needs_read_hold_tracking && rc == 0) ++t_local.read_held;
+  return rc;
 }
 
 template <class V>
-LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, const RwCall& c) {
+LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, RwCall c) {
   RwlockObject& o = abi::obj(l);
-  if (abi::glibc_owned(o)) return delegate_wrlock(l, c);
-  if (int rc = rw_precheck(o, c)) return rc;
+  if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_wrlock(l, c);
+  if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
+  int32_t self = current_tid();
+  if (__builtin_expect(V::write_held(o), 0) && o.writer_tid.load(std::memory_order_relaxed) == self) return EDEADLK;
   int rc = V::wrlock(o, c.ctx());
-  if (rc == 0) o.writer_tid.store(current_tid(), std::memory_order_relaxed);
+  if (rc == 0) o.writer_tid.store(self, std::memory_order_relaxed);
   return rc;
 }
 
 template <class V>
 LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
   RwlockObject& o = abi::obj(l);
-  if (abi::glibc_owned(o)) return real::glibc().pthread_rwlock_unlock(l);
-  // Like glibc: we are the writer iff the recorded writer is us.
-  if (o.writer_tid.load(std::memory_order_relaxed) == current_tid()) {
+  if (__builtin_expect(abi::glibc_owned(o), 0)) return real::glibc().pthread_rwlock_unlock(l);
+  // Only the writer can release a write-held lock (anything else is
+  // undefined), so the lock word says which release this is.
+  if (V::write_held(o)) {
     o.writer_tid.store(0, std::memory_order_relaxed);
-    V::unlock(o, true);
+    V::write_unlock(o);
     return 0;
   }
-  V::unlock(o, false);
+  V::read_unlock(o);
   if constexpr (V::needs_read_hold_tracking) {
     if (t_local.read_held != 0) --t_local.read_held;
   }
   return 0;
 }
 
-LOCKSWAP_INLINE int rwlock_rdlock_any(pthread_rwlock_t* l, const RwCall& c) {
-  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return forward_rdlock(l, c);
-    else return rw_rdlock<V>(l, c);
-  });
+// Timed, clock and try acquisitions share one out-of-line body per variant.
+
+// ------------------------------------------------------- native entry points
+// Same signatures as glibc's functions; one instantiation per variant.
+
+template <class V>
+struct NativeMutex {
+  static int lock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {MutexCall::lock, 0, nullptr}); }
+  static int trylock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {MutexCall::trylock, 0, nullptr}); }
+  static int timedlock(pthread_mutex_t* m, const timespec* abs) {
+    return mutex_acquire<V>(m, {MutexCall::timedlock, CLOCK_REALTIME, abs});
+  }
+  static int clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
+    if (!supported_clock(clock)) return EINVAL;  // glibc checks the clock first
+    return mutex_acquire<V>(m, {MutexCall::clocklock, clock, abs});
+  }
+  static int unlock(pthread_mutex_t* m) { return mutex_release<V>(m); }
+  static int destroy(pthread_mutex_t* m) { return mutex_destroy<V>(m); }
+};
+
+int native_mutex_consistent(pthread_mutex_t* m) {
+  if (!(abi::obj(m).kind.load(std::memory_order_relaxed) & abi::kKindRobust)) return EINVAL;
+  return real::glibc().pthread_mutex_consistent(m);
 }
 
-LOCKSWAP_INLINE int rwlock_wrlock_any(pthread_rwlock_t* l, const RwCall& c) {
-  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return forward_wrlock(l, c);
-    else return rw_wrlock<V>(l, c);
-  });
+template <class V>
+struct NativeRwlock {
+  static int rdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {RwCall::block, 0, nullptr}); }
+  static int tryrdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {RwCall::trylock, 0, nullptr}); }
+  static int timedrdlock(pthread_rwlock_t* l, const timespec* abs) {
+    return rw_rdlock<V>(l, {RwCall::timed, CLOCK_REALTIME, abs});
+  }
+  static int clockrdlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
+    return rw_rdlock<V>(l, {RwCall::clocked, clock, abs});
+  }
+  static int wrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {RwCall::block, 0, nullptr}); }
+  static int trywrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {RwCall::trylock, 0, nullptr}); }
+  static int timedwrlock(pthread_rwlock_t* l, const timespec* abs) {
+    return rw_wrlock<V>(l, {RwCall::timed, CLOCK_REALTIME, abs});
+  }
+  static int clockwrlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
+    return rw_wrlock<V>(l, {RwCall::clocked, clock, abs});
+  }
+  static int unlock(pthread_rwlock_t* l) { return rw_unlock<V>(l); }
+};
+
+int native_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* attr) {
+  int kind = PTHREAD_RWLOCK_DEFAULT_NP, pshared = PTHREAD_PROCESS_PRIVATE;
+  if (attr != nullptr) {
+    pthread_rwlockattr_getkind_np(attr, &kind);
+    pthread_rwlockattr_getpshared(attr, &pshared);
+  }
+  if (pshared != PTHREAD_PROCESS_PRIVATE) return real::glibc().pthread_rwlock_init(l, attr);
+  memset(static_cast<void*>(l), 0, sizeof *l);
+  abi::obj(l).flags.store(static_cast<uint32_t>(kind), std::memory_order_relaxed);
+  return 0;
+}
+
+int native_rwlock_destroy(pthread_rwlock_t* l) {
+  if (abi::glibc_owned(abi::obj(l))) return real::glibc().pthread_rwlock_destroy(l);
+  return 0;  // glibc's destroy of a private rwlock checks nothing either
 }
 
 // ------------------------------------------------------------------- cond
-
-// The condvar follows the mutex: glibc's condvar reaches into glibc's mutex
-// layout, so it is glibc's exactly when the mutex variant is.
-bool cond_is_glibc() { return mutex_variant() == MutexVariant::glibc; }
 
 Cond& cond_obj(pthread_cond_t* c) { return *reinterpret_cast<Cond*>(c); }
 static_assert(sizeof(Cond) <= sizeof(pthread_cond_t));
@@ -350,10 +361,11 @@ struct CancellableSleeper {
   }
 };
 
+// The mutex is released and re-taken through the table, so every kind and
+// delegated object behaves as with a direct call.
 int cond_wait_native(pthread_cond_t* c, pthread_mutex_t* m, const WaitCtx& ctx) {
-  return cond_obj(c).wait<CancellableSleeper>([m] { return mutex_release_any(m); },
-                                              [m] { return mutex_acquire_any(m, {MutexCall::lock, 0, nullptr}); },
-                                              ctx);
+  return cond_obj(c).wait<CancellableSleeper>([m] { return g_ops.pthread_mutex_unlock(m); },
+                                              [m] { return g_ops.pthread_mutex_lock(m); }, ctx);
 }
 
 int cond_init_native(pthread_cond_t* c, const pthread_condattr_t* attr) {
@@ -380,145 +392,187 @@ int thrd_result(int err) {
   }
 }
 
+
+// Native condvar entry points (used with every native mutex variant; the
+// condvar is glibc's exactly when the mutex variant is, because glibc's
+// condvar reaches into glibc's mutex layout).
+struct NativeCond {
+  static int init(pthread_cond_t* c, const pthread_condattr_t* attr) { return cond_init_native(c, attr); }
+  static int destroy(pthread_cond_t* c) {
+    cond_obj(c).destroy();
+    return 0;
+  }
+  static int signal(pthread_cond_t* c) {
+    cond_obj(c).signal();
+    return 0;
+  }
+  static int broadcast(pthread_cond_t* c) {
+    cond_obj(c).broadcast();
+    return 0;
+  }
+  static int wait(pthread_cond_t* c, pthread_mutex_t* m) { return cond_wait_native(c, m, WaitCtx::blocking()); }
+  static int timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abs) {
+    if (!valid_nsec(abs)) return EINVAL;
+    return cond_wait_native(c, m, WaitCtx::until(cond_obj(c).clock(), abs));
+  }
+  static int clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
+    if (!supported_clock(clock) || !valid_nsec(abs)) return EINVAL;
+    return cond_wait_native(c, m, WaitCtx::until(clock, abs));
+  }
+};
+
+// ------------------------------------------------------------- the table
+
+void install_glibc_mutex_and_cond(const real::Functions& g) {
+#define COPY(fn) g_ops.fn = g.fn;
+  COPY(pthread_mutex_init) COPY(pthread_mutex_destroy) COPY(pthread_mutex_lock) COPY(pthread_mutex_trylock)
+  COPY(pthread_mutex_timedlock) COPY(pthread_mutex_clocklock) COPY(pthread_mutex_unlock) COPY(pthread_mutex_consistent)
+  COPY(pthread_cond_init) COPY(pthread_cond_destroy) COPY(pthread_cond_wait) COPY(pthread_cond_timedwait)
+  COPY(pthread_cond_clockwait) COPY(pthread_cond_signal) COPY(pthread_cond_broadcast)
+#undef COPY
+}
+
+void install_glibc_rwlock(const real::Functions& g) {
+#define COPY(fn) g_ops.fn = g.fn;
+  COPY(pthread_rwlock_init) COPY(pthread_rwlock_destroy) COPY(pthread_rwlock_rdlock) COPY(pthread_rwlock_tryrdlock)
+  COPY(pthread_rwlock_timedrdlock) COPY(pthread_rwlock_clockrdlock) COPY(pthread_rwlock_wrlock)
+  COPY(pthread_rwlock_trywrlock) COPY(pthread_rwlock_timedwrlock) COPY(pthread_rwlock_clockwrlock)
+  COPY(pthread_rwlock_unlock)
+#undef COPY
+}
+
+template <class V>
+void install_mutex() {
+  if constexpr (V::forwards_to_glibc) {
+    install_glibc_mutex_and_cond(real::glibc());
+  } else {
+    using M = NativeMutex<V>;
+    g_ops.pthread_mutex_init = mutex_init_native;
+    g_ops.pthread_mutex_destroy = M::destroy;
+    g_ops.pthread_mutex_lock = M::lock;
+    g_ops.pthread_mutex_trylock = M::trylock;
+    g_ops.pthread_mutex_timedlock = M::timedlock;
+    g_ops.pthread_mutex_clocklock = M::clocklock;
+    g_ops.pthread_mutex_unlock = M::unlock;
+    g_ops.pthread_mutex_consistent = native_mutex_consistent;
+    g_ops.pthread_cond_init = NativeCond::init;
+    g_ops.pthread_cond_destroy = NativeCond::destroy;
+    g_ops.pthread_cond_wait = NativeCond::wait;
+    g_ops.pthread_cond_timedwait = NativeCond::timedwait;
+    g_ops.pthread_cond_clockwait = NativeCond::clockwait;
+    g_ops.pthread_cond_signal = NativeCond::signal;
+    g_ops.pthread_cond_broadcast = NativeCond::broadcast;
+  }
+}
+
+template <class V>
+void install_rwlock() {
+  if constexpr (V::forwards_to_glibc) {
+    install_glibc_rwlock(real::glibc());
+  } else {
+    using R = NativeRwlock<V>;
+    g_ops.pthread_rwlock_init = native_rwlock_init;
+    g_ops.pthread_rwlock_destroy = native_rwlock_destroy;
+    g_ops.pthread_rwlock_rdlock = R::rdlock;
+    g_ops.pthread_rwlock_tryrdlock = R::tryrdlock;
+    g_ops.pthread_rwlock_timedrdlock = R::timedrdlock;
+    g_ops.pthread_rwlock_clockrdlock = R::clockrdlock;
+    g_ops.pthread_rwlock_wrlock = R::wrlock;
+    g_ops.pthread_rwlock_trywrlock = R::trywrlock;
+    g_ops.pthread_rwlock_timedwrlock = R::timedwrlock;
+    g_ops.pthread_rwlock_clockwrlock = R::clockwrlock;
+    g_ops.pthread_rwlock_unlock = R::unlock;
+  }
+}
+
+std::atomic<bool> g_ops_installed{false};
+
+// Fill the table from the configuration (idempotent; racing first calls all
+// write the same pointers, each pointer-sized store being atomic on every
+// supported ISA).
+__attribute__((noinline)) void install_ops() {
+  if (g_ops_installed.load(std::memory_order_acquire)) return;
+  switch (mutex_variant()) {
+#define X(id, name, type, desc) \
+  case MutexVariant::id:        \
+    install_mutex<type>();      \
+    break;
+    LOCKSWAP_MUTEX_VARIANTS(X)
+#undef X
+    default:
+      break;
+  }
+  switch (rwlock_variant()) {
+#define X(id, name, type, desc) \
+  case RwlockVariant::id:       \
+    install_rwlock<type>();     \
+    break;
+    LOCKSWAP_RWLOCK_VARIANTS(X)
+#undef X
+    default:
+      break;
+  }
+  g_ops_installed.store(true, std::memory_order_release);
+}
+
+// First-call stubs: read the configuration, fill the table, call through it.
+template <auto Slot>
+struct FirstCall;
+template <class R, class... A, R (*real::Functions::*Slot)(A...)>
+struct FirstCall<Slot> {
+  static R call(A... args) {
+    install_ops();
+    return (g_ops.*Slot)(args...);
+  }
+};
+
+real::Functions g_ops = {
+#define X(name, ret, args) &FirstCall<&real::Functions::name>::call,
+    LOCKSWAP_REAL_FUNCTIONS(X)
+#undef X
+};
+
 }  // namespace
 }  // namespace lockswap
 
 using namespace lockswap;
 
 // =================================================================== exports
+// Each is a tail jump through the table.
 
-LOCKSWAP_EXPORT int pthread_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* attr) noexcept {
-  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_init(m, attr);
-    else return mutex_init_native(m, attr);
-  });
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_destroy(pthread_mutex_t* m) noexcept {
-  return with_mutex_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return real::glibc().pthread_mutex_destroy(m);
-    else return mutex_destroy<V>(m);
-  });
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) noexcept {
-  return mutex_acquire_any(m, {MutexCall::lock, 0, nullptr});
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) noexcept {
-  return mutex_acquire_any(m, {MutexCall::trylock, 0, nullptr});
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* abs) noexcept {
-  return mutex_acquire_any(m, {MutexCall::timedlock, CLOCK_REALTIME, abs});
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abs) noexcept {
-  if (mutex_variant() != MutexVariant::glibc && !supported_clock(clock)) return EINVAL;
-  return mutex_acquire_any(m, {MutexCall::clocklock, clock, abs});
-}
-
-LOCKSWAP_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) noexcept { return mutex_release_any(m); }
-
-LOCKSWAP_EXPORT int pthread_mutex_consistent(pthread_mutex_t* m) noexcept {
-  if (mutex_variant() != MutexVariant::glibc && !(abi::obj(m).kind.load(std::memory_order_relaxed) & abi::kKindRobust))
-    return EINVAL;
-  return real::glibc().pthread_mutex_consistent(m);
-}
-
-LOCKSWAP_EXPORT int pthread_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* attr) noexcept {
-  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
-    int kind = PTHREAD_RWLOCK_DEFAULT_NP, pshared = PTHREAD_PROCESS_PRIVATE;
-    if (attr != nullptr) {
-      pthread_rwlockattr_getkind_np(attr, &kind);
-      pthread_rwlockattr_getpshared(attr, &pshared);
-    }
-    if (V::forwards_to_glibc || pshared != PTHREAD_PROCESS_PRIVATE) return real::glibc().pthread_rwlock_init(l, attr);
-    memset(static_cast<void*>(l), 0, sizeof *l);
-    abi::obj(l).flags.store(static_cast<uint32_t>(kind), std::memory_order_relaxed);
-    return 0;
-  });
-}
-
-LOCKSWAP_EXPORT int pthread_rwlock_destroy(pthread_rwlock_t* l) noexcept {
-  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
-    if (V::forwards_to_glibc || abi::glibc_owned(abi::obj(l))) return real::glibc().pthread_rwlock_destroy(l);
-    return 0;  // glibc's destroy of a private rwlock checks nothing either
-  });
-}
-
-LOCKSWAP_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) noexcept {
-  return rwlock_rdlock_any(l, {RwCall::block, 0, nullptr});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) noexcept {
-  return rwlock_rdlock_any(l, {RwCall::trylock, 0, nullptr});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l, const timespec* abs) noexcept {
-  return rwlock_rdlock_any(l, {RwCall::timed, CLOCK_REALTIME, abs});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) noexcept {
-  return rwlock_rdlock_any(l, {RwCall::clocked, clock, abs});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) noexcept {
-  return rwlock_wrlock_any(l, {RwCall::block, 0, nullptr});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) noexcept {
-  return rwlock_wrlock_any(l, {RwCall::trylock, 0, nullptr});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l, const timespec* abs) noexcept {
-  return rwlock_wrlock_any(l, {RwCall::timed, CLOCK_REALTIME, abs});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) noexcept {
-  return rwlock_wrlock_any(l, {RwCall::clocked, clock, abs});
-}
-LOCKSWAP_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) noexcept {
-  return with_rwlock_variant([&]<class V>() __attribute__((always_inline)) {
-    if constexpr (V::forwards_to_glibc) return real::glibc().pthread_rwlock_unlock(l);
-    else return rw_unlock<V>(l);
-  });
-}
-
-LOCKSWAP_EXPORT int pthread_cond_init(pthread_cond_t* c, const pthread_condattr_t* attr) noexcept {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_init(c, attr);
-  return cond_init_native(c, attr);
-}
-
-LOCKSWAP_EXPORT int pthread_cond_destroy(pthread_cond_t* c) noexcept {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_destroy(c);
-  cond_obj(c).destroy();
-  return 0;
-}
-
-LOCKSWAP_EXPORT int pthread_cond_signal(pthread_cond_t* c) noexcept {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_signal(c);
-  cond_obj(c).signal();
-  return 0;
-}
-
-LOCKSWAP_EXPORT int pthread_cond_broadcast(pthread_cond_t* c) noexcept {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_broadcast(c);
-  cond_obj(c).broadcast();
-  return 0;
-}
-
+#define LOCKSWAP_FORWARD(name, ret, params, args) \
+  LOCKSWAP_EXPORT ret name params noexcept { return g_ops.name args; }
 // Cancellation points: no noexcept (a cancellation unwinds through them).
-LOCKSWAP_EXPORT int pthread_cond_wait(pthread_cond_t* c, pthread_mutex_t* m) {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_wait(c, m);
-  return cond_wait_native(c, m, WaitCtx::blocking());
-}
+#define LOCKSWAP_FORWARD_CANCEL(name, ret, params, args) \
+  LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
 
-LOCKSWAP_EXPORT int pthread_cond_timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abs) {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_timedwait(c, m, abs);
-  if (!valid_nsec(abs)) return EINVAL;
-  return cond_wait_native(c, m, WaitCtx::until(cond_obj(c).clock(), abs));
-}
-
-LOCKSWAP_EXPORT int pthread_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock,
-                                           const timespec* abs) {
-  if (cond_is_glibc()) return real::glibc().pthread_cond_clockwait(c, m, clock, abs);
-  if (!supported_clock(clock) || !valid_nsec(abs)) return EINVAL;
-  return cond_wait_native(c, m, WaitCtx::until(clock, abs));
-}
+LOCKSWAP_FORWARD(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a))
+LOCKSWAP_FORWARD(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD(pthread_mutex_lock, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t))
+LOCKSWAP_FORWARD(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t c, const timespec* t), (m, c, t))
+LOCKSWAP_FORWARD(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a))
+LOCKSWAP_FORWARD(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
+LOCKSWAP_FORWARD(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
+LOCKSWAP_FORWARD(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
+LOCKSWAP_FORWARD(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
+LOCKSWAP_FORWARD(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a))
+LOCKSWAP_FORWARD(pthread_cond_destroy, int, (pthread_cond_t* c), (c))
+LOCKSWAP_FORWARD(pthread_cond_signal, int, (pthread_cond_t* c), (c))
+LOCKSWAP_FORWARD(pthread_cond_broadcast, int, (pthread_cond_t* c), (c))
+LOCKSWAP_FORWARD_CANCEL(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mutex_t* m), (c, m))
+LOCKSWAP_FORWARD_CANCEL(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_cond_clockwait, int,
+                        (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t))
 
 // glibc's C11 functions call internal aliases that bypass the symbols above,
 // so they are interposed too, with glibc's mapping of error codes.

@@ -26,7 +26,9 @@ struct FutexRwlockVariant {
     return at(o).read_lock(ctx, writer_preferring);
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }
-  static void unlock(abi::RwlockObject& o, bool) { at(o).unlock(); }
+  static bool write_held(abi::RwlockObject& o) { return at(o).write_locked(); }
+  static void read_unlock(abi::RwlockObject& o) { at(o).unlock(); }
+  static void write_unlock(abi::RwlockObject& o) { at(o).unlock(); }
 };
 
 }  // namespace lockswap

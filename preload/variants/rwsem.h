@@ -64,10 +64,9 @@ struct RwsemRwlockVariant {
     return Sem::read_lock(at(o), ctx, caller_holds_reads && !writer_preferring);
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return Sem::write_lock(at(o), ctx); }
-  static void unlock(abi::RwlockObject& o, bool writer) {
-    if (writer) Sem::write_unlock(at(o));
-    else Sem::read_unlock(at(o));
-  }
+  static bool write_held(abi::RwlockObject& o) { return Sem::write_locked(at(o)); }
+  static void read_unlock(abi::RwlockObject& o) { Sem::read_unlock(at(o)); }
+  static void write_unlock(abi::RwlockObject& o) { Sem::write_unlock(at(o)); }
 };
 using RwsemStealRwlock = RwsemRwlockVariant<RwsemSteal>;
 using RwsemSpinRwlock = RwsemRwlockVariant<RwsemReaderSpin>;

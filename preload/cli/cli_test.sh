@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# preload/cli/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
+set -euo pipefail
+CLI=${1:?usage: cli_test.sh path/to/lockswap}
+fails=0
+ok() { printf 'ok   %s\n' "$1"; }
+bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
+expect() {  # expect NAME WANT_RC GREP_PATTERN -- cmd...
+  local name=$1 want=$2 pat=$3 out rc
+  shift 4
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+  if [[ $rc -ne $want ]]; then bad "$name: exit $rc, want $want: $out"; return; fi
+  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" <<<"$out"; then bad "$name: no /$pat/ in: $out"; return; fi
+  ok "$name"
+}
+
+expect help 0 'usage: lockswap' -- "$CLI" --help
+expect list 0 'LOCKSWAP_MUTEX = glibc .*futex' -- "$CLI" --list
+expect list-rwlock 0 'LOCKSWAP_RWLOCK = glibc' -- "$CLI" --list
+expect no-command 2 'no command given' -- "$CLI" --mutex futex
+expect bad-option 2 "unknown option '--bogus'" -- "$CLI" --bogus -- true
+expect missing-value 2 'option --mutex needs a value' -- "$CLI" --mutex
+expect bad-set 2 'expects NAME=VALUE' -- "$CLI" --set FOO -- true
+expect bad-variant 2 'unknown mutex variant' -- "$CLI" --mutex nope -- true
+expect bad-tunable 2 'unknown lockswap variable' -- "$CLI" --set NOPE=1 -- true
+expect bad-number 2 'not a decimal number' -- "$CLI" --set RWSEM_SPIN=x -- true
+expect runs 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --mutex futex -- env
+expect rwlock 0 '^LOCKSWAP_RWLOCK=futex$' -- "$CLI" --rwlock=futex -- env
+expect variant 0 '^LOCKSWAP_RWLOCK=futex$' -- "$CLI" --variant futex -- env
+expect set-prefix 0 '^LOCKSWAP_RWSEM_SPIN=0$' -- "$CLI" --set RWSEM_SPIN=0 -- env
+expect stats 0 '^LOCKSWAP_STATS=1$' -- "$CLI" --stats -- env
+expect no-dashdash 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --mutex futex env
+expect exit-status 3 '' -- "$CLI" --mutex futex -- sh -c 'exit 3'
+expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$' -- \
+  env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"' 
+expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
+expect stats-file 0 '' -- "$CLI" --stats-file "${TMPDIR:-/tmp}/lockswap-cli-test.$$" --mutex futex -- true
+if [[ -s "${TMPDIR:-/tmp}/lockswap-cli-test.$$" ]] && grep -q 'mutex=futex' "${TMPDIR:-/tmp}/lockswap-cli-test.$$"; then
+  ok stats-file-written
+else
+  bad stats-file-written
+fi
+rm -f "${TMPDIR:-/tmp}/lockswap-cli-test.$$"
+
+if ((fails)); then echo "$fails failed"; exit 1; fi
+echo "all passed"
