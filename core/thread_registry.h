@@ -53,10 +53,19 @@ struct alignas(64) ThreadSlot {
   uint32_t id = 0;
   int32_t tid = 0;
   ThreadSlot* next_free = nullptr;
+  // OSQ node (core/rwsem.h): this thread's entry in the MCS queue of
+  // optimistic spinners of whichever rwsem it is spinning on (one at a time).
+  // Ids, not pointers, so a queue tail fits the lock's u32 `osq` word. Its own
+  // cache line: queue neighbours write it while the owner polls osq_locked,
+  // and that traffic must not hit the line wakers and spinners read above.
+  alignas(64) std::atomic<uint32_t> osq_next{0};    // successor's slot id, 0 = none
+  std::atomic<uint32_t> osq_prev{0};                // predecessor's slot id
+  std::atomic<uint32_t> osq_locked{0};              // set by the predecessor: our turn
   // Lock event counters: written only by the owning thread, read at exit.
   alignas(64) std::atomic<uint64_t> events[kNumLockEvents];
 };
-static_assert(offsetof(ThreadSlot, events) == 64, "fields other threads poll share one cache line");
+static_assert(offsetof(ThreadSlot, osq_next) == 64, "fields other threads poll share one cache line");
+static_assert(offsetof(ThreadSlot, events) == 128, "the OSQ node has a cache line of its own");
 
 namespace registry {
 inline constexpr uint32_t kSlotsPerChunkShift = 10;
@@ -77,7 +86,9 @@ struct ThreadLocal {
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
   uint32_t read_held;   // read locks this thread holds on recursion-tolerant rwlocks
 };
-extern thread_local ThreadLocal t_local __attribute__((tls_model("initial-exec")));
+// `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
+// wrapper call (it might need dynamic initialisation); this POD never does.
+extern __thread ThreadLocal t_local __attribute__((tls_model("initial-exec")));
 
 inline ThreadSlot& self_slot() {
   ThreadSlot* s = t_local.slot;
