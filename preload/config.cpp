@@ -110,7 +110,13 @@ void reject_unknown_variables() {
     if (strncmp(*e, "LOCKSWAP_", 9) != 0) continue;
     const char* eq = strchr(*e, '=');
     size_t len = eq ? static_cast<size_t>(eq - *e) : strlen(*e);
-    if (!is_known_name(*e, len)) fail_with_choices(*e, "", "unknown lockswap variable");
+    if (!is_known_name(*e, len)) {
+      char name[128];
+      size_t n = len < sizeof name - 1 ? len : sizeof name - 1;
+      memcpy(name, *e, n);
+      name[n] = '\0';
+      fail_with_choices(name, eq ? eq + 1 : "", "unknown lockswap variable");
+    }
   }
 }
 

@@ -10,12 +10,18 @@ Functions g_functions;
 bool g_resolved;
 
 namespace {
-bool is_cond_function(const char* name) { return strncmp(name, "pthread_cond_", 13) == 0; }
+// The condvar functions that exist at both GLIBC_2.2.5 (old ABI) and
+// GLIBC_2.3.2; pthread_cond_clockwait only ever had the new ABI. A failed
+// dlvsym must be avoided: reporting it allocates, and the allocator (jemalloc)
+// may take a lock that brings it straight back here.
+bool has_two_cond_abis(const char* name) {
+  return strncmp(name, "pthread_cond_", 13) == 0 && strcmp(name, "pthread_cond_clockwait") != 0;
+}
 
 void* lookup(const char* name) {
   void* fn = nullptr;
 #if defined(__x86_64__)
-  if (is_cond_function(name)) fn = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
+  if (has_two_cond_abis(name)) fn = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
 #endif
   if (fn == nullptr) fn = dlsym(RTLD_NEXT, name);
   if (fn == nullptr) {

@@ -34,8 +34,9 @@ expect set-prefix 0 '^LOCKSWAP_RWSEM_SPIN=0$' -- "$CLI" --set RWSEM_SPIN=0 -- en
 expect stats 0 '^LOCKSWAP_STATS=1$' -- "$CLI" --stats -- env
 expect no-dashdash 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --mutex futex env
 expect exit-status 3 '' -- "$CLI" --mutex futex -- sh -c 'exit 3'
+# shellcheck disable=SC2016  # $LD_PRELOAD is expanded by the inner sh
 expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$' -- \
-  env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"' 
+  env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
 expect stats-file 0 '' -- "$CLI" --stats-file "${TMPDIR:-/tmp}/lockswap-cli-test.$$" --mutex futex -- true
 if [[ -s "${TMPDIR:-/tmp}/lockswap-cli-test.$$" ]] && grep -q 'mutex=futex' "${TMPDIR:-/tmp}/lockswap-cli-test.$$"; then

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <set>
 #include <thread>
 #include <vector>
@@ -41,13 +42,14 @@ TEST(ThreadRegistry, EventsOfExitedThreadsStillCount) {
 }
 
 TEST(ThreadRegistry, OtherThreadsBecomeGhostsInAForkChild) {
-  ThreadSlot* other = nullptr;
+  std::atomic<ThreadSlot*> other_slot{nullptr};
   std::atomic<bool> release{false};
   std::thread t([&] {
-    other = &self_slot();
+    other_slot = &self_slot();
     while (!release) std::this_thread::yield();
   });
-  while (__atomic_load_n(&other, __ATOMIC_ACQUIRE) == nullptr) std::this_thread::yield();
+  while (other_slot.load() == nullptr) std::this_thread::yield();
+  ThreadSlot* other = other_slot.load();
   ThreadSlot& me = self_slot();
   pid_t pid = fork();
   if (pid == 0) {
