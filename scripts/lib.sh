@@ -1,0 +1,90 @@
+# scripts/lib.sh — helpers shared by scripts/*.sh and examples/servers/*.sh.
+# Source it; it defines functions and variables only.
+# shellcheck shell=bash
+
+LOCKSWAP_ROOT=${LOCKSWAP_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BUILD_DIR=${BUILD_DIR:-$LOCKSWAP_ROOT/build}
+# The library under test; override with LIBLOCKSWAP=/path/liblockswap.so.
+LIBLOCKSWAP=${LIBLOCKSWAP:-$BUILD_DIR/preload/liblockswap.so}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+require_library() {
+  [[ -f "$LIBLOCKSWAP" ]] || die "$LIBLOCKSWAP not found: run scripts/build.sh first"
+}
+
+# variant_env NAME -> prints "LOCKSWAP_MUTEX=<m> LOCKSWAP_RWLOCK=<r>".
+# NAME is a variant of the test matrix (glibc, futex, rwsem, rwsem-rspin: the
+# last is the v5.10 rwlock with the rwsem mutex) or an explicit MUTEX/RWLOCK
+# pair such as glibc/rwsem.
+variant_env() {
+  local v=$1 m r
+  case "$v" in
+    */*) m=${v%%/*}; r=${v#*/} ;;
+    rwsem-rspin) m=rwsem; r=rwsem-rspin ;;
+    *) m=$v; r=$v ;;
+  esac
+  printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "$m" "$r"
+}
+
+# check_variant NAME: the library itself validates the names (exit 2 with
+# the valid choices on stderr).
+check_variant() {
+  local out
+  # shellcheck disable=SC2046
+  if ! out=$(env $(variant_env "$1") LD_PRELOAD="$LIBLOCKSWAP" /bin/true 2>&1); then
+    printf '%s\n' "$out" >&2
+    die "variant '$1' rejected by $LIBLOCKSWAP"
+  fi
+}
+
+# port_in_use PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port BASE: the first port >= BASE (bounded search) nobody listens on.
+free_port() {
+  local p
+  for ((p = $1; p < $1 + 200; p++)); do
+    if ! port_in_use "$p"; then echo "$p"; return 0; fi
+  done
+  die "no free TCP port in $1..$(($1 + 199))"
+}
+
+# wait_until TIMEOUT_S CMD...: poll CMD every 0.1 s, fail after TIMEOUT_S.
+wait_until() {
+  local limit=$(( $1 * 10 )) i
+  shift
+  for ((i = 0; i < limit; i++)); do
+    if "$@"; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# pid_alive PID [COMM]: process exists and is not a zombie (and, if given,
+# its name is COMM: never signal a recycled pid).
+pid_alive() {
+  [[ -n "${1:-}" ]] || return 1
+  kill -0 "$1" 2>/dev/null || return 1
+  # An exited child not yet reaped is a zombie: count it as gone.
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+  state=${state%% *}
+  [[ "$state" != Z ]] || return 1
+  if [[ -n "${2:-}" ]]; then
+    [[ "$(cat "/proc/$1/comm" 2>/dev/null)" == "$2" ]] || return 1
+  fi
+}
+
+# kill_pid PID COMM [GRACE_S]: TERM, wait up to GRACE_S, then KILL.
+kill_pid() {
+  local pid=$1 comm=$2 grace=${3:-10}
+  pid_alive "$pid" "$comm" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_until "$grace" eval "! pid_alive $pid $comm" && return 0
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# kv KEY LINE: the value of KEY=value in a RESULT line.
+kv() { sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p" <<<"$2"; }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — install everything lockswap's build, tests and demo need
+# on a fresh Debian 12 machine (run as root). Idempotent: when every package
+# is already installed it touches neither apt nor the network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake g++ pkg-config
+  libgtest-dev googletest
+  libunwind-dev libjemalloc-dev libjemalloc2
+  valgrind
+  sysbench
+  mariadb-server mariadb-client
+  memcached libmemcached-tools
+  gnuplot-nox
+  procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: run as root (or: sudo apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+
+echo "setup: installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Installing mariadb-server must not start (or fail to start) a system-wide
+# server: the demo runs its own private instance. policy-rc.d is the Debian
+# mechanism for that; remove it again afterwards only if we created it.
+created_policy=0
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  created_policy=1
+fi
+cleanup() { if ((created_policy)); then rm -f /usr/sbin/policy-rc.d; fi; }
+trap cleanup EXIT
+
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: done"
