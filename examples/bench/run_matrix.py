@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""examples/bench/run_matrix.py — Waiman Long's lock microbenchmark matrix,
+every lockswap variant side by side with glibc in ONE run.
+
+Each measurement is a child process: rwlock_bench under
+LD_PRELOAD=liblockswap.so with LOCKSWAP_RWLOCK / LOCKSWAP_MUTEX set. Variants
+are interleaved inside each cell (glibc, futex, rwsem, ... for cell 1, then
+cell 2, ...; the order rotates between repeats) so machine noise hits them
+alike. Numbers are reported as ratios to the baseline (glibc); nothing here is
+a timed pass/fail. A lock that breaks mutual exclusion, loses updates or hangs
+is reported as BROKEN / HANG and makes the exit status 1.
+
+Outputs (in --out, default build/bench-results/):
+  raw.csv         every run
+  results.csv     per cell and variant: medians over --repeat runs, ratio to baseline
+  results.md      the tables printed on stdout
+  throughput.png  kops/s vs threads, one panel per (mode/read fraction, CS load), a line per variant
+  ratio.png       the same as ratio to the baseline
+"""
+import argparse
+import csv
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+# name -> (base variant or None for no preload, extra env, applies to mutex?)
+BUILTIN = {
+    "none": (None, {}, True),  # no LD_PRELOAD at all: glibc without the forwarding layer
+    "glibc": ("glibc", {}, True),
+    "futex": ("futex", {}, True),
+    "rwsem": ("rwsem", {}, True),
+    "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
+    "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
+}
+
+NOISY, NOISY_MARK = 1.5, "†"  # max/min kops over the repeats of a cell above which it is flagged
+
+FIELDS = ["kops", "fairness", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
+          "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
+
+
+def csv_list(s, conv=str):
+    return [conv(x) for x in s.split(",") if x.strip()]
+
+
+def pct(s):
+    s = s.strip().rstrip("%")
+    v = float(s)
+    return v * 100 if v <= 1 and "." in s else v
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"),
+                   help="build tree holding preload/ and examples/bench/ (default: %(default)s)")
+    p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
+    p.add_argument("--bench", help="rwlock_bench binary (default BUILD/examples/bench/rwlock_bench)")
+    p.add_argument("--out", help="output directory (default BUILD/bench-results)")
+    p.add_argument("--duration", type=float, help="seconds per run (default 1, --quick 0.2)")
+    p.add_argument("--quick", action="store_true",
+                   help="a few cells at 0.2 s: threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
+    p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
+    p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
+    p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
+    p.add_argument("--variants", help="rwlock variants (default glibc,futex,rwsem,rwsem-rspin; "
+                   "also: none (no preload), rwsem+dropbias, or names from --define)")
+    p.add_argument("--mutex-variants", help="mutex variants (default glibc,futex,rwsem)")
+    p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
+                   help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
+    p.add_argument("--baseline", default="glibc", help="variant the ratios are taken against (default glibc)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per cell and variant; the median is reported")
+    p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
+    p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
+    p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
+    p.add_argument("--no-plot", action="store_true", help="do not run gnuplot")
+    p.add_argument("--stats", action="store_true",
+                   help="LOCKSWAP_STATS=1 for every preloaded run; lock event counts go to OUT/stats/*.txt")
+    p.add_argument("--prefer-writer", action="store_true",
+                   help="init the rwlock PREFER_WRITER_NONRECURSIVE_NP (default: default attributes)")
+    a = p.parse_args()
+    a.lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
+    a.bench = os.path.abspath(a.bench or os.path.join(a.build, "examples", "bench", "rwlock_bench"))
+    a.out = os.path.abspath(a.out or os.path.join(a.build, "bench-results"))
+    if a.quick:
+        a.duration = a.duration or 0.2
+        a.threads = a.threads or "4,64"
+        a.loads = a.loads or "1,100"
+        a.reads = a.reads or "50,90"
+    a.duration = a.duration or 1.0
+    a.threads = csv_list(a.threads or "2,4,8,16,32,64", int)
+    a.loads = csv_list(a.loads or "1,20,100", int)
+    a.reads = csv_list(a.reads or "50,90", pct)
+    a.variants = csv_list(a.variants or "glibc,futex,rwsem,rwsem-rspin")
+    a.mutex_variants = csv_list(a.mutex_variants or "glibc,futex,rwsem")
+    a.defs = dict(BUILTIN)
+    for d in a.define:
+        name, _, rest = d.partition("=")
+        parts = rest.split(":")
+        if not name or not parts[0]:
+            p.error(f"--define {d}: expected NAME=BASE[:ENV=VAL...]")
+        env = {}
+        for kv in parts[1:]:
+            k, _, v = kv.partition("=")
+            if not k.startswith("LOCKSWAP_"):
+                p.error(f"--define {d}: {k} is not a LOCKSWAP_ variable")
+            env[k] = v
+        a.defs[name] = (parts[0], env, True)
+    for v in a.variants + a.mutex_variants:
+        if v not in a.defs:
+            p.error(f"unknown variant {v}: known {', '.join(a.defs)} (add more with --define)")
+    # The baseline always runs, first in each cell.
+    for lst in (a.variants, a.mutex_variants):
+        if a.baseline in lst:
+            lst.remove(a.baseline)
+        lst.insert(0, a.baseline)
+    if a.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return a
+
+
+def child_env(args, mode, variant, stats_file=None):
+    base, extra, _ = args.defs[variant]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSWAP_") and k != "LD_PRELOAD"}
+    if base is None:
+        return env
+    env["LD_PRELOAD"] = args.lib
+    if mode == "mutex":
+        env["LOCKSWAP_MUTEX"], env["LOCKSWAP_RWLOCK"] = base, "glibc"
+    else:
+        env["LOCKSWAP_MUTEX"], env["LOCKSWAP_RWLOCK"] = "glibc", base
+    env.update(extra)
+    if stats_file:
+        env["LOCKSWAP_STATS"], env["LOCKSWAP_STATS_FILE"] = "1", stats_file
+    return env
+
+
+def run_one(args, mode, variant, threads, load, read_pct, duration, tag=None):
+    cmd = [args.bench, "--threads", str(threads), "--load", str(load), "--work", str(args.work),
+           "--duration", f"{duration:g}", "--label", variant]
+    if mode == "mutex":
+        cmd.append("--mutex")
+    else:
+        cmd += ["--reads", f"{read_pct:g}%"]
+        if args.prefer_writer:
+            cmd.append("--prefer-writer")
+    stats_file = None
+    if args.stats and tag is not None:
+        os.makedirs(os.path.join(args.out, "stats"), exist_ok=True)
+        stats_file = os.path.join(args.out, "stats", f"{mode}-r{read_pct:g}-l{load}-t{threads}-{variant}-{tag}.txt")
+    try:
+        pr = subprocess.run(cmd, env=child_env(args, mode, variant, stats_file), capture_output=True, text=True,
+                            timeout=60 + 15 * duration)
+    except subprocess.TimeoutExpired:
+        return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
+    line = next((l for l in pr.stdout.splitlines() if l.startswith("lockswap-bench ")), None)
+    if pr.returncode != 0 or line is None:
+        err = pr.stderr.strip().splitlines()
+        detail = next((l for l in err if "LOCK BROKEN" in l or "HANG" in l), err[0] if err else "")
+        status = "BROKEN" if "LOCK BROKEN" in pr.stderr else "HANG" if pr.returncode == 3 else f"rc={pr.returncode}"
+        # exit 2 with lockswap's list of valid settings: the library does not offer this variant
+        if pr.returncode == 2 and "lockswap: valid settings" in pr.stderr:
+            status = "UNAVAILABLE"
+        return {"status": status, "detail": detail}
+    r = dict(kv.split("=", 1) for kv in line.split()[1:])
+    r["status"] = "ok"
+    return r
+
+
+def probe(args, mode, variants):
+    """Drops variants the library does not offer (rwsem may not exist yet)."""
+    ok = []
+    for v in variants:
+        r = run_one(args, mode, v, 2, 1, 50, 0.02)
+        want = "libc.so.6" if args.defs[v][0] is None else os.path.basename(args.lib)
+        if r["status"] == "UNAVAILABLE":
+            print(f"note: {mode} variant {v} unavailable in {args.lib}, skipped: {r['detail']}", file=sys.stderr)
+        elif r["status"] != "ok":
+            # A lock that breaks or hangs stays in the matrix: it is reported, never hidden.
+            print(f"WARNING: {mode} variant {v} failed its probe run: {r['status']} {r['detail']}", file=sys.stderr)
+            ok.append(v)
+        elif r.get("impl") != want:
+            print(f"note: {mode} variant {v}: lock calls resolve to {r.get('impl')}, not {want}; skipped",
+                  file=sys.stderr)
+        else:
+            ok.append(v)
+    if args.baseline not in ok and variants:
+        sys.exit(f"run_matrix: the baseline {args.baseline} does not run in {mode} mode; nothing to compare")
+    return ok
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt(x, spec="{:.1f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def main():
+    args = parse_args()
+    for path, what in ((args.bench, "rwlock_bench"), (args.lib, "liblockswap.so")):
+        if not os.path.exists(path):
+            sys.exit(f"run_matrix: {what} not found at {path} (build the `bench` target, or pass --build/--lib/--bench)")
+    os.makedirs(args.out, exist_ok=True)
+
+    groups = []  # (mode, read_pct, variants)
+    if not args.no_rwlock:
+        rv = probe(args, "rwlock", args.variants)
+        groups += [("rwlock", r, rv) for r in args.reads]
+    if not args.no_mutex:
+        for v in args.mutex_variants:
+            if not args.defs[v][2]:
+                print(f"note: {v} is rwlock-only, not run in the mutex matrix", file=sys.stderr)
+        mv = probe(args, "mutex", [v for v in args.mutex_variants if args.defs[v][2]])
+        groups.append(("mutex", 0, mv))
+    cells = [(m, t, l, r, vs) for (m, r, vs) in groups for l in args.loads for t in args.threads]
+    total_runs = sum(len(vs) for *_, vs in cells) * args.repeat
+    print(f"run_matrix: {len(cells)} cells, {total_runs} runs of {args.duration:g} s "
+          f"(~{total_runs * (args.duration + 0.05) / 60:.1f} min); lib={args.lib}", file=sys.stderr)
+
+    raw = []
+    results = {}  # (mode, read, load, threads, variant) -> dict of medians
+    n = 0
+    t0 = time.time()
+    for (mode, threads, load, read, vs) in cells:
+        runs = {v: [] for v in vs}
+        for rep in range(args.repeat):
+            order = vs[rep % len(vs):] + vs[:rep % len(vs)]
+            for v in order:
+                n += 1
+                r = run_one(args, mode, v, threads, load, read, args.duration, tag=rep)
+                r.update(mode=mode, variant=v, threads=threads, load=load, read_pct=read, rep=rep)
+                raw.append(r)
+                runs[v].append(r)
+                print(f"[{n}/{total_runs}] {mode} reads={read:g}% load={load} threads={threads} {v}: "
+                      + (f"{float(r['kops']):.1f} kops/s" if r["status"] == "ok" else f"{r['status']} {r['detail']}"),
+                      file=sys.stderr)
+        for v in vs:
+            okr = [r for r in runs[v] if r["status"] == "ok"]
+            bad = [r["status"] for r in runs[v] if r["status"] != "ok"]
+            res = {"status": bad[0] if bad else "ok", "reps": len(okr)}
+            for f in FIELDS:
+                res[f] = median([float(r[f]) for r in okr])
+            ks = [float(r["kops"]) for r in okr]
+            res["spread"] = (max(ks) / min(ks)) if len(ks) >= 2 and min(ks) > 0 else None
+            results[(mode, read, load, threads, v)] = res
+        base = results[(mode, read, load, threads, args.baseline)]
+        for v in vs:
+            res = results[(mode, read, load, threads, v)]
+            res["ratio"] = (res["kops"] / base["kops"]) if res["kops"] and base["kops"] else None
+    elapsed = time.time() - t0
+
+    write_raw(args, raw)
+    write_results(args, groups, results)
+    report = make_report(args, groups, results, elapsed)
+    print(report)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(report)
+    if not args.no_plot:
+        plot(args, groups, results)
+    failures = [r for r in raw if r["status"] != "ok"]
+    if failures:
+        print(f"run_matrix: {len(failures)} run(s) did not complete normally:", file=sys.stderr)
+        for r in failures:
+            print(f"  {r['mode']} reads={r['read_pct']:g}% load={r['load']} threads={r['threads']} "
+                  f"{r['variant']}: {r['status']} {r['detail']}", file=sys.stderr)
+    print(f"run_matrix: wrote {args.out}/{{raw.csv,results.csv,results.md}}"
+          + ("" if args.no_plot else ",throughput.png,ratio.png") + f" in {elapsed:.0f} s", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def write_raw(args, raw):
+    cols = ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
+            "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
+            "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"]
+    with open(os.path.join(args.out, "raw.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for r in raw:
+            w.writerow(r)
+
+
+def write_results(args, groups, results):
+    with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["mode", "read_pct", "load", "threads", "variant", "status", "reps", "kops",
+                    f"ratio_vs_{args.baseline}", "kops_max_over_min"] + FIELDS[1:])
+        for (mode, read, vs) in groups:
+            for load in args.loads:
+                for t in args.threads:
+                    for v in vs:
+                        r = results[(mode, read, load, t, v)]
+                        w.writerow([mode, f"{read:g}", load, t, v, r["status"], r["reps"], fmt(r["kops"]),
+                                    fmt(r["ratio"], "{:.3f}"), fmt(r["spread"], "{:.2f}")] + [fmt(r[k], "{:.3f}") for k in FIELDS[1:]])
+
+
+def group_title(mode, read):
+    return "mutex" if mode == "mutex" else f"rwlock, {read:g}% reads"
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def make_report(args, groups, results, elapsed):
+    b = args.baseline
+    tmax = max(args.threads)
+    s = []
+    s.append(f"# lockswap lock microbenchmark\n\n{args.duration:g} s per run, {args.repeat} run(s) per cell "
+             f"(median), {args.work} pause of non-critical work per op, CS load = pause instructions; "
+             f"{os.cpu_count()} CPUs; ratios are kops/s relative to `{b}` (LD_PRELOAD forwarding control). "
+             f"Wall time {elapsed:.0f} s.\n")
+    for (mode, read, vs) in groups:
+        s.append(f"\n## {group_title(mode, read)}: kops/s (ratio to {b})\n\n")
+        rows = []
+        for load in args.loads:
+            for t in args.threads:
+                row = [str(t), str(load)]
+                for v in vs:
+                    r = results[(mode, read, load, t, v)]
+                    mark = NOISY_MARK if (r["spread"] or 0) > NOISY else ""
+                    if r["status"] != "ok" and r["kops"] is None:
+                        row.append(r["status"])
+                    elif v == b:
+                        row.append(fmt(r["kops"]) + mark)
+                    else:
+                        row.append(f"{fmt(r['kops'])}{mark} ({fmt(r['ratio'], '{:.2f}')})"
+                                   + ("" if r["status"] == "ok" else f" {r['status']}"))
+                rows.append(row)
+        s.append(md_table(["threads", "load"] + vs, rows))
+        if args.repeat > 1:
+            s.append(f"\n{NOISY_MARK} kops/s varied more than {NOISY:g}x between the {args.repeat} runs of that cell.\n")
+
+    s.append(f"\n## Geometric mean of ratios to {b} (over the cells above)\n\n")
+    allv = []
+    for (_, _, vs) in groups:
+        allv += [v for v in vs if v not in allv]
+    rows = []
+    for (mode, read, vs) in groups:
+        row = [group_title(mode, read)]
+        for v in allv:
+            if v not in vs:
+                row.append("n/a")
+                continue
+            g = geomean([results[(mode, read, l, t, v)]["ratio"] for l in args.loads for t in args.threads])
+            row.append(fmt(g, "{:.3f}"))
+        rows.append(row)
+    rw_groups = [(m, r, vs) for (m, r, vs) in groups if m == "rwlock"]
+    if len(rw_groups) > 1:
+        row = ["rwlock, all"]
+        for v in allv:
+            xs = [results[(m, r, l, t, v)]["ratio"] for (m, r, vs) in rw_groups if v in vs
+                  for l in args.loads for t in args.threads]
+            row.append(fmt(geomean(xs), "{:.3f}") if xs else "n/a")
+        rows.append(row)
+    s.append(md_table(["matrix"] + allv, rows))
+
+    s.append(f"\n## Fairness at {tmax} threads: per-thread min/mean ops (1.0 = perfectly even)\n\n")
+    rows = []
+    for (mode, read, vs) in groups:
+        for load in args.loads:
+            rows.append([group_title(mode, read), str(load)] +
+                        [fmt(results[(mode, read, load, tmax, v)]["fairness"], "{:.3f}") if v in vs else "n/a"
+                         for v in allv])
+    s.append(md_table(["matrix", "load"] + allv, rows))
+
+    s.append(f"\n## Worst acquire wait (µs): writer / reader, at {tmax} threads and the maximum over all cells\n\n")
+    rows = []
+    for (mode, read, vs) in groups:
+        for load in args.loads:
+            row = [group_title(mode, read), str(load)]
+            for v in allv:
+                if v not in vs:
+                    row.append("n/a")
+                    continue
+                r = results[(mode, read, load, tmax, v)]
+                row.append(fmt(r["max_wr_wait_us"], "{:.0f}") if mode == "mutex"
+                           else f"{fmt(r['max_wr_wait_us'], '{:.0f}')} / {fmt(r['max_rd_wait_us'], '{:.0f}')}")
+            rows.append(row)
+        row = [group_title(mode, read), "max, all cells"]
+        for v in allv:
+            if v not in vs:
+                row.append("n/a")
+                continue
+            cells = [results[(mode, read, l, t, v)] for l in args.loads for t in args.threads]
+            mw = max((c["max_wr_wait_us"] or 0) for c in cells)
+            mr = max((c["max_rd_wait_us"] or 0) for c in cells)
+            row.append(f"{mw:.0f}" if mode == "mutex" else f"{mw:.0f} / {mr:.0f}")
+        rows.append(row)
+    s.append(md_table(["matrix", "load"] + allv, rows))
+    s.append("\nWorst waits on an oversubscribed machine are dominated by preemption (a lock holder or a "
+             "woken waiter descheduled); p99 waits are in results.csv.\n")
+    return "".join(s)
+
+
+def plot(args, groups, results):
+    if shutil.which("gnuplot") is None:
+        print("run_matrix: gnuplot not found, no plots", file=sys.stderr)
+        return
+    b = args.baseline
+    nrows, ncols = len(groups), len(args.loads)
+    blocks, idx = [], {}
+    for (mode, read, vs) in groups:
+        for load in args.loads:
+            for v in vs:
+                name = f"$d{len(blocks)}"
+                idx[(mode, read, load, v)] = name
+                lines = [f"{t} {fmt(results[(mode, read, load, t, v)]['kops'], '{:.3f}').replace('-', 'NaN')} "
+                         f"{fmt(results[(mode, read, load, t, v)]['ratio'], '{:.4f}').replace('-', 'NaN')}"
+                         for t in args.threads]
+                blocks.append(f"{name} << EOD\n" + "\n".join(lines) + "\nEOD\n")
+    allv = []
+    for (_, _, vs) in groups:
+        allv += [v for v in vs if v not in allv]
+    colors = ["#000000", "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
+    style = {v: f"lc rgb '{colors[i % len(colors)]}' lw 2 pt {5 + i} ps 1.2" for i, v in enumerate(allv)}
+    for what, col, fname, ylabel in (("throughput", 2, "throughput.png", "kops/s"),
+                                     ("ratio", 3, "ratio.png", f"ratio to {b}")):
+        g = ["".join(blocks),
+             f"set terminal pngcairo size {max(700, 660 * ncols)},{max(420, 380 * nrows + 40)} font 'DejaVu Sans,11'",
+             f"set output '{os.path.join(args.out, fname)}'",
+             "set logscale x 2", f"set xrange [{min(args.threads) / 1.3}:{max(args.threads) * 1.3}]",
+             "set xtics (" + ", ".join(f"'{t}' {t}" for t in args.threads) + ")",
+             "set grid", "set key outside right top vertical font ',10' samplen 2", "set xlabel 'threads'",
+             f"set ylabel '{ylabel}'", "set yrange [0:*]",
+             f"set multiplot layout {nrows},{ncols} title 'lockswap microbenchmark: {what} "
+             f"({args.duration:g} s/run, {os.cpu_count()} CPUs)' font ',13'"]
+        for (mode, read, vs) in groups:
+            for load in args.loads:
+                g.append(f"set title '{group_title(mode, read)}, CS load {load}'")
+                plots = [f"{idx[(mode, read, load, v)]} using 1:{col} with linespoints {style[v]} title '{v}'"
+                         for v in vs]
+                if what == "ratio":
+                    plots.append("1 with lines lc rgb '#888888' dt 2 notitle")
+                g.append("plot " + ", ".join(plots))
+        g.append("unset multiplot")
+        script = os.path.join(args.out, f"{what}.gp")
+        with open(script, "w") as f:
+            f.write("\n".join(g) + "\n")
+        pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+        if pr.returncode != 0:
+            print(f"run_matrix: gnuplot failed for {fname}: {pr.stderr.strip()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

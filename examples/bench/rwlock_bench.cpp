@@ -1,0 +1,370 @@
+// examples/bench/rwlock_bench.cpp — Waiman Long's lock microbenchmark, in userspace.
+//
+// N threads hammer ONE pthread_rwlock_t (or, with --mutex, one pthread_mutex_t)
+// for a fixed duration, through the plain pthread API, so whatever is preloaded
+// (liblockswap.so with LOCKSWAP_RWLOCK / LOCKSWAP_MUTEX, or nothing) is what gets
+// measured. Each op picks read or write from a deterministic per-thread PRNG;
+// inside the critical section it spins `load` pause instructions and touches
+// shared data (readers read it, writers write it); between ops it does a fixed
+// amount of non-critical work.
+//
+// A broken lock is detected, never timed: readers and writers check that the
+// shared words are consistent, and at the end the shared counter must equal the
+// number of write ops. A violation prints a message and aborts. A lock that
+// loses a wake-up is caught by a watchdog (exit 3).
+//
+// Output: one line starting with "lockswap-bench " followed by key=value pairs
+// (see print_result). This program never judges speed; run_matrix.py compares.
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Options {
+  int threads = 4;
+  int load = 1;            // pause instructions inside the critical section
+  int work = 10;           // pause instructions between ops (non-critical work)
+  double read_frac = 0.5;  // fraction of ops that are reads (rwlock mode)
+  double duration = 1.0;   // seconds
+  bool mutex = false;
+  bool latency = true;     // clock_gettime around each lock call
+  bool prefer_writer = false;  // PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP
+  bool unlocked = false;   // --unlocked: take no lock at all (shows the checker firing)
+  uint64_t seed = 1;
+  std::string label;       // copied to the output line (the driver's variant name)
+};
+
+[[noreturn]] void usage(const char* argv0, const char* why) {
+  if (why) fprintf(stderr, "rwlock_bench: %s\n", why);
+  fprintf(stderr,
+          "usage: %s [--threads N] [--load PAUSES] [--reads FRACTION|PERCENT%%] [--duration S]\n"
+          "          [--work PAUSES] [--mutex] [--no-latency] [--prefer-writer] [--seed N] [--label S]\n"
+          "  --threads N       threads hammering the one lock (default 4)\n"
+          "  --load P          pause instructions inside the critical section (default 1)\n"
+          "  --reads F         read fraction 0..1, or a percentage like 90%% (default 0.5; rwlock only)\n"
+          "  --duration S      seconds to run (default 1)\n"
+          "  --work P          pause instructions of non-critical work between ops (default 10)\n"
+          "  --mutex           one pthread_mutex_t instead of a pthread_rwlock_t (every op exclusive)\n"
+          "  --no-latency      do not time the lock calls (no clock_gettime per op)\n"
+          "  --prefer-writer   init the rwlock PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP\n"
+          "                    (default: default attributes, i.e. glibc's reader preference)\n"
+          "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n",
+          argv0);
+  exit(2);
+}
+
+double parse_double(const char* argv0, const char* s) {
+  char* end = nullptr;
+  double v = strtod(s, &end);
+  if (end == s) usage(argv0, "expected a number");
+  if (*end == '%') {
+    v /= 100.0;
+    ++end;
+  }
+  if (*end != '\0') usage(argv0, "trailing characters after a number");
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) usage(argv[0], ("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--threads") o.threads = atoi(val());
+    else if (a == "--load") o.load = atoi(val());
+    else if (a == "--work") o.work = atoi(val());
+    else if (a == "--reads") o.read_frac = parse_double(argv[0], val());
+    else if (a == "--duration") o.duration = parse_double(argv[0], val());
+    else if (a == "--seed") o.seed = strtoull(val(), nullptr, 0);
+    else if (a == "--label") o.label = val();
+    else if (a == "--mutex") o.mutex = true;
+    else if (a == "--no-latency") o.latency = false;
+    else if (a == "--prefer-writer") o.prefer_writer = true;
+    else if (a == "--unlocked") o.unlocked = true;
+    else if (a == "-h" || a == "--help") usage(argv[0], nullptr);
+    else usage(argv[0], ("unknown option " + a).c_str());
+  }
+  if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
+  if (o.load < 0 || o.work < 0) usage(argv[0], "--load/--work must be >= 0");
+  if (o.read_frac < 0 || o.read_frac > 1) usage(argv[0], "--reads must be within 0..1 (or 0%..100%)");
+  if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
+  if (o.mutex) o.read_frac = 0;
+  return o;
+}
+
+inline void pause_n(int n) {
+  for (int i = 0; i < n; ++i) __builtin_ia32_pause();
+}
+
+inline uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// xorshift64*: deterministic per thread.
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed ? seed : 0x9e3779b97f4a7c15ull) {}
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545f4914f6cdd1dull;
+  }
+};
+
+// Latency histogram: 4 sub-buckets per power of two of nanoseconds.
+constexpr int kBuckets = 64 * 4;
+inline int bucket_of(uint64_t ns) {
+  if (ns < 4) return static_cast<int>(ns);
+  int msb = 63 - __builtin_clzll(ns);
+  int sub = static_cast<int>((ns >> (msb - 2)) & 3);
+  return msb * 4 + sub;
+}
+inline uint64_t bucket_upper(int b) {  // smallest ns value above bucket b
+  if (b < 4) return static_cast<uint64_t>(b) + 1;
+  int msb = b / 4, sub = b % 4;
+  return (1ull << msb) + (static_cast<uint64_t>(sub + 1) << (msb - 2));
+}
+
+struct alignas(64) ThreadStats {
+  uint64_t ops = 0, reads = 0, writes = 0;
+  uint64_t max_rd_ns = 0, max_wr_ns = 0;
+  uint32_t rd_hist[kBuckets] = {};
+  uint32_t wr_hist[kBuckets] = {};
+};
+
+// The protected data: kWords words on their own cache lines. Writers set all
+// of them to the same new value; a consistent state has them all equal.
+constexpr int kWords = 8;
+struct alignas(64) Shared {
+  std::atomic<uint64_t> w[kWords];  // relaxed loads/stores: the lock orders them
+};
+
+Shared g_data;
+alignas(64) pthread_rwlock_t g_rw;
+alignas(64) pthread_mutex_t g_mx = PTHREAD_MUTEX_INITIALIZER;
+alignas(64) std::atomic<int> g_start{0};
+alignas(64) std::atomic<int> g_stop{0};
+alignas(64) std::atomic<int> g_finished{0};
+
+[[noreturn]] void violated(const char* who, const char* what, uint64_t a, uint64_t b) {
+  fprintf(stderr,
+          "rwlock_bench: LOCK BROKEN: %s %s (saw %llu, expected %llu): mutual exclusion violated\n",
+          who, what, static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  fflush(stderr);
+  abort();
+}
+
+inline void reader_cs(int load) {
+  uint64_t v = g_data.w[0].load(std::memory_order_relaxed);
+  pause_n(load);
+  for (int i = kWords - 1; i >= 0; --i) {
+    uint64_t x = g_data.w[i].load(std::memory_order_relaxed);
+    if (x != v) violated("reader", "saw a write in progress", x, v);
+  }
+}
+
+inline void writer_cs(int load) {
+  uint64_t v = g_data.w[0].load(std::memory_order_relaxed);
+  for (int i = 1; i < kWords; ++i) {
+    uint64_t x = g_data.w[i].load(std::memory_order_relaxed);
+    if (x != v) violated("writer", "found a half-finished write", x, v);
+  }
+  uint64_t n = v + 1;
+  g_data.w[0].store(n, std::memory_order_relaxed);
+  pause_n(load / 2);
+  for (int i = 1; i < kWords; ++i) g_data.w[i].store(n, std::memory_order_relaxed);
+  pause_n(load - load / 2);
+  for (int i = 0; i < kWords; ++i) {
+    uint64_t x = g_data.w[i].load(std::memory_order_relaxed);
+    if (x != n) violated("writer", "had its write overwritten inside the critical section", x, n);
+  }
+}
+
+void worker(const Options& o, int idx, ThreadStats& st) {
+  Rng rng(o.seed * 0x100000001b3ull + static_cast<uint64_t>(idx) * 0x9e3779b97f4a7c15ull + 1);
+  // read if the top 32 bits of the draw are below the threshold
+  const uint64_t threshold = static_cast<uint64_t>(o.read_frac * 4294967296.0);
+  ThreadStats s;
+  while (g_start.load(std::memory_order_acquire) == 0) g_start.wait(0, std::memory_order_acquire);
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    const bool read = !o.mutex && (rng.next() >> 32) < threshold;
+    uint64_t t0 = 0, waited = 0;
+    if (o.latency) t0 = now_ns();
+    int rc = 0;
+    if (o.unlocked) {
+    } else if (o.mutex) rc = pthread_mutex_lock(&g_mx);
+    else if (read) rc = pthread_rwlock_rdlock(&g_rw);
+    else rc = pthread_rwlock_wrlock(&g_rw);
+    if (o.latency) waited = now_ns() - t0;
+    if (rc != 0) {
+      fprintf(stderr, "rwlock_bench: lock call returned %d (%s)\n", rc, strerror(rc));
+      abort();
+    }
+    if (read) reader_cs(o.load);
+    else writer_cs(o.load);
+    if (o.unlocked) {
+    } else if (o.mutex) rc = pthread_mutex_unlock(&g_mx);
+    else rc = pthread_rwlock_unlock(&g_rw);
+    if (rc != 0) {
+      fprintf(stderr, "rwlock_bench: unlock call returned %d (%s)\n", rc, strerror(rc));
+      abort();
+    }
+    ++s.ops;
+    if (read) {
+      ++s.reads;
+      if (o.latency) {
+        s.max_rd_ns = std::max(s.max_rd_ns, waited);
+        ++s.rd_hist[bucket_of(waited)];
+      }
+    } else {
+      ++s.writes;
+      if (o.latency) {
+        s.max_wr_ns = std::max(s.max_wr_ns, waited);
+        ++s.wr_hist[bucket_of(waited)];
+      }
+    }
+    pause_n(o.work);
+  }
+  st = s;
+  g_finished.fetch_add(1, std::memory_order_release);
+}
+
+double percentile_us(const std::vector<uint64_t>& hist, double q) {
+  uint64_t total = 0;
+  for (uint64_t c : hist) total += c;
+  if (total == 0) return 0;
+  uint64_t want = static_cast<uint64_t>(q * static_cast<double>(total));
+  if (want >= total) want = total - 1;
+  uint64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += hist[b];
+    if (seen > want) return static_cast<double>(bucket_upper(b)) / 1000.0;
+  }
+  return 0;
+}
+
+// Which object the executable's calls to the lock functions resolve to:
+// "liblockswap.so" under LD_PRELOAD, "libc.so.6" without.
+std::string resolved_in(void* fn) {
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
+  std::string p = info.dli_fname;
+  auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+const char* env_or(const char* name, const char* dflt) {
+  const char* v = getenv(name);
+  return (v && *v) ? v : dflt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+
+  if (!o.mutex) {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    if (o.prefer_writer)
+      pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rc = pthread_rwlock_init(&g_rw, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (rc != 0) {
+      fprintf(stderr, "rwlock_bench: pthread_rwlock_init: %s\n", strerror(rc));
+      return 1;
+    }
+  }
+
+  std::vector<ThreadStats> stats(static_cast<size_t>(o.threads));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(o.threads));
+  for (int i = 0; i < o.threads; ++i) threads.emplace_back(worker, std::cref(o), i, std::ref(stats[static_cast<size_t>(i)]));
+
+  const uint64_t t_start = now_ns();
+  g_start.store(1, std::memory_order_release);
+  g_start.notify_all();
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(o.duration);
+  ts.tv_nsec = static_cast<long>((o.duration - static_cast<double>(ts.tv_sec)) * 1e9);
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  g_stop.store(1, std::memory_order_relaxed);
+  const uint64_t t_stop = now_ns();
+
+  // Watchdog: every thread finishes its current op within moments of the stop
+  // flag unless the lock lost a wake-up (or the machine is absurdly loaded).
+  const double grace_s = 20.0 + 10.0 * o.duration;
+  const uint64_t deadline = now_ns() + static_cast<uint64_t>(grace_s * 1e9);
+  while (g_finished.load(std::memory_order_acquire) < o.threads) {
+    if (now_ns() > deadline) {
+      fprintf(stderr,
+              "rwlock_bench: HANG: only %d of %d threads returned %.0f s after the stop flag "
+              "(lost wake-up or deadlock in the lock)\n",
+              g_finished.load(), o.threads, grace_s);
+      fflush(stderr);
+      _exit(3);
+    }
+    usleep(2000);
+  }
+  for (auto& t : threads) t.join();
+
+  uint64_t total = 0, reads = 0, writes = 0, mn = UINT64_MAX, mx = 0, max_rd = 0, max_wr = 0;
+  std::vector<uint64_t> rd_hist(kBuckets), wr_hist(kBuckets);
+  for (const auto& s : stats) {
+    total += s.ops;
+    reads += s.reads;
+    writes += s.writes;
+    mn = std::min(mn, s.ops);
+    mx = std::max(mx, s.ops);
+    max_rd = std::max(max_rd, s.max_rd_ns);
+    max_wr = std::max(max_wr, s.max_wr_ns);
+    for (int b = 0; b < kBuckets; ++b) {
+      rd_hist[b] += s.rd_hist[b];
+      wr_hist[b] += s.wr_hist[b];
+    }
+  }
+  // Lost updates: every write op added exactly one to each word.
+  for (int i = 0; i < kWords; ++i) {
+    uint64_t x = g_data.w[i].load();
+    if (x != writes) violated("final check:", "shared counter != number of write ops (lost update)", x, writes);
+  }
+  if (!o.mutex) pthread_rwlock_destroy(&g_rw);
+
+  const double secs = static_cast<double>(t_stop - t_start) / 1e9;
+  const double mean = static_cast<double>(total) / o.threads;
+  std::string impl = resolved_in(o.mutex ? reinterpret_cast<void*>(&pthread_mutex_lock)
+                                         : reinterpret_cast<void*>(&pthread_rwlock_rdlock));
+  printf(
+      "lockswap-bench label=%s mode=%s variant=%s impl=%s threads=%d load=%d work=%d read_pct=%.0f "
+      "duration_s=%.3f ops=%llu reads=%llu writes=%llu kops=%.1f min_ops=%llu mean_ops=%.1f "
+      "max_ops=%llu fairness=%.3f max_rd_wait_us=%.1f max_wr_wait_us=%.1f p99_rd_wait_us=%.2f "
+      "p99_wr_wait_us=%.2f latency=%d\n",
+      o.label.empty() ? "-" : o.label.c_str(), o.mutex ? "mutex" : "rwlock",
+      o.mutex ? env_or("LOCKSWAP_MUTEX", "-") : env_or("LOCKSWAP_RWLOCK", "-"), impl.c_str(), o.threads,
+      o.load, o.work, o.read_frac * 100.0, secs, static_cast<unsigned long long>(total),
+      static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes),
+      static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(mn), mean,
+      static_cast<unsigned long long>(mx), mean > 0 ? static_cast<double>(mn) / mean : 0.0,
+      static_cast<double>(max_rd) / 1000.0, static_cast<double>(max_wr) / 1000.0,
+      percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0);
+  return 0;
+}
