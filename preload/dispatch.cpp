@@ -239,8 +239,9 @@ LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, RwCall c) {
   RwlockObject& o = abi::obj(l);
   if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_rdlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
-  if (__builtin_expect(V::write_held(o), 0) && o.writer_tid.load(std::memory_order_relaxed) == current_tid())
-    return EDEADLK;
+  if (c.op != RwCall::trylock && __builtin_expect(V::write_held(o), 0) &&
+      o.writer_tid.load(std::memory_order_relaxed) == current_tid())
+    return EDEADLK;  // the try functions report EBUSY instead, as glibc's do
   bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
   bool holds_reads = V::needs_read_hold_tracking && t_local.read_held != 0;
   int rc = V::rdlock(o, c.ctx(), writer_preferring, holds_reads);
@@ -254,7 +255,9 @@ LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, RwCall c) {
   if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_wrlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
   int32_t self = current_tid();
-  if (__builtin_expect(V::write_held(o), 0) && o.writer_tid.load(std::memory_order_relaxed) == self) return EDEADLK;
+  if (c.op != RwCall::trylock && __builtin_expect(V::write_held(o), 0) &&
+      o.writer_tid.load(std::memory_order_relaxed) == self)
+    return EDEADLK;
   int rc = V::wrlock(o, c.ctx());
   if (rc == 0) o.writer_tid.store(self, std::memory_order_relaxed);
   return rc;
@@ -579,17 +582,10 @@ LOCKSWAP_FORWARD_CANCEL(pthread_cond_clockwait, int,
 LOCKSWAP_EXPORT int mtx_init(mtx_t* mtx, int type) {
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
-  switch (type) {
-    case mtx_plain:
-    case mtx_timed:
-      break;
-    case mtx_plain | mtx_recursive:
-    case mtx_timed | mtx_recursive:
-      pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-      break;
-    default:
-      return thrd_error;
-  }
+  // glibc 2.36: the two recursive combinations make a recursive mutex; every
+  // other value, including ones C11 does not define, makes a plain one.
+  if (type == (mtx_plain | mtx_recursive) || type == (mtx_timed | mtx_recursive))
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
   return thrd_result(pthread_mutex_init(reinterpret_cast<pthread_mutex_t*>(mtx), &attr));
 }
 LOCKSWAP_EXPORT int mtx_lock(mtx_t* mtx) { return thrd_result(pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(mtx))); }
