@@ -41,7 +41,8 @@ struct alignas(64) ThreadSlot {
   // granting, so a sleeper that read the old value cannot miss the grant.
   std::atomic<uint32_t> park{0};
   // Non-zero while the thread sleeps inside lockswap: it cannot be running, so
-  // spinning on a lock it owns is pointless.
+  // spinning on a lock it owns is pointless. core/rwsem.cpp's waker clears it
+  // when it wakes the thread, so only the first of several wakers syscalls.
   std::atomic<uint32_t> blocked{0};
   // Readers currently dereferencing cpu_word (see may_be_running()).
   std::atomic<uint32_t> peekers{0};

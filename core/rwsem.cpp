@@ -1,0 +1,898 @@
+// core/rwsem.cpp — rw_semaphore slow paths (design: core/rwsem.h).
+//
+// Layout follows kernel/locking/rwsem.c: wait list and wake queue, mark_wake,
+// optimistic spinning (with the OSQ), read slow path, write slow path. Each
+// function names the kernel function it stands for.
+#include "core/rwsem.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "arch/futex.h"
+#include "arch/relax.h"
+
+namespace lockswap {
+
+RwsemTunables g_rwsem_tunables;
+
+namespace rwsem_detail {
+namespace {
+
+using namespace rwsem;
+
+const RwsemTunables& tunables() { return g_rwsem_tunables; }
+
+// jiffies / sched_clock() stand-in.
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Spin loops read the clock (or peek at another thread's CPU) only every 16
+// polls, as the kernel does, to keep the poll-to-trylock latency short.
+constexpr unsigned kClockEvery = 16;
+// Writer spin budget on a reader-owned lock: (20 + min(readers, 30)) / 2 µs,
+// i.e. 10 µs plus 0.5 µs per reader, at most 25 µs (rwsem_rspin_threshold()).
+constexpr uint64_t kRspinBaseNs = 10'000;
+constexpr uint64_t kRspinPerReaderNs = 500;
+constexpr uint64_t kRspinMaxReaders = 30;
+
+// Waiting for another thread's store when preemption cannot be disabled: after
+// this many polls that thread is probably preempted, so give it our CPU.
+constexpr unsigned kPollsBeforeYield = 64;
+struct Backoff {
+  unsigned polls = 0;
+  void pause() {
+    if (++polls > kPollsBeforeYield)
+      sched_yield();
+    else
+      arch::cpu_relax();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Wait list (the kernel's wait_lock + wait_list) and wake queue
+// ---------------------------------------------------------------------------
+
+enum class WaitType : uint8_t { write, read };
+enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
+
+struct alignas(8) Waiter {
+  Waiter(ThreadSlot& s, WaitType t, uint64_t timeout_ns)
+      : slot(&s), task(&s), timeout(timeout_ns),
+        generation(registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
+
+  Waiter* prev = nullptr;        // list links: under wait_lock
+  Waiter* next = nullptr;
+  ThreadSlot* slot;              // parker; type-stable, so safe after we are gone
+  // Non-null while a reader waits; its granter stores nullptr (release) as the
+  // very last access to this record, which lives on the waiter's stack.
+  std::atomic<ThreadSlot*> task;
+  uint64_t timeout;              // steady ns after which we may ask for HANDOFF
+  uint64_t last_rowner = 0;      // v5.10: owner seen at slow-path entry
+  uint32_t generation;           // fork generation at enqueue (ghost detection)
+  WaitType type;
+  // Set (under wait_lock) on the first waiter when it owns the HANDOFF bit; the
+  // waiter itself reads it without the lock.
+  std::atomic<bool> handoff_set{false};
+};
+static_assert(alignof(Waiter) > 1, "bit 0 of a Waiter* is free for the wait_lock");
+constexpr uint64_t kWaitLockBit = 1;
+
+// A waiter queued before a fork() into this process: its thread is gone.
+bool ghost(const Waiter& w) { return w.generation != registry::g_fork_generation.load(arch::mo_hint); }
+
+// Holds the wait_lock (bit 0 of waitq) and caches the list head meanwhile.
+class WaitList {
+ public:
+  explicit WaitList(std::atomic<uint64_t>& word) : word_(word) { lock(); }
+  ~WaitList() {
+    if (held_) unlock();
+  }
+  WaitList(const WaitList&) = delete;
+  WaitList& operator=(const WaitList&) = delete;
+
+  void lock() {
+    for (Backoff b;; b.pause()) {
+      if (word_.load(arch::mo_hint) & kWaitLockBit) continue;
+      uint64_t old = word_.fetch_or(kWaitLockBit, arch::mo_lock);
+      if (!(old & kWaitLockBit)) {
+        head_ = reinterpret_cast<Waiter*>(old);
+        held_ = true;
+        return;
+      }
+    }
+  }
+  // Nobody else writes the word while we hold it, so a store both publishes
+  // the new head and drops the lock.
+  void unlock() {
+    held_ = false;
+    word_.store(reinterpret_cast<uint64_t>(head_), arch::mo_unlock);
+  }
+
+  Waiter* first() const { return head_; }
+  bool empty() const { return head_ == nullptr; }
+  bool singular() const { return head_ != nullptr && head_->next == head_; }
+  // The waiter after `w`, or nullptr at the tail.
+  Waiter* after(const Waiter* w) const { return w->next == head_ ? nullptr : w->next; }
+
+  void add_tail(Waiter* w) {
+    if (head_ == nullptr) {
+      w->prev = w->next = w;
+      head_ = w;
+      return;
+    }
+    Waiter* tail = head_->prev;
+    w->prev = tail;
+    w->next = head_;
+    tail->next = w;
+    head_->prev = w;
+  }
+  // Unlink `w`; true if the list is still non-empty.
+  bool remove(Waiter* w) {
+    if (w->next == w) {
+      head_ = nullptr;
+      return false;
+    }
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    if (head_ == w) head_ = w->next;
+    return true;
+  }
+
+ private:
+  std::atomic<uint64_t>& word_;
+  Waiter* head_ = nullptr;
+  bool held_ = false;
+};
+
+// Parking. A waiter reads its park word, re-checks its condition, then sleeps
+// while the word is unchanged; a waker changes the condition, then bumps the
+// word. Unlike unpark(), only the first waker of a sleeping thread makes the
+// futex_wake syscall: it claims the wake by clearing `blocked`. A queued
+// writer is re-woken by every unlock that sees WAITERS, also while it is
+// already runnable, and in userspace each of those wakes would be a syscall.
+// Dekker pair: the sleeper sets `blocked` then reads park (futex_wait has a
+// full barrier before it compares); the waker bumps park then reads
+// `blocked`. Either the waker sees the sleeper and wakes it, or the sleeper's
+// futex_wait sees the new park value and does not sleep.
+void park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool& timed_out) {
+  me.blocked.store(1, arch::mo_dekker);  // also tells spinners we are not running
+  timed_out = ctx.sleep(&me.park, seen) == ETIMEDOUT;
+  me.blocked.store(0, arch::mo_hint);
+}
+
+void wake_parked(ThreadSlot& s) {
+  s.park.fetch_add(1, arch::mo_dekker);
+  if (s.blocked.load(arch::mo_dekker) != 0 && s.blocked.exchange(0, arch::mo_dekker) != 0)
+    arch::futex_wake(&s.park, 1);
+}
+
+// Threads to wake once the wait_lock is dropped (the kernel's wake_q). One
+// mark_wake() adds one writer or at most kMaxReadersWakeup readers.
+struct WakeQ {
+  ThreadSlot* slots[kMaxReadersWakeup];
+  uint32_t n = 0;
+  void add(ThreadSlot* s) { slots[n++] = s; }
+  bool empty() const { return n == 0; }
+  void wake() {
+    for (uint32_t i = 0; i < n; ++i) wake_parked(*slots[i]);
+    n = 0;
+  }
+};
+
+// rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
+// HANDOFF together (nobody is left to be owed the lock). True if non-empty.
+bool del_waiter(const Ref& r, WaitList& wl, Waiter* w) {
+  if (wl.remove(w)) return true;
+  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+  return false;
+}
+
+// rwsem_first_waiter(), unlinking ghosts at the head first: a ghost can never
+// take a lock or pass on a wakeup, so leaving it first would stall the queue.
+Waiter* first_live(const Ref& r, WaitList& wl) {
+  Waiter* w;
+  while ((w = wl.first()) != nullptr && ghost(*w)) del_waiter(r, wl, w);
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// Owner word helpers
+// ---------------------------------------------------------------------------
+
+template <class P>
+ThreadSlot* owner_slot(uint64_t owner) {
+  return reinterpret_cast<ThreadSlot*>(owner & ~P::kOwnerFlags);
+}
+
+// owner_on_cpu() stand-in: not sleeping in lockswap, not a fork ghost, and
+// not last seen on the CPU we are running on.
+bool slot_running(ThreadSlot& s) { return !is_ghost(s) && may_be_running(s); }
+
+// rwsem_set_nonspinnable(): only while the lock is still reader-owned.
+template <class P>
+void set_nonspinnable(const Ref& r) {
+  uint64_t o = r.owner.load(arch::mo_hint);
+  do {
+    if (!(o & kReaderOwned) || (o & P::kNonspinnable) == P::kNonspinnable) return;
+  } while (!r.owner.compare_exchange_weak(o, o | P::kNonspinnable, arch::mo_hint, arch::mo_hint));
+}
+
+// clear_nonspinnable() (v5.10: clear_wr_nonspinnable()): the readers are gone.
+template <class P>
+void clear_nonspinnable(const Ref& r) {
+  if (r.owner.load(arch::mo_hint) & P::kWrNonspinnable) r.owner.fetch_and(~P::kWrNonspinnable, arch::mo_hint);
+}
+
+// ---------------------------------------------------------------------------
+// rwsem_mark_wake() — wait_lock held, list non-empty
+// ---------------------------------------------------------------------------
+
+// The head reader's pre-grant lost to a writer: undo it, and if that reader
+// has waited too long, ask for HANDOFF in the same atomic add.
+void reader_handoff(const Ref& r, Waiter* first, uint64_t old) {
+  uint64_t undo = kReaderBias;
+  if (now_ns() > first->timeout) {
+    if (!(old & kFlagHandoff)) {
+      undo -= kFlagHandoff;  // count += HANDOFF - BIAS
+      lockevent_inc(LockEvent::rwsem_rlock_handoff);
+    }
+    first->handoff_set.store(true, arch::mo_hint);
+  }
+  r.count.fetch_sub(undo, arch::mo_hint);
+}
+
+// Move every queued reader (skipping writers, dropping ghosts) onto a private
+// chain, at most kMaxReadersWakeup of them. Returns how many.
+uint32_t collect_readers(WaitList& wl, Waiter*& chain) {
+  uint32_t woken = 0;
+  Waiter** tail = &chain;
+  for (Waiter* w = wl.first(); w != nullptr;) {
+    Waiter* next = wl.after(w);
+    if (ghost(*w)) {
+      wl.remove(w);
+    } else if (w->type == WaitType::read) {
+      wl.remove(w);
+      w->next = nullptr;
+      *tail = w;
+      tail = &w->next;
+      if (++woken >= kMaxReadersWakeup) break;
+    }
+    w = next;
+  }
+  return woken;
+}
+
+template <class P>
+void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
+  Waiter* first = first_live(r, wl);
+  if (first == nullptr) return;
+
+  if (first->type == WaitType::write) {
+    // Not a grant: the writer must still win the lock, so a spinner may steal
+    // it meanwhile (readers cannot: WAITERS is set).
+    if (type == WakeType::any) {
+      q.add(first->slot);
+      lockevent_inc(LockEvent::rwsem_wake_writer);
+    }
+    return;
+  }
+  if (r.count.load(arch::mo_hint) & kFlagReadFail) return;  // too many readers already
+
+  // Grant the head reader first, so that a writer that stole the lock is
+  // noticed before anything else is done. acq_rel: seeing the lock free here
+  // is what orders the granted readers after the previous writer.
+  uint64_t pregranted = 0;
+  if (type != WakeType::read_owned) {
+    pregranted = kReaderBias;
+    uint64_t old = r.count.fetch_add(kReaderBias, arch::mo_handover);
+    if (old & kWriterLocked) {
+      reader_handoff(r, first, old);
+      return;
+    }
+    uint64_t who = owner_value(*first->slot);
+    if constexpr (P::reader_spinning) {
+      if (first->last_rowner & P::kRdNonspinnable) {  // adaptive disabling carries over
+        who |= P::kRdNonspinnable;
+        lockevent_inc(LockEvent::rwsem_opt_norspin);
+      }
+    }
+    set_reader_owned<P>(r.owner, who);
+  }
+
+  Waiter* chain = nullptr;
+  uint32_t woken = collect_readers(wl, chain);
+  lockevent_add(LockEvent::rwsem_wake_reader, woken);
+
+  // One count update for all grants and flags (unsigned wrap-around is the
+  // intended two's-complement arithmetic). WAITERS and HANDOFF only change
+  // under wait_lock, so reading them here and subtracting later is safe.
+  uint64_t adjustment = woken * kReaderBias - pregranted;
+  uint64_t old = r.count.load(arch::mo_hint);
+  if (wl.empty()) {
+    adjustment -= kFlagWaiters;
+    if (old & kFlagHandoff) adjustment -= kFlagHandoff;
+  } else if (woken != 0 && (old & kFlagHandoff)) {
+    adjustment -= kFlagHandoff;  // readers got it: no need to force writers any more
+  }
+  if (adjustment != 0) r.count.fetch_add(adjustment, arch::mo_handover);
+
+  // Second pass, only now that the count covers every granted reader: one of
+  // them may run and unlock as soon as it sees its grant.
+  for (Waiter* w = chain; w != nullptr;) {
+    Waiter* next = w->next;
+    ThreadSlot* s = w->slot;
+    w->task.store(nullptr, arch::mo_unlock);  // last touch of *w
+    q.add(s);
+    w = next;
+  }
+}
+
+// rwsem_cond_wake_waiter() (v5.19+): wake what the current count allows.
+template <class P>
+void cond_wake_waiter(const Ref& r, WaitList& wl, uint64_t count, WakeQ& q) {
+  if (count & kWriterMask) return;
+  if (count & kReaderMask) {
+    mark_wake<P>(r, wl, WakeType::readers, q);
+  } else {
+    clear_nonspinnable<P>(r);
+    mark_wake<P>(r, wl, WakeType::any, q);
+  }
+}
+
+// rwsem_del_wake_waiter(): a waiter gives up. If it was first and others
+// remain, wake them: they may now be eligible, or inherit the handoff.
+template <class P>
+void del_wake_waiter(const Ref& r, WaitList& wl, Waiter* w, WakeQ& q) {
+  bool first = first_live(r, wl) == w;
+  if (del_waiter(r, wl, w) && first) mark_wake<P>(r, wl, WakeType::any, q);
+}
+
+// rwsem_wake() and rwsem_downgrade_wake().
+template <class P>
+void wake_queue(const Ref& r, WakeType type) {
+  WakeQ q;
+  {
+    WaitList wl(r.waitq);
+    if (!wl.empty()) mark_wake<P>(r, wl, type, q);
+  }
+  q.wake();
+}
+
+// ---------------------------------------------------------------------------
+// OSQ (osq_lock.c): MCS queue of optimistic spinners, nodes in ThreadSlot
+// ---------------------------------------------------------------------------
+
+// If the tail names a thread that did not survive fork, every queued node is a
+// ghost (live spinners only ever queue behind them), so the queue is empty.
+void osq_drop_ghost_tail(std::atomic<uint32_t>& tail) {
+  uint32_t t = tail.load(arch::mo_hint);
+  if (t == 0) return;
+  ThreadSlot* s = slot_of(t);
+  if (s != nullptr && is_ghost(*s)) tail.compare_exchange_strong(t, 0, arch::mo_hint, arch::mo_hint);
+}
+
+// osq_wait_next(): wait until our successor is stable, or move the tail back
+// to `prev_id` if we are last. Returns the successor's id, or 0.
+uint32_t osq_wait_next(std::atomic<uint32_t>& tail, ThreadSlot& me, uint32_t prev_id) {
+  for (Backoff b;; b.pause()) {
+    uint32_t t = me.id;
+    if (tail.load(arch::mo_hint) == t && tail.compare_exchange_strong(t, prev_id, arch::mo_handover, arch::mo_hint))
+      return 0;
+    // Take `next` with an exchange, so a successor that is leaving cannot
+    // believe we still point at it.
+    if (me.osq_next.load(arch::mo_hint) != 0) {
+      uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
+      if (next != 0) return next;
+    }
+  }
+}
+
+// Spin until our predecessor hands over, or give up on the spin budget or
+// when the predecessor cannot be running (vcpu_is_preempted() analogue).
+bool osq_wait_turn(ThreadSlot& me, uint64_t deadline) {
+  for (unsigned i = 1;; ++i) {
+    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
+    if (i % kClockEvery == 0) {
+      if (now_ns() > deadline) return false;
+      ThreadSlot* prev = slot_of(me.osq_prev.load(arch::mo_hint));
+      if (prev != nullptr && !slot_running(*prev)) return false;
+    }
+    arch::cpu_relax();
+  }
+}
+
+// Leave the queue without waiting for our turn: (A) detach from prev,
+// (B) stabilise next or retract the tail, (C) link next to prev.
+bool osq_unqueue(std::atomic<uint32_t>& tail, ThreadSlot& me) {
+  uint32_t prev_id;
+  for (Backoff b;; b.pause()) {
+    // prev may change under us: a leaving predecessor rewrites it in step C.
+    prev_id = me.osq_prev.load(arch::mo_lock);
+    ThreadSlot* prev = slot_of(prev_id);
+    uint32_t expect = me.id;
+    if (prev->osq_next.load(arch::mo_hint) == expect &&
+        prev->osq_next.compare_exchange_strong(expect, 0, arch::mo_handover, arch::mo_hint))
+      break;
+    // The exchange can only fail against an unlock that is handing to us.
+    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
+  }
+  uint32_t next_id = osq_wait_next(tail, me, prev_id);
+  if (next_id == 0) return false;
+  // prev waits for a new next, next waits in its step A: both are stable.
+  slot_of(next_id)->osq_prev.store(prev_id, arch::mo_unlock);
+  slot_of(prev_id)->osq_next.store(next_id, arch::mo_unlock);
+  return false;
+}
+
+bool osq_lock(std::atomic<uint32_t>& tail, uint64_t deadline) {
+  ThreadSlot& me = self_slot();
+  me.osq_locked.store(0, arch::mo_hint);
+  me.osq_next.store(0, arch::mo_hint);
+  osq_drop_ghost_tail(tail);
+  uint32_t old = tail.exchange(me.id, arch::mo_handover);
+  if (old == 0) return true;
+  me.osq_prev.store(old, arch::mo_hint);
+  // Release: our reset node is visible before prev can hand over to it.
+  slot_of(old)->osq_next.store(me.id, arch::mo_unlock);
+  if (osq_wait_turn(me, deadline)) return true;
+  return osq_unqueue(tail, me);
+}
+
+void osq_unlock(std::atomic<uint32_t>& tail) {
+  ThreadSlot& me = self_slot();
+  uint32_t expect = me.id;
+  if (tail.compare_exchange_strong(expect, 0, arch::mo_unlock, arch::mo_hint)) return;
+  uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
+  if (next == 0) next = osq_wait_next(tail, me, 0);
+  if (next != 0) slot_of(next)->osq_locked.store(1, arch::mo_unlock);
+}
+
+// ---------------------------------------------------------------------------
+// Optimistic spinning
+// ---------------------------------------------------------------------------
+
+enum class OwnerState : uint8_t { null, writer, reader, nonspinnable };
+
+template <class P>
+OwnerState owner_state(uint64_t owner, uint64_t nonspinnable) {
+  if (owner & nonspinnable) return OwnerState::nonspinnable;
+  if (owner & kReaderOwned) return OwnerState::reader;
+  return owner_slot<P>(owner) != nullptr ? OwnerState::writer : OwnerState::null;
+}
+
+// rwsem_can_spin_on_owner(): a reader-owned or free lock is spinnable; a
+// writer-owned one only while that writer may be running.
+template <class P>
+bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
+  uint64_t o = r.owner.load(arch::mo_hint);
+  bool ok = !(o & nonspinnable);
+  if (ok && !(o & kReaderOwned)) {
+    if (ThreadSlot* s = owner_slot<P>(o)) ok = slot_running(*s);
+  }
+  if (!ok) lockevent_inc(LockEvent::rwsem_opt_fail);
+  return ok;
+}
+
+// rwsem_spin_on_owner(): while a writer owns the lock and may be running,
+// wait for the owner word to change; report the state it changed to.
+template <class P>
+OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, uint64_t deadline) {
+  uint64_t o = r.owner.load(arch::mo_hint);
+  OwnerState st = owner_state<P>(o, nonspinnable);
+  if (st != OwnerState::writer) return st;
+  ThreadSlot& os = *owner_slot<P>(o);  // type-stable: safe even if stale
+  for (unsigned i = 1;; ++i) {
+    uint64_t now_owner = r.owner.load(arch::mo_hint);
+    if (now_owner != o) return owner_state<P>(now_owner, nonspinnable);
+    if (os.blocked.load(arch::mo_hint) != 0) return OwnerState::nonspinnable;
+    if (i % kClockEvery == 0 && (now_ns() > deadline || !slot_running(os))) return OwnerState::nonspinnable;
+    arch::cpu_relax();
+  }
+}
+
+// rwsem_try_write_lock_unqueued(): take a free lock past queued waiters
+// unless HANDOFF reserves it for the first of them.
+bool try_write_lock_unqueued(const Ref& r, bool spinning) {
+  uint64_t c = r.count.load(arch::mo_hint);
+  while (!(c & (kLockMask | kFlagHandoff))) {
+    if (r.count.compare_exchange_weak(c, c | kWriterLocked, arch::mo_lock, arch::mo_hint)) {
+      r.owner.store(owner_value(self_slot()), arch::mo_hint);
+      if (spinning) lockevent_inc(LockEvent::rwsem_opt_lock);
+      return true;
+    }
+  }
+  return false;
+}
+
+// v5.10 rwsem_try_read_lock_unqueued(). Backing out needs no wakeup check:
+// every caller afterwards either holds the lock or queues and re-checks.
+template <class P>
+bool try_read_lock_unqueued(const Ref& r) {
+  if (r.count.load(arch::mo_hint) & (kWriterLocked | kFlagHandoff)) return false;
+  uint64_t c = r.count.fetch_add(kReaderBias, arch::mo_lock);
+  if (!(c & (kWriterLocked | kFlagHandoff))) {
+    set_reader_owned<P>(r.owner, owner_value(self_slot()));
+    lockevent_inc(LockEvent::rwsem_opt_rlock);
+    return true;
+  }
+  r.count.fetch_sub(kReaderBias, arch::mo_unlock);
+  return false;
+}
+
+uint64_t rspin_threshold(const Ref& r) {
+  uint64_t readers = std::min(reader_count(r.count.load(arch::mo_hint)), kRspinMaxReaders);
+  return now_ns() + kRspinBaseNs + readers * kRspinPerReaderNs;
+}
+
+// The body of rwsem_optimistic_spin(), run as head of the OSQ.
+template <class P, bool kWrite>
+bool spin_for_lock(const Ref& r, uint64_t nonspinnable, uint64_t deadline) {
+  OwnerState prev = OwnerState::null;
+  uint64_t rspin_deadline = 0;
+  unsigned reader_loops = 0;
+  for (unsigned i = 1;; ++i) {
+    OwnerState st = spin_on_owner<P>(r, nonspinnable, deadline);
+    if (st == OwnerState::nonspinnable) return false;
+    if (kWrite ? try_write_lock_unqueued(r, true) : try_read_lock_unqueued<P>(r)) return true;
+
+    // Time-based spinning on a reader-owned lock; the budget restarts at
+    // each new reader phase so a writer can slip in between two phases.
+    if (kWrite && st == OwnerState::reader) {
+      if (prev != OwnerState::reader) {
+        if (r.owner.load(arch::mo_hint) & nonspinnable) return false;
+        rspin_deadline = rspin_threshold(r);
+        reader_loops = 0;
+      } else if (++reader_loops % kClockEvery == 0 && now_ns() > rspin_deadline) {
+        set_nonspinnable<P>(r);
+        lockevent_inc(LockEvent::rwsem_opt_nospin);
+        return false;
+      }
+    }
+    // need_resched() stand-in (a writer owner's time is checked inside
+    // spin_on_owner()).
+    if (st != OwnerState::writer && i % kClockEvery == 0 && now_ns() > deadline) return false;
+    prev = st;
+    arch::cpu_relax();
+  }
+}
+
+// rwsem_optimistic_spin(): only the head of the OSQ spins on the lock.
+template <class P, bool kWrite>
+bool optimistic_spin(const Ref& r) {
+  const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
+  const uint64_t deadline = now_ns() + tunables().owner_spin_ns;
+  bool taken = false;
+  if (osq_lock(r.osq, deadline)) {
+    taken = spin_for_lock<P, kWrite>(r, nonspinnable, deadline);
+    osq_unlock(r.osq);
+  }
+  if (!taken) lockevent_inc(LockEvent::rwsem_opt_fail);
+  return taken;
+}
+
+// ---------------------------------------------------------------------------
+// Read slow path
+// ---------------------------------------------------------------------------
+
+// Queued readers follow a reader that just got the lock (wake type READ_OWNED).
+template <class P>
+void wake_readers_behind_me(const Ref& r) {
+  wake_queue<P>(r, WakeType::read_owned);
+}
+
+// Not in the kernel: a thread that already holds read locks must not wait
+// behind a queued writer for a lock that readers hold (POSIX recursive reads).
+template <class P>
+bool read_recursive(const Ref& r, uint64_t count, bool have_bias) {
+  if (have_bias) {
+    // Our bias with WRITER clear already is a read hold; others must be there too.
+    if ((count & kWriterLocked) || reader_count(count) < 2) return false;
+  } else {
+    uint64_t c = r.count.load(arch::mo_hint);
+    do {
+      if ((c & kWriterLocked) || reader_count(c) < 1) return false;
+    } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
+  }
+  set_reader_owned<P>(r.owner, owner_value(self_slot()));
+  lockevent_inc(LockEvent::rwsem_rlock_recursive);
+  return true;
+}
+
+// v5.11+ reader lock stealing (1a728dff855a) with the anti-starvation rule
+// (2f06f702925b): don't steal from a lock that is very likely reader-owned,
+// or a stream of stealers would keep the count above 0 and no waiter could
+// ever be woken to assert HANDOFF.
+template <class P>
+bool read_steal(const Ref& r, uint64_t count, bool have_bias) {
+  uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
+  if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1 && !(count & kWriterLocked)) return false;
+  if (count & (kWriterLocked | kFlagHandoff)) return false;
+  if (!have_bias) {  // drop_bias_early: take a bias back, on the same terms
+    uint64_t c = r.count.load(arch::mo_hint);
+    do {
+      if (c & (kWriterLocked | kFlagHandoff)) return false;
+    } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
+    count = c + kReaderBias;
+    rcnt = reader_count(count);
+  }
+  set_reader_owned<P>(r.owner, owner_value(self_slot()));
+  lockevent_inc(LockEvent::rwsem_rlock_steal);
+  // First reader in: bring the queued readers along.
+  if (rcnt == 1 && (count & kFlagWaiters)) wake_readers_behind_me<P>(r);
+  return true;
+}
+
+// v5.10 reader optimistic spinning, then one retry if a new reader phase
+// began meanwhile (rwsem_reader_phase_trylock()).
+template <class P>
+bool read_spin(const Ref& r, bool& have_bias, uint64_t& last_rowner) {
+  uint64_t o = r.owner.load(arch::mo_hint);
+  last_rowner = (o & kReaderOwned) ? o : (o & P::kRdNonspinnable);
+  if (!tunables().writer_spin || !can_spin_on_owner<P>(r, P::kRdNonspinnable)) return false;
+  if (have_bias) {  // spinning is done without a bias
+    r.count.fetch_sub(kReaderBias, arch::mo_unlock);
+    have_bias = false;
+  }
+  if (optimistic_spin<P, false>(r)) {
+    if (r.count.load(arch::mo_hint) & kFlagWaiters) wake_readers_behind_me<P>(r);
+    return true;
+  }
+  o = r.owner.load(arch::mo_hint);
+  if ((o & kReaderOwned) && ((o ^ last_rowner) & ~P::kOwnerFlags) && try_read_lock_unqueued<P>(r)) {
+    lockevent_inc(LockEvent::rwsem_opt_rlock2);
+    lockevent_add(LockEvent::rwsem_opt_fail, ~uint64_t{0});  // it was not a failure after all: -1
+    return true;
+  }
+  return false;
+}
+
+// Sleep until granted; on timeout leave the queue unless a grant raced in.
+template <class P>
+int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx) {
+  ThreadSlot& me = *w.slot;
+  bool timed_out = false;
+  for (;;) {
+    uint32_t seen = me.park.load(arch::mo_lock);  // before the check: see header
+    if (w.task.load(arch::mo_lock) == nullptr) break;
+    if (timed_out) {
+      WaitList wl(r.waitq);
+      if (w.task.load(arch::mo_lock) == nullptr) break;  // granted meanwhile: keep it
+      WakeQ q;
+      del_wake_waiter<P>(r, wl, &w, q);
+      wl.unlock();
+      q.wake();
+      lockevent_inc(LockEvent::rwsem_rlock_fail);
+      return ctx.give_up_code();
+    }
+    park_sleep(me, seen, ctx, timed_out);
+    lockevent_inc(LockEvent::rwsem_sleep_reader);
+  }
+  lockevent_inc(LockEvent::rwsem_rlock);
+  return 0;
+}
+
+template <class P>
+int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx) {
+  ThreadSlot& me = self_slot();
+  Waiter w(me, WaitType::read, now_ns() + tunables().handoff_ns);
+  w.last_rowner = last_rowner;
+  uint64_t adjustment = have_bias ? 0 - kReaderBias : 0;
+
+  WaitList wl(r.waitq);
+  if (wl.empty()) {
+    // Nobody queued and no writer: the bias we still hold is a read lock.
+    // (HANDOFF is always clear with an empty queue.) An acquire load rather
+    // than the kernel's relaxed load + smp_acquire__after_ctrl_dep(): the same
+    // code on x86, and visible to TSan, which ignores fences.
+    if (have_bias && !(r.count.load(arch::mo_lock) & kWriterMask)) {
+      wl.unlock();
+      set_reader_owned<P>(r.owner, owner_value(me));
+      lockevent_inc(LockEvent::rwsem_rlock_fast);
+      return 0;
+    }
+    adjustment += kFlagWaiters;
+  }
+  wl.add_tail(&w);
+  uint64_t c = adjustment != 0 ? r.count.fetch_add(adjustment, arch::mo_handover) + adjustment
+                               : r.count.load(arch::mo_hint);
+  WakeQ q;
+  cond_wake_waiter<P>(r, wl, c, q);  // giving back our bias may have freed the lock
+  wl.unlock();
+  q.wake();
+  return read_wait<P>(r, w, ctx);
+}
+
+// ---------------------------------------------------------------------------
+// Write slow path
+// ---------------------------------------------------------------------------
+
+// rwsem_try_write_lock() (v6.3 rules), wait_lock held. Takes the lock, or sets
+// HANDOFF for the first waiter once `w` has waited past its timeout.
+template <class P>
+bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
+  Waiter* first = first_live(r, wl);
+  uint64_t c = r.count.load(arch::mo_hint);
+  uint64_t next;
+  int waited_too_long = -1;  // lazily: -1 unknown, 0 no, 1 yes
+  do {
+    bool has_handoff = (c & kFlagHandoff) != 0;
+    // Yield only to a handoff that the first waiter owns (6eebd5fb2083).
+    if (has_handoff && first->handoff_set.load(arch::mo_hint) && &w != first) return false;
+    next = c;
+    if (c & kLockMask) {
+      if (has_handoff) return false;
+      if (waited_too_long < 0) waited_too_long = now_ns() > w.timeout;
+      if (!waited_too_long) return false;
+      next |= kFlagHandoff;
+    } else {
+      next |= kWriterLocked;
+      next &= ~kFlagHandoff;
+      if (wl.singular()) next &= ~kFlagWaiters;
+    }
+  } while (!r.count.compare_exchange_weak(c, next, arch::mo_lock, arch::mo_hint));
+
+  if (next & kFlagHandoff) {
+    first->handoff_set.store(true, arch::mo_hint);  // the handoff belongs to the head
+    lockevent_inc(LockEvent::rwsem_wlock_handoff);
+    return false;
+  }
+  wl.remove(&w);
+  r.owner.store(owner_value(*w.slot), arch::mo_hint);
+  return true;
+}
+
+// The first waiter that owns HANDOFF spins on a running writer owner instead
+// of sleeping, and retries at once when the owner lets go (OWNER_NULL).
+template <class P>
+bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
+  if (!tunables().writer_spin) return false;
+  uint64_t now = now_ns();
+  if (spin_deadline == 0)
+    spin_deadline = now + tunables().owner_spin_ns;
+  else if (now > spin_deadline)
+    return false;
+  return spin_on_owner<P>(r, P::kNonspinnable, spin_deadline) == OwnerState::null;
+}
+
+template <class P>
+int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
+  ThreadSlot& me = self_slot();
+  Waiter w(me, WaitType::write, now_ns() + tunables().handoff_ns);
+
+  WaitList wl(r.waitq);
+  wl.add_tail(&w);
+  if (first_live(r, wl) != &w) {
+    WakeQ q;
+    cond_wake_waiter<P>(r, wl, r.count.load(arch::mo_hint), q);
+    if (!q.empty()) {  // keep wait_lock hold times short while waking many
+      wl.unlock();
+      q.wake();
+      wl.lock();
+    }
+  } else {
+    r.count.fetch_or(kFlagWaiters, arch::mo_handover);
+  }
+
+  bool timed_out = false;
+  uint64_t spin_deadline = 0;
+  for (;;) {
+    uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
+    if (try_write_lock<P>(r, wl, w)) break;
+    wl.unlock();
+    if (timed_out) {
+      wl.lock();
+      WakeQ q;
+      del_wake_waiter<P>(r, wl, &w, q);
+      wl.unlock();
+      q.wake();
+      lockevent_inc(LockEvent::rwsem_wlock_fail);
+      return ctx.give_up_code();
+    }
+    if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
+      spin_deadline = 0;
+      park_sleep(me, seen, ctx, timed_out);
+      lockevent_inc(LockEvent::rwsem_sleep_writer);
+    }
+    wl.lock();
+  }
+  if (disable_rspin) {  // v5.10 rwsem_disable_reader_optspin()
+    r.owner.fetch_or(P::kRdNonspinnable, arch::mo_hint);
+    lockevent_inc(LockEvent::rwsem_opt_norspin);
+  }
+  wl.unlock();
+  lockevent_inc(LockEvent::rwsem_wlock);
+  return 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------
+
+template <class P>
+__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads) {
+  bool have_bias = true;
+  if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
+  if (tunables().drop_bias_early) {
+    // 2016 RFC: a writer spinning for a free count should not wait for us.
+    count = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
+    have_bias = false;
+    lockevent_inc(LockEvent::rwsem_rlock_bias_drop);
+  }
+  if (caller_holds_reads && read_recursive<P>(r, count, have_bias)) return 0;
+
+  uint64_t last_rowner = 0;
+  if constexpr (P::reader_spinning) {
+    if (read_spin<P>(r, have_bias, last_rowner)) return 0;
+  } else {
+    if (read_steal<P>(r, count, have_bias)) return 0;
+  }
+  return read_queue<P>(r, have_bias, last_rowner, ctx);
+}
+
+// down_read_trylock() (v5.16+: read the count first), plus the recursive rule.
+template <class P>
+__attribute__((noinline)) int Slow<P>::read_try(const Ref& r, bool caller_holds_reads) {
+  uint64_t c = r.count.load(arch::mo_hint);
+  for (;;) {
+    bool plain = !(c & kReadFailedMask);
+    bool recursive = caller_holds_reads && !(c & kWriterLocked) && reader_count(c) >= 1;
+    if (!plain && !recursive) break;
+    if (r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint)) {
+      set_reader_owned<P>(r.owner, owner_value(self_slot()));
+      if (!plain) lockevent_inc(LockEvent::rwsem_rlock_recursive);
+      return 0;
+    }
+  }
+  lockevent_inc(LockEvent::rwsem_rlock_fail);
+  return EBUSY;
+}
+
+template <class P>
+__attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
+  if (!ctx.may_block()) {  // trylock: never queue, never spin
+    if (try_write_lock_unqueued(r, false)) return 0;
+    lockevent_inc(LockEvent::rwsem_wlock_fail);
+    return EBUSY;
+  }
+  if (tunables().writer_spin && can_spin_on_owner<P>(r, P::kWrNonspinnable) && optimistic_spin<P, true>(r))
+    return 0;
+  // v5.10: having seen spinning disabled, disable reader spinning once we own it.
+  bool disable_rspin = P::reader_spinning && (r.owner.load(arch::mo_hint) & P::kNonspinnable) != 0;
+  return write_queue<P>(r, ctx, disable_rspin);
+}
+
+template <class P>
+__attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
+  wake_queue<P>(r, WakeType::any);
+}
+
+template <class P>
+__attribute__((noinline)) void Slow<P>::read_unlock_wake(const Ref& r) {
+  clear_nonspinnable<P>(r);
+  wake_queue<P>(r, WakeType::any);
+}
+
+template <class P>
+__attribute__((noinline)) void Slow<P>::downgrade_wake(const Ref& r) {
+  wake_queue<P>(r, WakeType::read_owned);
+}
+
+template struct Slow<RwsemSteal>;
+template struct Slow<RwsemReaderSpin>;
+
+std::size_t queued_waiters(std::atomic<uint64_t>& waitq) {
+  WaitList wl(waitq);
+  std::size_t n = 0;
+  for (Waiter* w = wl.first(); w != nullptr; w = wl.after(w)) ++n;
+  return n;
+}
+
+}  // namespace rwsem_detail
+}  // namespace lockswap

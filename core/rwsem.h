@@ -1,0 +1,279 @@
+// core/rwsem.h — the Linux rw_semaphore (kernel/locking/rwsem.c), in userspace.
+//
+// Design
+// ------
+// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore, written from
+// /work/shared/docs/kernel-algorithms.md §1 and §4.3. Two policies share one
+// body of code and differ only in `if constexpr (Policy::reader_spinning)`:
+//
+//   RwsemSteal       Linux >= v5.11: readers never spin; a reader that fails
+//                    the fast path may "steal" the lock when no writer holds
+//                    it and no HANDOFF is pending (1a728dff855a), except when
+//                    the lock is very likely reader-owned (2f06f702925b).
+//   RwsemReaderSpin  Linux v5.3..v5.10: failed readers spin optimistically
+//                    like writers, record `last_rowner`, retry once in a new
+//                    reader phase, and reader spinning is adaptively disabled
+//                    per lock with RD_NONSPINNABLE. Kept as in v5.10: spinning
+//                    readers ignore queued writers, so while readers overlap
+//                    and the count never reaches 0 a sleeping writer is never
+//                    woken to assert HANDOFF (the starvation 2f06f702925b
+//                    fixed in v5.11); adaptive disabling usually breaks it.
+// Everything else (handoff, wakeups, trylock) follows the current kernel
+// (v5.19 / v6.3 rules) for both policies; see "Deviations" below.
+//
+// Words (all zero = unlocked, no waiters, no spinners; preload overlays them
+// on zero-filled pthread objects):
+//
+//   count (u64)  bit 0      WRITER_LOCKED  a writer owns the lock
+//                bit 1      WAITERS        the wait queue is non-empty
+//                bit 2      HANDOFF        the first waiter is owed the lock
+//                bits 3-7   reserved
+//                bits 8-62  readers        +BIAS (256) per reader that did the
+//                                          fetch_add, including readers about
+//                                          to back out: readers>0 does NOT
+//                                          prove the lock is read-held
+//                bit 63     READFAIL       reader count overflowed: no grants
+//   owner (u64)  ThreadSlot* of the last owner (64-byte aligned, type-stable:
+//                a stale value is always safe to dereference) | flags:
+//                bit 0      READER_OWNED   last owner was a reader (a hint:
+//                                          readers never clear it on unlock)
+//                bit 1      NONSPINNABLE   (v5.10: RD_NONSPINNABLE) spinning on
+//                                          this reader-owned lock timed out
+//                bit 2      v5.10 only: WR_NONSPINNABLE
+//   waitq (u64)  head of a circular doubly linked list of waiter records on
+//                the waiters' stacks | bit 0 = wait_lock (a spinlock that
+//                guards the list, WAITERS and HANDOFF transitions)
+//   osq   (u32)  slot id of the last optimistic spinner (MCS tail), 0 = none
+//
+// Transitions (B = BIAS; "slow" = noinline code in core/rwsem.cpp):
+//   read_lock     count += B (acquire). No WRITER/WAITERS/HANDOFF/READFAIL in
+//                 the result -> owned; else slow: steal / spin / queue.
+//   write_lock    CAS 0 -> WRITER (acquire); else slow: spin, then queue.
+//   read_unlock   count -= B (release); if only WAITERS remains, wake.
+//   write_unlock  owner = 0; count -= WRITER (release); if WAITERS, wake.
+//   downgrade     count += B - WRITER (release); wake queued readers.
+//   wake          under wait_lock: head writer -> wake it (it must win the
+//                 lock itself); head reader -> grant the lock to up to 256
+//                 queued readers, skipping writers, in one count update, then
+//                 publish each grant (task = nullptr, release) and unpark.
+//   handoff       a waiter queued longer than handoff_ns sets HANDOFF: fast
+//                 paths, stealing readers, spinners and non-first writers
+//                 then fail, so the first waiter gets the lock next.
+//
+// Memory order: every change of `count` is a read-modify-write, so the
+// release sequence of an unlock runs through all later changes and any
+// acquire RMW or acquire load that sees the lock free synchronizes with the
+// last release (the empty-queue reader shortcut uses an acquire load where the
+// kernel has a relaxed load + smp_acquire__after_ctrl_dep()). Lock RMWs are acquire, unlock RMWs are
+// release. A granted reader does not touch `count` itself: the granter's
+// count RMW is acquire, and its release store of waiter.task pairs with the
+// reader's acquire load, so the reader's critical section follows the last
+// writer's. `owner` is only a hint and is accessed relaxed; the wait_lock is
+// taken with acquire and dropped with release. Parking: a sleeper reads its
+// park word (acquire) before re-checking its condition, sets its slot's
+// `blocked` flag and futex-waits on the value it read; a waker bumps the word
+// after changing the condition and makes the futex_wake syscall only if it is
+// the one that clears `blocked` (a seq_cst Dekker pair with the sleeper's
+// flag store and futex_wait's barrier), so a wakeup is never lost and a
+// runnable waiter is not woken again by every unlock.
+//
+// Deviations from the kernel (userspace has no scheduler hooks):
+//   * owner_on_cpu() -> may_be_running(owner slot) and !blocked and !ghost;
+//     need_resched() -> a total spin budget of owner_spin_ns; preemption is
+//     not disabled, so loops that wait for another thread's store yield after
+//     64 polls. No rt_task(): HANDOFF is requested only on timeout.
+//   * write trylock succeeds whenever a spinner could take the lock (no lock
+//     bits, no HANDOFF), not only from count == 0, so a free lock with a
+//     waiter being woken does not report EBUSY (POSIX: fail only if held).
+//   * caller_holds_reads (not in the kernel): a thread that already holds read
+//     locks re-enters a read-held lock even past queued writers or HANDOFF.
+//   * drop_bias_early: the 2016 RFC "stop active read lock ASAP", applied to
+//     this slow path (bias dropped first, re-taken by CAS when stealing).
+//   * Waiters whose thread did not survive fork() are unlinked when met; a
+//     ghost tail in `osq` is reset. (A wait_lock held by a thread that did not
+//     survive fork() is not recovered: the child would spin on it.)
+//   * RwsemReaderSpin uses the current handoff and wake rules, not v5.10's
+//     writer_wait_state (d257cc8cb8d5 was backported to 5.10.y anyway). Its
+//     rwsem_set_nonspinnable() sets RD|WR unless both are already set (the
+//     notes do not say whether v5.10 stopped when either one was set).
+#pragma once
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#include "arch/atomic.h"
+#include "core/thread_registry.h"
+#include "core/wait_ctx.h"
+
+namespace lockswap {
+
+// Set once by preload at start-up; read with plain loads on slow paths only.
+struct RwsemTunables {
+  uint64_t handoff_ns = 4'000'000;   // RWSEM_WAIT_TIMEOUT analogue (kernel: >= 4 ms)
+  uint64_t owner_spin_ns = 50'000;   // total spin budget (no need_resched() in userspace)
+  bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
+  bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
+};
+extern RwsemTunables g_rwsem_tunables;
+
+namespace rwsem {
+// --- count word ---
+inline constexpr uint64_t kWriterLocked = 1ull << 0;
+inline constexpr uint64_t kFlagWaiters = 1ull << 1;
+inline constexpr uint64_t kFlagHandoff = 1ull << 2;
+inline constexpr unsigned kReaderShift = 8;
+inline constexpr uint64_t kReaderBias = 1ull << kReaderShift;
+inline constexpr uint64_t kFlagReadFail = 1ull << 63;
+// Like the kernel's RWSEM_READER_MASK this includes READFAIL.
+inline constexpr uint64_t kReaderMask = ~(kReaderBias - 1);
+inline constexpr uint64_t kReaderCountMask = kReaderMask & ~kFlagReadFail;
+inline constexpr uint64_t kWriterMask = kWriterLocked;
+inline constexpr uint64_t kLockMask = kWriterMask | kReaderMask;
+inline constexpr uint64_t kReadFailedMask = kWriterMask | kFlagWaiters | kFlagHandoff | kFlagReadFail;
+inline constexpr uint64_t kUnlocked = 0;
+
+static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff) & kReaderMask) == 0,
+              "flag bits sit below the reader field");
+static_assert((kLockMask & (kFlagWaiters | kFlagHandoff)) == 0, "lock bits and queue flags are disjoint");
+static_assert((kReadFailedMask & kReaderCountMask) == 0, "a reader never fails because of other readers");
+static_assert((kUnlocked & (kLockMask | kFlagWaiters | kFlagHandoff)) == 0, "zero is unlocked, no waiters");
+static_assert(kReaderCountMask >> kReaderShift == (1ull << 55) - 1, "55-bit reader field, as in the kernel");
+
+// --- owner word (the nonspinnable bits are per policy, below) ---
+inline constexpr uint64_t kReaderOwned = 1ull << 0;
+
+// Readers granted by one wakeup (MAX_READERS_WAKEUP, d3681e269fff).
+inline constexpr uint32_t kMaxReadersWakeup = 256;
+
+inline constexpr uint64_t reader_count(uint64_t count) { return (count & kReaderCountMask) >> kReaderShift; }
+}  // namespace rwsem
+
+// Linux >= v5.11: reader lock stealing, no reader spinning, one NONSPINNABLE bit.
+struct RwsemSteal {
+  static constexpr bool reader_spinning = false;
+  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // both names are the one
+  static constexpr uint64_t kWrNonspinnable = 1ull << 1;  // RWSEM_NONSPINNABLE bit
+  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
+  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
+};
+
+// Linux v5.10: reader optimistic spinning with adaptive disabling.
+struct RwsemReaderSpin {
+  static constexpr bool reader_spinning = true;
+  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // readers may not spin
+  static constexpr uint64_t kWrNonspinnable = 1ull << 2;  // writers may not spin
+  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
+  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
+};
+
+static_assert(alignof(ThreadSlot) > RwsemSteal::kOwnerFlags && alignof(ThreadSlot) > RwsemReaderSpin::kOwnerFlags,
+              "owner flags fit below a ThreadSlot pointer");
+static_assert((RwsemSteal::kNonspinnable & rwsem::kReaderOwned) == 0 &&
+                  (RwsemReaderSpin::kNonspinnable & rwsem::kReaderOwned) == 0,
+              "nonspinnable bits never alias READER_OWNED");
+static_assert(RwsemSteal::kRdNonspinnable == RwsemReaderSpin::kRdNonspinnable,
+              "bit 1 is what a new reader owner keeps, in both versions");
+
+// Storage for tests; preload uses its own struct with the same members.
+struct RwsemWords {
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> owner{0};
+  std::atomic<uint64_t> waitq{0};
+  std::atomic<uint32_t> osq{0};
+};
+
+namespace rwsem_detail {
+
+// The four words of one lock, whatever struct the caller keeps them in.
+struct Ref {
+  std::atomic<uint64_t>& count;
+  std::atomic<uint64_t>& owner;
+  std::atomic<uint64_t>& waitq;
+  std::atomic<uint32_t>& osq;
+};
+
+// Slow paths (core/rwsem.cpp), instantiated there for both policies.
+template <class Policy>
+struct Slow {
+  // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
+  // WaitCtx by value (16 bytes, two registers): the fast path never spills it.
+  static int read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads);
+  static int read_try(const Ref& r, bool caller_holds_reads);
+  static int write(const Ref& r, WaitCtx ctx);
+  static void wake(const Ref& r);              // after up_write found WAITERS
+  static void read_unlock_wake(const Ref& r);  // after up_read left only WAITERS
+  static void downgrade_wake(const Ref& r);
+};
+static_assert(sizeof(WaitCtx) <= 16, "passed in registers to the slow paths");
+extern template struct Slow<RwsemSteal>;
+extern template struct Slow<RwsemReaderSpin>;
+
+// Waiters currently queued (takes the wait_lock; for tests and diagnostics).
+std::size_t queued_waiters(std::atomic<uint64_t>& waitq);
+
+// Mark the lock reader-owned by `who` (slot pointer, maybe with flag bits),
+// keeping the bit that tells readers not to spin (v5.11: NONSPINNABLE,
+// v5.10: RD_NONSPINNABLE — bit 1 in both).
+template <class Policy>
+inline void set_reader_owned(std::atomic<uint64_t>& owner, uint64_t who) {
+  uint64_t keep = owner.load(arch::mo_hint) & Policy::kRdNonspinnable;
+  owner.store(who | rwsem::kReaderOwned | keep, arch::mo_hint);
+}
+
+inline uint64_t owner_value(const ThreadSlot& s) { return reinterpret_cast<uint64_t>(&s); }
+
+}  // namespace rwsem_detail
+
+template <class Policy, class S>
+struct Rwsem {
+  // 0, or ctx.give_up_code() (EBUSY for try_once, ETIMEDOUT for until).
+  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads) {
+    if (ctx.mode == WaitCtx::Mode::try_once) return Slow::read_try(ref(s), caller_holds_reads);
+    uint64_t c = s.count.fetch_add(rwsem::kReaderBias, arch::mo_lock) + rwsem::kReaderBias;
+    if (__builtin_expect((c & rwsem::kReadFailedMask) == 0, 1)) {
+      rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
+      return 0;
+    }
+    return Slow::read(ref(s), c, ctx, caller_holds_reads);
+  }
+
+  static int write_lock(S& s, const WaitCtx& ctx) {
+    uint64_t expected = rwsem::kUnlocked;
+    if (__builtin_expect(s.count.compare_exchange_strong(expected, rwsem::kWriterLocked, arch::mo_lock, arch::mo_hint), 1)) {
+      s.owner.store(rwsem_detail::owner_value(self_slot()), arch::mo_hint);
+      return 0;
+    }
+    return Slow::write(ref(s), ctx);
+  }
+
+  static void read_unlock(S& s) {
+    uint64_t c = s.count.fetch_sub(rwsem::kReaderBias, arch::mo_unlock) - rwsem::kReaderBias;
+    if (__builtin_expect((c & (rwsem::kLockMask | rwsem::kFlagWaiters)) == rwsem::kFlagWaiters, 0))
+      Slow::read_unlock_wake(ref(s));
+  }
+
+  static void write_unlock(S& s) {
+    s.owner.store(0, arch::mo_hint);  // ordered before the release below
+    uint64_t old = s.count.fetch_sub(rwsem::kWriterLocked, arch::mo_unlock);
+    if (__builtin_expect((old & rwsem::kFlagWaiters) != 0, 0)) Slow::wake(ref(s));
+  }
+
+  // Write -> read without a window in which another writer could get in.
+  static void downgrade(S& s) {
+    uint64_t old = s.count.fetch_add(rwsem::kReaderBias - rwsem::kWriterLocked, arch::mo_unlock);
+    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
+    if (old & rwsem::kFlagWaiters) Slow::downgrade_wake(ref(s));
+  }
+
+  static bool write_locked(const S& s) { return (s.count.load(arch::mo_hint) & rwsem::kWriterLocked) != 0; }
+  // Reader biases in the count (includes readers about to back out).
+  static uint64_t readers(const S& s) { return rwsem::reader_count(s.count.load(arch::mo_hint)); }
+  static std::size_t waiters(S& s) { return rwsem_detail::queued_waiters(s.waitq); }
+
+ private:
+  using Slow = rwsem_detail::Slow<Policy>;
+  static rwsem_detail::Ref ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
+};
+
+}  // namespace lockswap
