@@ -229,13 +229,29 @@ template <class Policy, class S>
 struct Rwsem {
   // 0, or ctx.give_up_code() (EBUSY for try_once, ETIMEDOUT for until).
   static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads) {
-    if (ctx.mode == WaitCtx::Mode::try_once) return Slow::read_try(ref(s), caller_holds_reads);
-    uint64_t c = s.count.fetch_add(rwsem::kReaderBias, arch::mo_lock) + rwsem::kReaderBias;
-    if (__builtin_expect((c & rwsem::kReadFailedMask) == 0, 1)) {
-      rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
-      return 0;
-    }
+    if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, caller_holds_reads);
+    uint64_t c;
+    if (__builtin_expect(read_fast(s, c), 1)) return 0;
+    return read_slow(s, c, ctx, caller_holds_reads);
+  }
+
+  // down_read's fast path on its own, for callers that keep per-thread
+  // bookkeeping around it: true = acquired; false = `c` (the count after our
+  // fetch_add, bias still held) must go to read_slow().
+  static bool read_fast(S& s, uint64_t& c) {
+    c = s.count.fetch_add(rwsem::kReaderBias, arch::mo_lock) + rwsem::kReaderBias;
+    if (__builtin_expect((c & rwsem::kReadFailedMask) != 0, 0)) return false;
+    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
+    return true;
+  }
+
+  // Out-of-line bridges to the slow paths: the Ref (four references) is built
+  // here, not in the inline fast paths, so those need no stack frame.
+  __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads) {
     return Slow::read(ref(s), c, ctx, caller_holds_reads);
+  }
+  __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads) {
+    return Slow::read_try(ref(s), caller_holds_reads);
   }
 
   static int write_lock(S& s, const WaitCtx& ctx) {
@@ -244,19 +260,19 @@ struct Rwsem {
       s.owner.store(rwsem_detail::owner_value(self_slot()), arch::mo_hint);
       return 0;
     }
-    return Slow::write(ref(s), ctx);
+    return write_slow(s, ctx);
   }
 
   static void read_unlock(S& s) {
     uint64_t c = s.count.fetch_sub(rwsem::kReaderBias, arch::mo_unlock) - rwsem::kReaderBias;
     if (__builtin_expect((c & (rwsem::kLockMask | rwsem::kFlagWaiters)) == rwsem::kFlagWaiters, 0))
-      Slow::read_unlock_wake(ref(s));
+      read_unlock_wake(s);
   }
 
   static void write_unlock(S& s) {
     s.owner.store(0, arch::mo_hint);  // ordered before the release below
     uint64_t old = s.count.fetch_sub(rwsem::kWriterLocked, arch::mo_unlock);
-    if (__builtin_expect((old & rwsem::kFlagWaiters) != 0, 0)) Slow::wake(ref(s));
+    if (__builtin_expect((old & rwsem::kFlagWaiters) != 0, 0)) wake(s);
   }
 
   // Write -> read without a window in which another writer could get in.
@@ -274,6 +290,9 @@ struct Rwsem {
  private:
   using Slow = rwsem_detail::Slow<Policy>;
   static rwsem_detail::Ref ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
+  __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) { return Slow::write(ref(s), ctx); }
+  __attribute__((noinline)) static void read_unlock_wake(S& s) { Slow::read_unlock_wake(ref(s)); }
+  __attribute__((noinline)) static void wake(S& s) { Slow::wake(ref(s)); }
 };
 
 }  // namespace lockswap

@@ -243,10 +243,7 @@ LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, RwCall c) {
       o.writer_tid.load(std::memory_order_relaxed) == current_tid())
     return EDEADLK;  // the try functions report EBUSY instead, as glibc's do
   bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
-  bool holds_reads = V::needs_read_hold_tracking && t_local.read_held != 0;
-  int rc = V::rdlock(o, c.ctx(), writer_preferring, holds_reads);
-  if (V::needs_read_hold_tracking && rc == 0) ++t_local.read_held;
-  return rc;
+  return V::rdlock(o, c.ctx(), writer_preferring);
 }
 
 template <class V>
@@ -275,9 +272,6 @@ LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
     return 0;
   }
   V::read_unlock(o);
-  if constexpr (V::needs_read_hold_tracking) {
-    if (t_local.read_held != 0) --t_local.read_held;
-  }
   return 0;
 }
 

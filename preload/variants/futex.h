@@ -18,11 +18,10 @@ struct FutexMutexVariant {
 
 struct FutexRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
-  // Reader-preferring: recursive reads can never wait behind a writer, so no
-  // per-thread bookkeeping is needed.
-  static constexpr bool needs_read_hold_tracking = false;
+  // Reader-preferring on the default kinds: a recursive read can never wait
+  // behind a writer, so no per-thread bookkeeping is needed.
   static FutexRwlock& at(abi::RwlockObject& o) { return *reinterpret_cast<FutexRwlock*>(&o); }
-  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring, bool) {
+  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
     return at(o).read_lock(ctx, writer_preferring);
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }

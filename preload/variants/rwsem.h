@@ -52,21 +52,44 @@ struct RwsemMutexVariant {
   static bool is_locked(abi::MutexObject& o) { return Sem::write_locked(at(o)); }
 };
 
+// Recursive read locks: the rwsem is writer-fair, so a reader may wait behind
+// a queued writer, which would deadlock a thread that already holds a read
+// lock on the same rwlock (POSIX allows recursive reads on glibc's default
+// kinds). Each thread counts the read locks it holds (t_local.read_held, one
+// TLS add per lock/unlock); a thread holding any takes a read-owned lock at
+// once (core: caller_holds_reads). Everyone else keeps the kernel's fairness.
+// The writer-nonrecursive kind keeps readers behind writers, as glibc does.
 template <class Policy>
 struct RwsemRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
-  // Writer-fair: a reader may wait behind queued writers, so the dispatcher
-  // tells the rwsem when the caller already holds read locks (recursion).
-  static constexpr bool needs_read_hold_tracking = true;
   using Sem = Rwsem<Policy, RwsemRwlockWords>;
   static RwsemRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<RwsemRwlockWords*>(&o); }
-  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring, bool caller_holds_reads) {
-    return Sem::read_lock(at(o), ctx, caller_holds_reads && !writer_preferring);
+
+  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
+    uint64_t c = 0;
+    if (__builtin_expect(ctx.mode != WaitCtx::Mode::try_once && Sem::read_fast(at(o), c), 1)) {
+      ++t_local.read_held;
+      return 0;
+    }
+    return rdlock_slow(o, c, ctx, writer_preferring);
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return Sem::write_lock(at(o), ctx); }
   static bool write_held(abi::RwlockObject& o) { return Sem::write_locked(at(o)); }
-  static void read_unlock(abi::RwlockObject& o) { Sem::read_unlock(at(o)); }
+  static void read_unlock(abi::RwlockObject& o) {
+    Sem::read_unlock(at(o));
+    if (t_local.read_held != 0) --t_local.read_held;
+  }
   static void write_unlock(abi::RwlockObject& o) { Sem::write_unlock(at(o)); }
+
+ private:
+  __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, uint64_t c, WaitCtx ctx,
+                                                   bool writer_preferring) {
+    bool holds_reads = !writer_preferring && t_local.read_held != 0;
+    int rc = ctx.mode == WaitCtx::Mode::try_once ? Sem::read_lock(at(o), ctx, holds_reads)
+                                                 : Sem::read_slow(at(o), c, ctx, holds_reads);
+    if (rc == 0) ++t_local.read_held;
+    return rc;
+  }
 };
 using RwsemStealRwlock = RwsemRwlockVariant<RwsemSteal>;
 using RwsemSpinRwlock = RwsemRwlockVariant<RwsemReaderSpin>;
