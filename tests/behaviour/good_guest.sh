@@ -1,0 +1,90 @@
+#!/bin/bash
+# tests/behaviour/good_guest.sh <guest-program>
+#
+# Runs under lockswap_add_preload_test (LD_PRELOAD and the variant's
+# LOCKSWAP_* settings are in the environment). The checks themselves run
+# without the preload; only the guest program gets it.
+#   * stdout is exactly the program's own output (lockswap prints nothing
+#     there), stderr is empty unless statistics were asked for;
+#   * LOCKSWAP_STATS=1 / LOCKSWAP_STATS_FILE send statistics to stderr / the
+#     file only;
+#   * an unknown variant, a malformed tunable or an unknown LOCKSWAP_*
+#     variable stops the program with exit status 2 before main, naming the
+#     valid choices on stderr.
+set -u
+prog=${1:?usage: good_guest.sh <guest-program>}
+preload=${LD_PRELOAD:?good_guest.sh must run with LD_PRELOAD set}
+unset LD_PRELOAD
+expected='lockswap good guest: main ran'
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  echo "  --- stdout ---"; sed 's/^/  | /' "$work/out"
+  echo "  --- stderr ---"; sed 's/^/  | /' "$work/err"
+  failures=$((failures + 1))
+}
+
+# run VAR=value... : the guest under the preload with extra settings.
+run() {
+  env "$@" LD_PRELOAD="$preload" timeout 60 "$prog" >"$work/out" 2>"$work/err"
+  status=$?
+}
+
+check_clean_run() {
+  local label=$1
+  [ "$status" -eq 0 ] || fail "$label: exit status $status, expected 0"
+  [ "$(cat "$work/out")" = "$expected" ] && [ "$(wc -l <"$work/out")" -eq 1 ] ||
+    fail "$label: stdout is not exactly the program's own line"
+}
+
+check_rejected() {
+  local label=$1
+  [ "$status" -eq 2 ] || fail "$label: exit status $status, expected 2"
+  [ -s "$work/out" ] && fail "$label: main ran (or something wrote to stdout)"
+  for word in glibc futex rwsem; do
+    grep -q -- "$word" "$work/err" || fail "$label: stderr does not name the valid choice '$word'"
+  done
+}
+
+run
+check_clean_run "default"
+[ -s "$work/err" ] && fail "default: lockswap wrote to stderr without being asked"
+
+run LOCKSWAP_STATS=1
+check_clean_run "LOCKSWAP_STATS=1"
+grep -q '^lockswap: ' "$work/err" || fail "LOCKSWAP_STATS=1: no statistics on stderr"
+
+run LOCKSWAP_STATS_FILE="$work/stats"
+check_clean_run "LOCKSWAP_STATS_FILE"
+[ -s "$work/err" ] && fail "LOCKSWAP_STATS_FILE: statistics went to stderr instead of the file"
+grep -q '^lockswap: ' "$work/stats" 2>/dev/null || fail "LOCKSWAP_STATS_FILE: no statistics in the file"
+
+run LOCKSWAP_MUTEX=nope
+check_rejected "LOCKSWAP_MUTEX=nope"
+grep -q 'LOCKSWAP_MUTEX' "$work/err" || fail "LOCKSWAP_MUTEX=nope: the message does not name the variable"
+
+run LOCKSWAP_RWLOCK=nope
+check_rejected "LOCKSWAP_RWLOCK=nope"
+
+run LOCKSWAP_RWSEM_HANDOFF_US=abc
+check_rejected "LOCKSWAP_RWSEM_HANDOFF_US=abc"
+grep -q 'LOCKSWAP_RWSEM_HANDOFF_US' "$work/err" || fail "malformed tunable: the message does not name it"
+
+run LOCKSWAP_RWSEM_HANDOFF_US=
+check_rejected "LOCKSWAP_RWSEM_HANDOFF_US= (empty)"
+
+run LOCKSWAP_STATS=7
+check_rejected "LOCKSWAP_STATS=7 (out of range)"
+
+run LOCKSWAP_MUTEXX=futex
+check_rejected "LOCKSWAP_MUTEXX (unknown variable)"
+grep -q 'LOCKSWAP_MUTEXX' "$work/err" || fail "unknown variable: the message does not name it"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures good-guest check(s) failed"
+  exit 1
+fi
+echo "good guest: all checks passed"

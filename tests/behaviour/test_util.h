@@ -1,0 +1,266 @@
+// tests/behaviour/test_util.h — helpers shared by the preload test programs
+// (behaviour/, stress/, cxx/): clocks, a coordination semaphore that is NOT a
+// lock under test, a lock-holding helper thread, and a per-test watchdog so a
+// deadlock fails the test instead of hanging ctest.
+//
+// Coordination between test threads uses POSIX semaphores (sem_*), which
+// lockswap does not interpose, so the scaffolding keeps working when the
+// primitive under test is broken.
+#pragma once
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace lstest {
+
+// ------------------------------------------------------------------ clocks
+
+inline int64_t now_ns(clockid_t clock) {
+  timespec t;
+  clock_gettime(clock, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+inline timespec ts_from_ns(int64_t ns) {
+  timespec t;
+  t.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  t.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return t;
+}
+
+inline int64_t ns_of(const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; }
+
+// Absolute deadline `ms` milliseconds from now on `clock`.
+inline timespec deadline_in(clockid_t clock, int64_t ms) { return ts_from_ns(now_ns(clock) + ms * 1'000'000); }
+
+// True once `clock` has reached `deadline` (a timed-out wait must satisfy this).
+inline bool reached(clockid_t clock, const timespec& deadline) { return now_ns(clock) >= ns_of(deadline); }
+
+// Timeouts used by the behaviour tests: short enough to keep the suite fast,
+// long enough that "returned ETIMEDOUT before the deadline" is meaningful.
+inline constexpr int64_t kShortMs = 50;
+// A deadline that must never be reached in a passing test (failure instead of hang).
+inline constexpr int64_t kGenerousMs = 10'000;
+
+// ------------------------------------------------------------ environment
+
+// The variant comes from the same variables lockswap reads.
+inline bool env_is_native(const char* var) {
+  const char* v = getenv(var);
+  return v != nullptr && *v != '\0' && strcmp(v, "glibc") != 0 && getenv("LD_PRELOAD") != nullptr;
+}
+inline bool native_mutex() { return env_is_native("LOCKSWAP_MUTEX"); }
+inline bool native_rwlock() { return env_is_native("LOCKSWAP_RWLOCK"); }
+
+inline const char* err_name(int e) {
+  switch (e) {
+    case 0: return "0";
+    case EBUSY: return "EBUSY";
+    case EINVAL: return "EINVAL";
+    case EDEADLK: return "EDEADLK";
+    case EPERM: return "EPERM";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case EAGAIN: return "EAGAIN";
+    case EOWNERDEAD: return "EOWNERDEAD";
+    case ENOTRECOVERABLE: return "ENOTRECOVERABLE";
+    case ENOMEM: return "ENOMEM";
+    case ENOTSUP: return "ENOTSUP";
+    default: return "E?";
+  }
+}
+
+// ---------------------------------------------------------- coordination
+
+// A binary-ish semaphore with a bounded wait (never a lock under test).
+class Sem {
+ public:
+  Sem() { sem_init(&s_, 0, 0); }
+  ~Sem() { sem_destroy(&s_); }
+  Sem(const Sem&) = delete;
+  Sem& operator=(const Sem&) = delete;
+  void post() { sem_post(&s_); }
+  // False if not posted within `ms`.
+  bool wait(int64_t ms = kGenerousMs) {
+    timespec d = deadline_in(CLOCK_REALTIME, ms);
+    while (sem_timedwait(&s_, &d) != 0) {
+      if (errno == ETIMEDOUT) return false;
+    }
+    return true;
+  }
+
+ private:
+  sem_t s_;
+};
+
+inline pid_t current_tid() { return static_cast<pid_t>(gettid()); }
+
+// Scheduler state of a thread of this process ('R', 'S', ...), or 0.
+inline char thread_state(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');
+  return (p != nullptr && p[1] == ' ') ? p[2] : 0;
+}
+
+// Waits (bounded) until thread `tid` sleeps in the kernel, i.e. is blocked in
+// the lock it was about to take. Used only to make a scenario more likely to
+// exercise the "someone is queued" case; never asserted on (a spinning lock
+// may keep the thread runnable for a while).
+inline void settle_until_blocked(pid_t tid, int64_t max_ms = 2000) {
+  int64_t end = now_ns(CLOCK_MONOTONIC) + max_ms * 1'000'000;
+  while (now_ns(CLOCK_MONOTONIC) < end) {
+    if (thread_state(tid) == 'S') {
+      // Give a thread that only just went to sleep a moment to be queued.
+      usleep(2000);
+      if (thread_state(tid) == 'S') return;
+    }
+    usleep(1000);
+  }
+}
+
+// A helper thread that runs `acquire` and keeps whatever it took until
+// release() (which runs `release` on the same thread and joins).
+class Holder {
+ public:
+  Holder(std::function<int()> acquire, std::function<int()> release)
+      : acquire_(std::move(acquire)), release_(std::move(release)) {
+    t_ = std::thread([this] {
+      tid_ = current_tid();
+      acquire_rc_ = acquire_();
+      acquired_.post();
+      go_.wait(60'000);
+      release_rc_ = release_();
+    });
+    if (!acquired_.wait()) {
+      fprintf(stderr, "Holder: acquisition did not finish\n");
+      _exit(3);
+    }
+  }
+  ~Holder() { release(); }
+  Holder(const Holder&) = delete;
+  Holder& operator=(const Holder&) = delete;
+
+  int acquire_rc() const { return acquire_rc_; }
+  pid_t tid() const { return tid_; }
+  // Releases on the holder thread; returns the release call's result.
+  int release() {
+    if (t_.joinable()) {
+      go_.post();
+      t_.join();
+    }
+    return release_rc_;
+  }
+
+ private:
+  std::function<int()> acquire_, release_;
+  Sem acquired_, go_;
+  std::thread t_;
+  pid_t tid_ = 0;
+  int acquire_rc_ = -1, release_rc_ = -1;
+};
+
+// Runs f on a fresh thread and returns its result (for "from another thread").
+template <class F>
+auto on_other_thread(F&& f) -> decltype(f()) {
+  decltype(f()) r{};
+  std::thread t([&] { r = f(); });
+  t.join();
+  return r;
+}
+
+// --------------------------------------------------------------- watchdog
+
+inline constexpr unsigned kWatchdogSeconds = 60;
+inline char g_current_test[512];
+
+// A raw pthread running `f`, joined with a bound: a thread stuck in a lock
+// ends the program with a message naming the test instead of hanging it (the
+// stuck thread still references the test's objects, so nothing else is safe).
+class PThread {
+ public:
+  explicit PThread(std::function<void()> f) : state_(new std::function<void()>(std::move(f))) {
+    int rc = pthread_create(&t_, nullptr, &PThread::run, state_);
+    if (rc != 0) {
+      fprintf(stderr, "pthread_create: %d\n", rc);
+      _exit(3);
+    }
+  }
+  ~PThread() {
+    if (!joined_) join_or_die();
+  }
+  PThread(const PThread&) = delete;
+  PThread& operator=(const PThread&) = delete;
+
+  pthread_t handle() const { return t_; }
+  // Joins within `ms` or exits the program; returns the thread's result.
+  void* join_or_die(int64_t ms = kGenerousMs) {
+    timespec d = deadline_in(CLOCK_MONOTONIC, ms);
+    void* ret = nullptr;
+    int rc = pthread_clockjoin_np(t_, &ret, CLOCK_MONOTONIC, &d);
+    if (rc != 0) {
+      fprintf(stderr, "\n*** %s: a test thread did not finish within %lld ms (deadlock or lost wakeup?)\n",
+              g_current_test, static_cast<long long>(ms));
+      fflush(stderr);
+      _exit(1);
+    }
+    joined_ = true;
+    delete state_;
+    return ret;
+  }
+
+ private:
+  static void* run(void* p) {
+    (*static_cast<std::function<void()>*>(p))();
+    return nullptr;
+  }
+  pthread_t t_;
+  std::function<void()>* state_;
+  bool joined_ = false;
+};
+
+inline void on_watchdog(int) {
+  static const char head[] = "\n*** lockswap test watchdog: test did not finish in time: ";
+  (void)!write(2, head, sizeof head - 1);
+  (void)!write(2, g_current_test, strlen(g_current_test));
+  (void)!write(2, "\n", 1);
+  _exit(124);
+}
+
+class WatchdogListener : public testing::EmptyTestEventListener {
+  void OnTestStart(const testing::TestInfo& info) override {
+    snprintf(g_current_test, sizeof g_current_test, "%s.%s", info.test_suite_name(), info.name());
+    signal(SIGALRM, on_watchdog);
+    alarm(kWatchdogSeconds);
+  }
+  void OnTestEnd(const testing::TestInfo&) override { alarm(0); }
+};
+
+inline const bool g_watchdog_installed = [] {
+  testing::UnitTest::GetInstance()->listeners().Append(new WatchdogListener);
+  return true;
+}();
+
+}  // namespace lstest
