@@ -255,12 +255,16 @@ struct Rwsem {
   }
 
   static int write_lock(S& s, const WaitCtx& ctx) {
-    uint64_t expected = rwsem::kUnlocked;
-    if (__builtin_expect(s.count.compare_exchange_strong(expected, rwsem::kWriterLocked, arch::mo_lock, arch::mo_hint), 1)) {
-      s.owner.store(rwsem_detail::owner_value(self_slot()), arch::mo_hint);
-      return 0;
-    }
+    if (__builtin_expect(write_fast(s), 1)) return 0;
     return write_slow(s, ctx);
+  }
+
+  // down_write's fast path on its own: CAS 0 -> WRITER_LOCKED.
+  static bool write_fast(S& s) {
+    uint64_t expected = rwsem::kUnlocked;
+    if (!s.count.compare_exchange_strong(expected, rwsem::kWriterLocked, arch::mo_lock, arch::mo_hint)) return false;
+    s.owner.store(rwsem_detail::owner_value(self_slot()), arch::mo_hint);
+    return true;
   }
 
   static void read_unlock(S& s) {

@@ -78,13 +78,23 @@ __attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, MutexCall c) {
   return forward_mutex(m, c);
 }
 
-// The part of an acquisition that may block: glibc validates the timeout only
-// here, after the uncontended attempt failed.
+// A timed acquisition whose quiet attempt failed: glibc validates the
+// timeout only now, when it would have to wait.
 template <class V>
-__attribute__((noinline)) int mutex_wait(MutexObject& o, MutexCall c, bool adaptive) {
-  if (c.op == MutexCall::trylock) return EBUSY;
-  if (c.abs != nullptr && !valid_nsec(c.abs)) return EINVAL;
+__attribute__((noinline)) int mutex_wait_timed(MutexObject& o, MutexCall c, bool adaptive) {
+  if (!valid_nsec(c.abs)) return EINVAL;
   return V::lock(o, c.ctx(), adaptive);
+}
+
+// One acquisition of the lock word. A blocking call goes straight to the
+// variant (whose own fast path comes first); try is the variant's trylock;
+// a timed call makes one quiet attempt before validating and waiting.
+template <class V>
+LOCKSWAP_INLINE int mutex_take(MutexObject& o, MutexCall c, bool adaptive) {
+  if (c.op == MutexCall::lock) return V::lock(o, WaitCtx::blocking(), adaptive);
+  if (c.op == MutexCall::trylock) return V::trylock(o) ? 0 : EBUSY;
+  if (V::try_fast(o)) return 0;
+  return mutex_wait_timed<V>(o, c, adaptive);
 }
 
 template <class V>
@@ -94,10 +104,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
   if (abi::glibc_owned(kind)) return delegate_mutex(m, c);
   int type = kind & ~abi::kKindElisionBits;
   if (type < 0 || type > abi::kKindTypeMask) return EINVAL;
-  if (type == abi::kKindNormal || type == abi::kKindAdaptive) {
-    if (V::trylock(o)) return 0;
-    return mutex_wait<V>(o, c, type == abi::kKindAdaptive);
-  }
+  if (type == abi::kKindNormal || type == abi::kKindAdaptive) return mutex_take<V>(o, c, type == abi::kKindAdaptive);
   int32_t self = current_tid();
   if (o.owner_tid.load(std::memory_order_relaxed) == self) {
     if (type == abi::kKindErrorcheck) return c.op == MutexCall::trylock ? EBUSY : EDEADLK;
@@ -105,9 +112,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
     ++o.recursion;
     return 0;
   }
-  if (!V::trylock(o)) {
-    if (int rc = mutex_wait<V>(o, c, false)) return rc;
-  }
+  if (int rc = mutex_take<V>(o, c, false)) return rc;
   o.owner_tid.store(self, std::memory_order_relaxed);
   o.recursion = 1;
   return 0;
@@ -117,10 +122,7 @@ template <class V>
 LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, MutexCall c) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
-  if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
-    if (LOCKSWAP_LIKELY(V::trylock(o))) return 0;
-    return mutex_wait<V>(o, c, false);
-  }
+  if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) return mutex_take<V>(o, c, false);
   return mutex_acquire_kinded<V>(m, kind, c);
 }
 

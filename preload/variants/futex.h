@@ -10,6 +10,7 @@ namespace lockswap {
 struct FutexMutexVariant {
   static constexpr bool forwards_to_glibc = false;
   static FutexMutex& at(abi::MutexObject& o) { return *reinterpret_cast<FutexMutex*>(&o); }
+  static bool try_fast(abi::MutexObject& o) { return at(o).try_lock(); }
   static bool trylock(abi::MutexObject& o) { return at(o).try_lock(); }
   static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool adaptive) { return at(o).lock(ctx, adaptive); }
   static void unlock(abi::MutexObject& o) { at(o).unlock(); }

@@ -45,6 +45,8 @@ struct RwsemMutexVariant {
   static constexpr bool forwards_to_glibc = false;
   using Sem = Rwsem<RwsemSteal, RwsemMutexWords>;
   static RwsemMutexWords& at(abi::MutexObject& o) { return *reinterpret_cast<RwsemMutexWords*>(&o); }
+  // The uncontended CAS alone (no event counted on failure).
+  static bool try_fast(abi::MutexObject& o) { return Sem::write_fast(at(o)); }
   static bool trylock(abi::MutexObject& o) { return Sem::write_lock(at(o), WaitCtx::try_once()) == 0; }
   // Spinning is built into the rwsem writer, so the adaptive kind needs nothing extra.
   static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool) { return Sem::write_lock(at(o), ctx); }
