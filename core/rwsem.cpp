@@ -151,23 +151,34 @@ class WaitList {
 
 // Parking. A waiter reads its park word, re-checks its condition, then sleeps
 // while the word is unchanged; a waker changes the condition, then bumps the
-// word. Unlike unpark(), only the first waker of a sleeping thread makes the
-// futex_wake syscall: it claims the wake by clearing `blocked`. A queued
-// writer is re-woken by every unlock that sees WAITERS, also while it is
-// already runnable, and in userspace each of those wakes would be a syscall.
-// Dekker pair: the sleeper sets `blocked` then reads park (futex_wait has a
-// full barrier before it compares); the waker bumps park then reads
-// `blocked`. Either the waker sees the sleeper and wakes it, or the sleeper's
-// futex_wait sees the new park value and does not sleep.
+// word. Unlike unpark(), a sleeper is sent at most one futex_wake per sleep:
+// a queued writer is re-woken by every unlock that sees WAITERS, also while
+// it is already runnable, and in userspace each of those would be a syscall.
+//
+// While asleep the waiter publishes in `blocked` which park value it sleeps
+// on (sleep_token(seen)). Only the bump that moves park away from exactly that
+// value owes it a wake; that waker claims it by resetting `blocked` to 0.
+// Bumps made before the waiter read `seen` must not claim anything: the
+// waiter's own re-check already saw their change, and letting them clear
+// `blocked` would leave the real sleep without a waker (found as a hang: all
+// writers asleep on a free lock with HANDOFF set).
+// Dekker pair: the sleeper stores its token, then futex_wait reads park (the
+// syscall orders them); the waker bumps park, then reads `blocked`. Either
+// the waker sees the token and wakes, or futex_wait sees the new value.
+constexpr uint32_t kSleepingOn = 1u << 31;
+constexpr uint32_t sleep_token(uint32_t park_value) { return park_value | kSleepingOn; }
+static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked");
+
 void park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool& timed_out) {
-  me.blocked.store(1, arch::mo_dekker);  // also tells spinners we are not running
+  me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
   timed_out = ctx.sleep(&me.park, seen) == ETIMEDOUT;
   me.blocked.store(0, arch::mo_hint);
 }
 
 void wake_parked(ThreadSlot& s) {
-  s.park.fetch_add(1, arch::mo_dekker);
-  if (s.blocked.load(arch::mo_dekker) != 0 && s.blocked.exchange(0, arch::mo_dekker) != 0)
+  uint32_t before = s.park.fetch_add(1, arch::mo_dekker);
+  uint32_t owed = sleep_token(before);
+  if (s.blocked.load(arch::mo_dekker) == owed && s.blocked.compare_exchange_strong(owed, 0, arch::mo_dekker))
     arch::futex_wake(&s.park, 1);
 }
 
