@@ -827,7 +827,8 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
 // ---------------------------------------------------------------------------
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads) {
+__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads,
+                                            bool behind_writers) {
   bool have_bias = true;
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
@@ -839,6 +840,9 @@ __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCt
   if (caller_holds_reads && read_recursive<P>(r, count, have_bias)) return 0;
 
   uint64_t last_rowner = 0;
+  // glibc's writer-nonrecursive kind: a queued writer keeps new readers out,
+  // so neither v5.11 stealing nor v5.10 spinning may pass the queue.
+  if (behind_writers && (count & kFlagWaiters)) return read_queue<P>(r, have_bias, last_rowner, ctx);
   if constexpr (P::reader_spinning) {
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {

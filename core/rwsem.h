@@ -203,7 +203,7 @@ template <class Policy>
 struct Slow {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
   // WaitCtx by value (16 bytes, two registers): the fast path never spills it.
-  static int read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads);
+  static int read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads, bool behind_writers);
   static int read_try(const Ref& r, bool caller_holds_reads);
   static int write(const Ref& r, WaitCtx ctx);
   static void wake(const Ref& r);              // after up_write found WAITERS
@@ -233,11 +233,13 @@ inline uint64_t owner_value(const ThreadSlot& s) { return reinterpret_cast<uint6
 template <class Policy, class S>
 struct Rwsem {
   // 0, or ctx.give_up_code() (EBUSY for try_once, ETIMEDOUT for until).
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads) {
+  // behind_writers (not in the kernel): glibc's writer-nonrecursive kind —
+  // with waiters queued, never steal or spin past them; queue.
+  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false) {
     if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, caller_holds_reads);
     uint64_t c;
     if (__builtin_expect(read_fast(s, c), 1)) return 0;
-    return read_slow(s, c, ctx, caller_holds_reads);
+    return read_slow(s, c, ctx, caller_holds_reads, behind_writers);
   }
 
   // down_read's fast path on its own, for callers that keep per-thread
@@ -252,8 +254,9 @@ struct Rwsem {
 
   // Out-of-line bridges to the slow paths: the Ref (four references) is built
   // here, not in the inline fast paths, so those need no stack frame.
-  __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads) {
-    return Slow::read(ref(s), c, ctx, caller_holds_reads);
+  __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads,
+                                                 bool behind_writers = false) {
+    return Slow::read(ref(s), c, ctx, caller_holds_reads, behind_writers);
   }
   __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads) {
     return Slow::read_try(ref(s), caller_holds_reads);

@@ -88,7 +88,7 @@ struct RwsemRwlockVariant {
                                                    bool writer_preferring) {
     bool holds_reads = !writer_preferring && t_local.read_held != 0;
     int rc = ctx.mode == WaitCtx::Mode::try_once ? Sem::read_lock(at(o), ctx, holds_reads)
-                                                 : Sem::read_slow(at(o), c, ctx, holds_reads);
+                                                 : Sem::read_slow(at(o), c, ctx, holds_reads, writer_preferring);
     if (rc == 0) ++t_local.read_held;
     return rc;
   }
