@@ -45,15 +45,16 @@ using abi::RwlockObject;
 bool valid_nsec(const timespec* t) { return t->tv_nsec >= 0 && t->tv_nsec < 1'000'000'000; }
 bool supported_clock(clockid_t c) { return c == CLOCK_REALTIME || c == CLOCK_MONOTONIC; }
 
-// How a mutex acquisition was asked for; also what a delegation replays.
-struct MutexCall {
-  enum Op : uint8_t { lock, trylock, timedlock, clocklock } op;
+// How an acquisition was asked for (lock, try, timed or clock flavour); also
+// what a delegation to glibc replays.
+struct Call {
+  enum Op : uint8_t { block, trylock, timed, clocked } op;
   clockid_t clock;
   const timespec* abs;
   WaitCtx ctx() const {
     switch (op) {
       case trylock: return WaitCtx::try_once();
-      case lock: return WaitCtx::blocking();
+      case block: return WaitCtx::blocking();
       default: return WaitCtx::until(clock, abs);
     }
   }
@@ -61,27 +62,23 @@ struct MutexCall {
 
 // ------------------------------------------------------------------ mutex
 
-// The `glibc` variant: the call, untouched (and uncounted: it is the control).
-LOCKSWAP_INLINE int forward_mutex(pthread_mutex_t* m, MutexCall c) {
+// A native variant met an object glibc must own (robust, PI, PP, pshared):
+// replay the call on glibc's implementation.
+__attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, Call c) {
+  lockevent_inc(LockEvent::delegated_to_glibc);
   const auto& g = real::glibc();
   switch (c.op) {
-    case MutexCall::lock: return g.pthread_mutex_lock(m);
-    case MutexCall::trylock: return g.pthread_mutex_trylock(m);
-    case MutexCall::timedlock: return g.pthread_mutex_timedlock(m, c.abs);
+    case Call::block: return g.pthread_mutex_lock(m);
+    case Call::trylock: return g.pthread_mutex_trylock(m);
+    case Call::timed: return g.pthread_mutex_timedlock(m, c.abs);
     default: return g.pthread_mutex_clocklock(m, c.clock, c.abs);
   }
-}
-
-// A native variant met an object glibc must own (robust, PI, PP, pshared).
-__attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, MutexCall c) {
-  lockevent_inc(LockEvent::delegated_to_glibc);
-  return forward_mutex(m, c);
 }
 
 // A timed acquisition whose quiet attempt failed: glibc validates the
 // timeout only now, when it would have to wait.
 template <class V>
-__attribute__((noinline)) int mutex_wait_timed(MutexObject& o, MutexCall c, bool adaptive) {
+__attribute__((noinline)) int mutex_wait_timed(MutexObject& o, Call c, bool adaptive) {
   if (!valid_nsec(c.abs)) return EINVAL;
   return V::lock(o, c.ctx(), adaptive);
 }
@@ -90,15 +87,15 @@ __attribute__((noinline)) int mutex_wait_timed(MutexObject& o, MutexCall c, bool
 // variant (whose own fast path comes first); try is the variant's trylock;
 // a timed call makes one quiet attempt before validating and waiting.
 template <class V>
-LOCKSWAP_INLINE int mutex_take(MutexObject& o, MutexCall c, bool adaptive) {
-  if (c.op == MutexCall::lock) return V::lock(o, WaitCtx::blocking(), adaptive);
-  if (c.op == MutexCall::trylock) return V::trylock(o) ? 0 : EBUSY;
+LOCKSWAP_INLINE int mutex_take(MutexObject& o, Call c, bool adaptive) {
+  if (c.op == Call::block) return V::lock(o, WaitCtx::blocking(), adaptive);
+  if (c.op == Call::trylock) return V::trylock(o) ? 0 : EBUSY;
   if (V::try_fast(o)) return 0;
   return mutex_wait_timed<V>(o, c, adaptive);
 }
 
 template <class V>
-__attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind, MutexCall c) {
+__attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind, Call c) {
   MutexObject& o = abi::obj(m);
   if (kind == abi::kKindDestroyed) return EINVAL;
   if (abi::glibc_owned(kind)) return delegate_mutex(m, c);
@@ -107,7 +104,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
   if (type == abi::kKindNormal || type == abi::kKindAdaptive) return mutex_take<V>(o, c, type == abi::kKindAdaptive);
   int32_t self = current_tid();
   if (o.owner_tid.load(std::memory_order_relaxed) == self) {
-    if (type == abi::kKindErrorcheck) return c.op == MutexCall::trylock ? EBUSY : EDEADLK;
+    if (type == abi::kKindErrorcheck) return c.op == Call::trylock ? EBUSY : EDEADLK;
     if (o.recursion + 1 == 0) return EAGAIN;  // recursion counter would wrap
     ++o.recursion;
     return 0;
@@ -119,7 +116,7 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
 }
 
 template <class V>
-LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, MutexCall c) {
+LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, Call c) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) return mutex_take<V>(o, c, false);
@@ -190,58 +187,37 @@ extern real::Functions g_ops;
 
 // ----------------------------------------------------------------- rwlock
 
-struct RwCall {
-  enum Op : uint8_t { block, trylock, timed, clocked } op;
-  clockid_t clock;
-  const timespec* abs;
-  WaitCtx ctx() const {
-    switch (op) {
-      case trylock: return WaitCtx::try_once();
-      case block: return WaitCtx::blocking();
-      default: return WaitCtx::until(clock, abs);
-    }
-  }
-};
-
-LOCKSWAP_INLINE int forward_rdlock(pthread_rwlock_t* l, RwCall c) {
+__attribute__((noinline)) int delegate_rdlock(pthread_rwlock_t* l, Call c) {
+  lockevent_inc(LockEvent::delegated_to_glibc);
   const auto& g = real::glibc();
   switch (c.op) {
-    case RwCall::block: return g.pthread_rwlock_rdlock(l);
-    case RwCall::trylock: return g.pthread_rwlock_tryrdlock(l);
-    case RwCall::timed: return g.pthread_rwlock_timedrdlock(l, c.abs);
+    case Call::block: return g.pthread_rwlock_rdlock(l);
+    case Call::trylock: return g.pthread_rwlock_tryrdlock(l);
+    case Call::timed: return g.pthread_rwlock_timedrdlock(l, c.abs);
     default: return g.pthread_rwlock_clockrdlock(l, c.clock, c.abs);
   }
 }
 
-LOCKSWAP_INLINE int forward_wrlock(pthread_rwlock_t* l, RwCall c) {
+__attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, Call c) {
+  lockevent_inc(LockEvent::delegated_to_glibc);
   const auto& g = real::glibc();
   switch (c.op) {
-    case RwCall::block: return g.pthread_rwlock_wrlock(l);
-    case RwCall::trylock: return g.pthread_rwlock_trywrlock(l);
-    case RwCall::timed: return g.pthread_rwlock_timedwrlock(l, c.abs);
+    case Call::block: return g.pthread_rwlock_wrlock(l);
+    case Call::trylock: return g.pthread_rwlock_trywrlock(l);
+    case Call::timed: return g.pthread_rwlock_timedwrlock(l, c.abs);
     default: return g.pthread_rwlock_clockwrlock(l, c.clock, c.abs);
   }
-}
-
-__attribute__((noinline)) int delegate_rdlock(pthread_rwlock_t* l, RwCall c) {
-  lockevent_inc(LockEvent::delegated_to_glibc);
-  return forward_rdlock(l, c);
-}
-
-__attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, RwCall c) {
-  lockevent_inc(LockEvent::delegated_to_glibc);
-  return forward_wrlock(l, c);
 }
 
 // glibc's order of checks: clock and tv_nsec first (even when the lock is
 // free), then EDEADLK if the caller holds the write lock, then the attempt.
 // The plain blocking calls skip the first step at compile time.
 template <class V>
-LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, RwCall c) {
+LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, Call c) {
   RwlockObject& o = abi::obj(l);
   if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_rdlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
-  if (c.op != RwCall::trylock && __builtin_expect(V::write_held(o), 0) &&
+  if (c.op != Call::trylock && __builtin_expect(V::write_held(o), 0) &&
       o.writer_tid.load(std::memory_order_relaxed) == current_tid())
     return EDEADLK;  // the try functions report EBUSY instead, as glibc's do
   bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
@@ -249,12 +225,12 @@ LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, RwCall c) {
 }
 
 template <class V>
-LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, RwCall c) {
+LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, Call c) {
   RwlockObject& o = abi::obj(l);
   if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_wrlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
   int32_t self = current_tid();
-  if (c.op != RwCall::trylock && __builtin_expect(V::write_held(o), 0) &&
+  if (c.op != Call::trylock && __builtin_expect(V::write_held(o), 0) &&
       o.writer_tid.load(std::memory_order_relaxed) == self)
     return EDEADLK;
   int rc = V::wrlock(o, c.ctx());
@@ -284,14 +260,14 @@ LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
 
 template <class V>
 struct NativeMutex {
-  static int lock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {MutexCall::lock, 0, nullptr}); }
-  static int trylock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {MutexCall::trylock, 0, nullptr}); }
+  static int lock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {Call::block, 0, nullptr}); }
+  static int trylock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {Call::trylock, 0, nullptr}); }
   static int timedlock(pthread_mutex_t* m, const timespec* abs) {
-    return mutex_acquire<V>(m, {MutexCall::timedlock, CLOCK_REALTIME, abs});
+    return mutex_acquire<V>(m, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock)) return EINVAL;  // glibc checks the clock first
-    return mutex_acquire<V>(m, {MutexCall::clocklock, clock, abs});
+    return mutex_acquire<V>(m, {Call::clocked, clock, abs});
   }
   static int unlock(pthread_mutex_t* m) { return mutex_release<V>(m); }
   static int destroy(pthread_mutex_t* m) { return mutex_destroy<V>(m); }
@@ -304,21 +280,21 @@ int native_mutex_consistent(pthread_mutex_t* m) {
 
 template <class V>
 struct NativeRwlock {
-  static int rdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {RwCall::block, 0, nullptr}); }
-  static int tryrdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {RwCall::trylock, 0, nullptr}); }
+  static int rdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {Call::block, 0, nullptr}); }
+  static int tryrdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {Call::trylock, 0, nullptr}); }
   static int timedrdlock(pthread_rwlock_t* l, const timespec* abs) {
-    return rw_rdlock<V>(l, {RwCall::timed, CLOCK_REALTIME, abs});
+    return rw_rdlock<V>(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockrdlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return rw_rdlock<V>(l, {RwCall::clocked, clock, abs});
+    return rw_rdlock<V>(l, {Call::clocked, clock, abs});
   }
-  static int wrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {RwCall::block, 0, nullptr}); }
-  static int trywrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {RwCall::trylock, 0, nullptr}); }
+  static int wrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {Call::block, 0, nullptr}); }
+  static int trywrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {Call::trylock, 0, nullptr}); }
   static int timedwrlock(pthread_rwlock_t* l, const timespec* abs) {
-    return rw_wrlock<V>(l, {RwCall::timed, CLOCK_REALTIME, abs});
+    return rw_wrlock<V>(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockwrlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return rw_wrlock<V>(l, {RwCall::clocked, clock, abs});
+    return rw_wrlock<V>(l, {Call::clocked, clock, abs});
   }
   static int unlock(pthread_rwlock_t* l) { return rw_unlock<V>(l); }
 };
