@@ -3,7 +3,7 @@
 // Design
 // ------
 // A faithful port of the kernel's non-PREEMPT_RT rw_semaphore, written from
-// /work/shared/docs/kernel-algorithms.md §1 and §4.3. Two policies share one
+// ../shared/docs/kernel-algorithms.md §1 and §4.3. Two policies share one
 // body of code and differ only in `if constexpr (Policy::reader_spinning)`:
 //
 //   RwsemSteal       Linux >= v5.11: readers never spin; a reader that fails
