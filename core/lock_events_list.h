@@ -41,3 +41,18 @@ LOCK_EVENT(cond_broadcast,      "broadcast that found waiters")
 
 // --- dispatch (preload/) ---
 LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")
+
+// --- lockref (core/lockref.h, core/lockref_rwlock.h, core/sem.h) ---
+LOCK_EVENT(lockref_lockless,    "update done by the bounded lock-free compare-and-swap loop")
+LOCK_EVENT(lockref_cas_fail,    "a lock-free compare-and-swap lost a race and was retried")
+LOCK_EVENT(lockref_fallback,    "retry bound reached: the update was done under the lock half")
+LOCK_EVENT(lockref_lock_sleep,  "lockref lock half: lock() slept in the kernel")
+LOCK_EVENT(lockref_rlock_sleep, "lockref rwlock: a reader slept on the lock half")
+LOCK_EVENT(lockref_rlock_recursive, "lockref rwlock: a reader holding read locks entered past a writer")
+LOCK_EVENT(lockref_wlock_sleep, "lockref rwlock: a writer slept on the lock half")
+LOCK_EVENT(lockref_drain_sleep, "lockref rwlock: a writer slept on the count half until readers drained")
+LOCK_EVENT(lockref_read_turn,   "lockref rwlock: a write unlock found sleeping readers and gave them the next turn")
+LOCK_EVENT(lockref_read_turn_expired, "lockref rwlock: a writer waited out the readers' turn and ended it")
+LOCK_EVENT(lockref_rw_wake,     "lockref rwlock: a release woke the lock-half sleepers")
+LOCK_EVENT(sem_wait_sleep,      "a semaphore wait slept on the futex")
+LOCK_EVENT(sem_post_wake,       "a post woke a semaphore sleeper")

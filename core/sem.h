@@ -1,0 +1,281 @@
+// core/sem.h — POSIX semaphores over glibc's sem_t layout: a futex reference
+// (FutexSem) and a lockref semaphore (LockrefSem).
+//
+// Design
+// ------
+// Written from ../shared/docs/peers-and-glibc-abi.md §10 (glibc's layout and
+// behaviour) and kernel-algorithms.md §2 (lockref). One body of code,
+// `Semaphore<Word>`, serves both; a Word policy says how one unit is taken or
+// given on the 64-bit word and where the waiter count lives.
+//
+// Storage (SemWords, laid over a 32-byte sem_t by preload):
+//   offset 0  u64 data     value in bits 0..31 (a futex word of its own at
+//                          offset 0: waiters sleep there for value != 0),
+//                          the policy's bits in 32..63
+//   offset 8  i32 private  glibc's field, decides the futex kind: 0 =
+//                          process-private (glibc's LLL_PRIVATE), 128 =
+//                          process-shared (LLL_SHARED: glibc XORs this value,
+//                          FUTEX_PRIVATE_FLAG, into its futex op). Measured
+//                          on glibc 2.36: sem_init(s, 0, v) stores 0,
+//                          sem_init(s, 1, v) stores 128.
+// Valid initial states: glibc's sem_init/sem_open (value in the low half,
+// zero high half, private 0 or 128) and all-zero memory (value 0, private
+// futexes — as glibc would treat it).
+//
+// FutexSem — glibc's algorithm, written by us (the reference):
+//   bits 32..63  nwaiters  threads registered as (about to be) sleeping
+//   trywait  CAS value -> value-1 while value > 0 (unbounded loop); EAGAIN at 0
+//   wait     trywait; else nwaiters+1 (fetch_add), then loop: CAS taking one
+//            unit *and* dropping our registration in one step, or futex-wait on
+//            the value half while it reads 0
+//   post     CAS value -> value+1 (EOVERFLOW at SEM_VALUE_MAX); futex_wake(1)
+//            if the nwaiters it replaced was non-zero
+//
+// LockrefSem — the same word as a lockref (core/lockref.h):
+//   bit 32       kLocked        the lock half is held
+//   bit 33       kLockSleepers  threads sleep on the lock half
+//   bits 34..63  nwaiters       threads registered on the value futex
+//   trywait/post/the waiter's take are lockref updates: the bounded CAS loop
+//   (lockref::cmpxchg_loop, lock_mask = kLocked); when its retries run out
+//   the unit is taken or given under the lock half (the Lockref sleeping
+//   lock, shared code), with an RMW on the value. A lock holder sees a stable
+//   value: lock-free updaters only CAS while kLocked is clear. nwaiters is
+//   only a wake hint and is changed by RMW at any time, lock or no lock
+//   (registration, a timed-out or cancelled waiter's cleanup). Finding the
+//   lock held with value 0 (trywait) or SEM_VALUE_MAX (post) answers at once:
+//   the value read is a valid linearization point.
+//
+// No lost wakeup: registration, the take, and the post are RMWs on the one
+// 64-bit word, so they are totally ordered. A post ordered after a waiter's
+// registration sees nwaiters > 0 and wakes; a post ordered before it is seen
+// by the waiter's next take (or makes its futex_wait fail with EAGAIN).
+//
+// Waiting: wait<Sleeper>() sleeps through Sleeper::sleep (preload's makes the
+// syscall an asynchronous cancellation point; SemPlainSleeper is the plain
+// futex call, which — unlike WaitCtx::sleep — reports EINTR: a signal handler
+// without SA_RESTART makes sem_wait fail with EINTR). While registered the
+// waiter holds a Registration guard; on a forced unwind (cancellation) its
+// destructor drops the registration and, if units are left and others wait,
+// passes on a wakeup it may have absorbed (the same job as Cond::WaitGuard).
+// A unit that is available is taken even when the deadline has passed; a
+// deadline with negative tv_sec is ETIMEDOUT without sleeping (glibc).
+//
+// Memory order: a take is acquire and a give is release (POSIX makes
+// sem_post/sem_wait synchronize memory), including the under-lock RMWs;
+// registration and its removal are hints (relaxed).
+#pragma once
+#include <semaphore.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "arch/atomic.h"
+#include "arch/futex.h"
+#include "core/lockref.h"
+#include "core/thread_registry.h"
+#include "core/wait_ctx.h"
+
+namespace lockswap {
+
+struct SemWords {
+  std::atomic<uint64_t> data;  // value (low 32) | policy bits (high 32)
+  int32_t private_flag;        // glibc's `private`: 0 = private futexes, kSemSharedFlag = shared
+  uint32_t reserved;
+};
+// What glibc stores in `private` for a process-shared semaphore (LLL_SHARED).
+inline constexpr int32_t kSemSharedFlag = 128;
+static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into the futex op");
+static_assert(sizeof(SemWords) <= sizeof(sem_t), "fits glibc's 32-byte sem_t");
+static_assert(alignof(SemWords) <= alignof(sem_t), "no stricter alignment than sem_t");
+static_assert(offsetof(SemWords, data) == 0 && offsetof(SemWords, private_flag) == 8, "glibc's field offsets");
+static_assert(std::is_standard_layout_v<SemWords>);
+
+// The plain futex sleep: 0 (woken / spurious), EAGAIN (value moved),
+// ETIMEDOUT, or EINTR.
+struct SemPlainSleeper {
+  static int sleep(const std::atomic<uint32_t>* word, uint32_t expected, const WaitCtx& ctx, bool shared) {
+    const bool timed = ctx.mode == WaitCtx::Mode::until;
+    if (timed && ctx.abs->tv_sec < 0) return ETIMEDOUT;  // the kernel would say EINVAL
+    return arch::futex_wait(word, expected, ctx.clock, timed ? ctx.abs : nullptr, shared);
+  }
+};
+
+namespace sem_detail {
+inline constexpr uint32_t value_of(uint64_t d) { return static_cast<uint32_t>(d); }
+inline constexpr uint32_t kValueMax = SEM_VALUE_MAX;
+static_assert(SEM_VALUE_MAX == INT_MAX, "the value half never reaches the sign bit");
+}  // namespace sem_detail
+
+// glibc's word: nwaiters in the whole high half; unbounded CAS loops.
+struct FutexSemWord {
+  static constexpr uint64_t kWaiterOne = 1ull << 32;
+  static constexpr uint64_t waiters_of(uint64_t d) { return d >> 32; }
+
+  // Take one unit, subtracting `also` (0, or our registration) in the same CAS.
+  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool) {
+    uint64_t old = d.load(arch::mo_hint);
+    while (sem_detail::value_of(old) != 0)
+      if (d.compare_exchange_weak(old, old - 1 - also, arch::mo_lock, arch::mo_hint)) return true;
+    return false;
+  }
+  // Give one unit; `old` = the word it replaced (for nwaiters). False at the maximum.
+  static bool give(std::atomic<uint64_t>& d, bool, uint64_t& old) {
+    old = d.load(arch::mo_hint);
+    do {
+      if (sem_detail::value_of(old) >= sem_detail::kValueMax) return false;
+    } while (!d.compare_exchange_weak(old, old + 1, arch::mo_unlock, arch::mo_hint));
+    return true;
+  }
+};
+
+// The lockref word: kLocked | kLockSleepers | nwaiters above them.
+struct LockrefSemWord {
+  static constexpr uint64_t kWaiterOne = 1ull << lockref::kUserShift;
+  static constexpr uint64_t waiters_of(uint64_t d) { return d >> lockref::kUserShift; }
+  static_assert((kWaiterOne & (lockref::kLockBits | lockref::kCountMask)) == 0, "nwaiters above the lock bits");
+
+  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool shared) {
+    uint64_t old;
+    auto r = lockref::cmpxchg_loop(d, lockref::kLocked, arch::mo_lock, old, [also](uint64_t o, uint64_t& n) {
+      if (sem_detail::value_of(o) == 0) return lockref::Step::stop;
+      n = o - 1 - also;
+      return lockref::Step::attempt;
+    });
+    if (r == lockref::LoopResult::done) return true;
+    if (r == lockref::LoopResult::stopped || sem_detail::value_of(old) == 0) return false;
+    return take_locked(d, also, shared, r);
+  }
+
+  static bool give(std::atomic<uint64_t>& d, bool shared, uint64_t& old) {
+    auto r = lockref::cmpxchg_loop(d, lockref::kLocked, arch::mo_unlock, old, [](uint64_t o, uint64_t& n) {
+      if (sem_detail::value_of(o) >= sem_detail::kValueMax) return lockref::Step::stop;
+      n = o + 1;
+      return lockref::Step::attempt;
+    });
+    if (r == lockref::LoopResult::done) return true;
+    if (r == lockref::LoopResult::stopped || sem_detail::value_of(old) >= sem_detail::kValueMax) return false;
+    return give_locked(d, shared, old, r);
+  }
+
+ private:
+  // The fallbacks: under the lock half the value is stable, so check it and
+  // change it with one RMW (nwaiters may move meanwhile; the RMW keeps it).
+  __attribute__((noinline)) static bool take_locked(std::atomic<uint64_t>& d, uint64_t also, bool shared,
+                                                    lockref::LoopResult why) {
+    lockref::lock_half(d, shared);
+    bool took = sem_detail::value_of(d.load(arch::mo_hint)) != 0;
+    if (took) {
+      d.fetch_sub(1 + also, arch::mo_lock);
+      if (why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
+    }
+    lockref::unlock_half(d, shared);
+    return took;
+  }
+  __attribute__((noinline)) static bool give_locked(std::atomic<uint64_t>& d, bool shared, uint64_t& old,
+                                                    lockref::LoopResult why) {
+    lockref::lock_half(d, shared);
+    bool gave = sem_detail::value_of(d.load(arch::mo_hint)) < sem_detail::kValueMax;
+    if (gave) {
+      old = d.fetch_add(1, arch::mo_unlock);
+      if (why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
+    }
+    lockref::unlock_half(d, shared);
+    return gave;
+  }
+};
+
+// A handle on one semaphore's words (preload: Sem{words(sem)}).
+template <class Word>
+class Semaphore {
+ public:
+  static constexpr int kValueMax = SEM_VALUE_MAX;
+
+  explicit Semaphore(SemWords& w) : w_(w) {}
+
+  // Value above kValueMax (EINVAL) is the caller's check. Returns 0.
+  static int init(SemWords& w, unsigned value, bool shared) {
+    w.private_flag = shared ? kSemSharedFlag : 0;
+    w.reserved = 0;
+    w.data.store(value, arch::mo_unlock);
+    return 0;
+  }
+
+  // 0 or EAGAIN.
+  int trywait() { return Word::try_take(w_.data, 0, shared()) ? 0 : EAGAIN; }
+
+  // 0, ETIMEDOUT, EINTR (signal without SA_RESTART), or EAGAIN for try_once.
+  template <class Sleeper = SemPlainSleeper>
+  int wait(const WaitCtx& ctx) {
+    if (__builtin_expect(Word::try_take(w_.data, 0, shared()), 1)) return 0;
+    if (!ctx.may_block()) return EAGAIN;
+    if (ctx.mode == WaitCtx::Mode::until && ctx.abs->tv_sec < 0) return ETIMEDOUT;
+    return wait_slow<Sleeper>(ctx);
+  }
+
+  // 0 or EOVERFLOW (value at SEM_VALUE_MAX).
+  int post() {
+    const bool sh = shared();
+    uint64_t old;
+    if (!Word::give(w_.data, sh, old)) return EOVERFLOW;
+    if (Word::waiters_of(old) != 0) {
+      lockevent_inc(LockEvent::sem_post_wake);
+      arch::futex_wake(lockref::count_futex(w_.data), 1, sh);
+    }
+    return 0;
+  }
+
+  // Never negative (sleepers are not counted, as in glibc).
+  int value() const { return static_cast<int>(sem_detail::value_of(w_.data.load(arch::mo_hint))); }
+  // Registered waiters (a hint; for tests and diagnostics).
+  uint64_t waiters() const { return Word::waiters_of(w_.data.load(arch::mo_hint)); }
+  bool shared() const { return w_.private_flag != 0; }
+
+ private:
+  // Drops a registration; passes a wakeup on when units are left for others.
+  static void unregister(std::atomic<uint64_t>& d, bool shared) {
+    uint64_t old = d.fetch_sub(Word::kWaiterOne, arch::mo_hint);
+    if (sem_detail::value_of(old) != 0 && Word::waiters_of(old) > 1)
+      arch::futex_wake(lockref::count_futex(d), 1, shared);
+  }
+
+  // Held while registered; its destructor only acts on a forced unwind.
+  struct Registration {
+    std::atomic<uint64_t>& d;
+    bool shared;
+    bool armed = true;
+    ~Registration() {
+      if (armed) unregister(d, shared);
+    }
+  };
+
+  template <class Sleeper>
+  __attribute__((noinline)) int wait_slow(WaitCtx ctx) {
+    const bool sh = shared();
+    w_.data.fetch_add(Word::kWaiterOne, arch::mo_hint);
+    Registration reg{w_.data, sh};
+    for (;;) {
+      if (Word::try_take(w_.data, Word::kWaiterOne, sh)) {  // takes a unit and drops the registration
+        reg.armed = false;
+        return 0;
+      }
+      lockevent_inc(LockEvent::sem_wait_sleep);
+      int rc = Sleeper::sleep(lockref::count_futex(w_.data), 0, ctx, sh);
+      if (rc == ETIMEDOUT || rc == EINTR) {
+        reg.armed = false;
+        unregister(w_.data, sh);
+        return rc;
+      }
+    }
+  }
+
+  SemWords& w_;
+};
+
+using FutexSem = Semaphore<FutexSemWord>;
+using LockrefSem = Semaphore<LockrefSemWord>;
+
+}  // namespace lockswap
