@@ -126,14 +126,22 @@ void unpark(ThreadSlot& s) {
   arch::futex_wake(&s.park, 1);
 }
 
-uint64_t lockevent_total(LockEvent ev) {
-  uint64_t sum = 0;
+namespace {
+// Calls fn(slot) for every slot ever mapped (live, exited and recycled).
+template <class Fn>
+void for_each_mapped_slot(Fn&& fn) {
   for (auto& chunk_ptr : registry::g_chunks) {
     ThreadSlot* chunk = chunk_ptr.load(std::memory_order_acquire);
     if (chunk == nullptr) break;
-    for (uint32_t i = 0; i < registry::kSlotsPerChunk; ++i)
-      sum += chunk[i].events[static_cast<uint32_t>(ev)].load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < registry::kSlotsPerChunk; ++i) fn(chunk[i]);
   }
+}
+}  // namespace
+
+uint64_t lockevent_total(LockEvent ev) {
+  uint64_t sum = 0;
+  for_each_mapped_slot(
+      [&](ThreadSlot& s) { sum += s.events[static_cast<uint32_t>(ev)].load(std::memory_order_relaxed); });
   return sum;
 }
 
@@ -142,6 +150,11 @@ void after_fork_in_child() {
   uint32_t gen = registry::g_fork_generation.load(std::memory_order_relaxed) + 1;
   registry::g_fork_generation.store(gen, std::memory_order_relaxed);
   registry::g_lock.store(0, std::memory_order_relaxed);  // a ghost may have held it
+  // Statistics are per process: a forked server's children (PostgreSQL
+  // backends) report what they did, not what their parent had counted.
+  for_each_mapped_slot([](ThreadSlot& s) {
+    for (auto& e : s.events) e.store(0, std::memory_order_relaxed);
+  });
   if (ThreadSlot* s = t_local.slot) {
     s->tid = current_tid();
     s->generation.store(gen, std::memory_order_relaxed);

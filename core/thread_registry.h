@@ -26,7 +26,8 @@
 // Fork: a child inherits every slot but only the forking thread survives.
 // after_fork_in_child() bumps the fork generation and re-stamps the survivor;
 // a slot whose generation is older is a ghost, and wakers skip ghost waiters so
-// a lock held by the forking thread still works in the child.
+// a lock held by the forking thread still works in the child. Lock event
+// counters are zeroed in the child: statistics are per process.
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -15,12 +15,21 @@
 //
 //   pthread_cond_t (48 B): core::Cond in the first 16 bytes.
 //
+//   sem_t (32 B)    glibc's struct new_sem (64-bit atomics)
+//    0   u64  value (low 32 bits) | glibc: waiter count, lockswap: the
+//             variant's own use (high 32 bits); zero after sem_init/sem_open
+//    8   i32  private: glibc stores 0 (private futexes) for pshared=0 and 128
+//             (LLL_SHARED: shared futexes) for pshared!=0 and for sem_open
+//   A semaphore glibc's sem_open initialised is therefore a valid fresh
+//   semaphore for every variant (core/sem.h keeps this layout).
+//
 // All-zero bytes mean "unlocked, default kind" for every variant, so static
 // initializers and zero-filled memory work without an init call.
 // Objects glibc must own (robust, priority-inherit/protect, process-shared)
 // are recognised from __kind / __shared and delegated to glibc whole.
 #pragma once
 #include <pthread.h>
+#include <semaphore.h>
 
 #include <atomic>
 #include <cstddef>
@@ -80,6 +89,12 @@ static_assert(offsetof(RwlockObject, writer_tid) == offsetof(pthread_rwlock_t, _
 static_assert(offsetof(RwlockObject, shared) == offsetof(pthread_rwlock_t, __data.__shared));
 static_assert(offsetof(RwlockObject, flags) == offsetof(pthread_rwlock_t, __data.__flags));
 static_assert(alignof(pthread_rwlock_t) >= alignof(RwlockObject));
+
+// sem_t: value at 0, `private` at 8 (glibc nptl/semaphoreP.h, new_sem).
+inline constexpr std::size_t kSemValueOffset = 0;
+inline constexpr std::size_t kSemPrivateOffset = 8;
+inline constexpr int32_t kSemSharedFlag = 128;  // glibc LLL_SHARED; 0 = LLL_PRIVATE
+static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 
 inline MutexObject& obj(pthread_mutex_t* m) { return *reinterpret_cast<MutexObject*>(m); }
 inline RwlockObject& obj(pthread_rwlock_t* l) { return *reinterpret_cast<RwlockObject*>(l); }

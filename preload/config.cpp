@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "core/lockref.h"
 #include "core/rwsem.h"
 
 extern char** environ;
@@ -34,7 +35,19 @@ namespace {
     g_rwsem_tunables.writer_spin = v != 0)                                                           \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \
     g_rwsem_tunables.drop_bias_early = v != 0)                                                       \
+  X(LOCKSWAP_LOCKREF_RETRIES, 0, 1000000, "lock-free compare-and-swap attempts before a lockref takes its lock (0 = unbounded; kernel: 100)", \
+    g_lockref_tunables.retries = static_cast<uint32_t>(v))                                          \
   X(LOCKSWAP_STATS, 0, 1, "1: print lock event counts at exit (stderr)", g_config.stats = v != 0)
+
+// API families: X(Enum, field, "ENV_NAME", VARIANT_LIST). Parsing, the list of
+// valid choices and the names in statistics are generated from these.
+#define LOCKSWAP_FAMILIES(X)                                        \
+  X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS)   \
+  X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS) \
+  X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS)
+
+// Read by the `lockswap` command, not by the library: accepted and ignored.
+#define LOCKSWAP_WRAPPER_VARIABLES(X) X(LOCKSWAP_LIB)
 
 void say(const char* s) { (void)!write(2, s, strlen(s)); }
 
@@ -46,39 +59,35 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
   say(": ");
   say(why);
   say("\n");
-  say("lockswap: valid settings:\n  LOCKSWAP_MUTEX =");
-#define X(id, name, type, desc) say(" " name);
-  LOCKSWAP_MUTEX_VARIANTS(X)
-#undef X
-  say("\n  LOCKSWAP_RWLOCK =");
-#define X(id, name, type, desc) say(" " name);
-  LOCKSWAP_RWLOCK_VARIANTS(X)
-#undef X
+  say("lockswap: valid settings:\n");
+#define NAME(id, name, type, desc) say(" " name);
+#define FAMILY(Enum, field, env, LIST) \
+  say("  " env " =");                 \
+  LIST(NAME)                           \
   say("\n");
+  LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
+#undef NAME
 #define X(env, lo, hi, meaning, apply) say("  " #env " = " #lo ".." #hi ": " meaning "\n");
   LOCKSWAP_TUNABLES(X)
 #undef X
-  say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr\n");
+  say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr (%p = pid)\n");
   _exit(2);
 }
 
-MutexVariant parse_mutex(const char* s) {
-  if (s == nullptr || *s == '\0') return MutexVariant::glibc;
-#define X(id, name, type, desc) \
-  if (strcmp(s, name) == 0) return MutexVariant::id;
-  LOCKSWAP_MUTEX_VARIANTS(X)
-#undef X
-  fail_with_choices("LOCKSWAP_MUTEX", s, "unknown mutex variant");
-}
-
-RwlockVariant parse_rwlock(const char* s) {
-  if (s == nullptr || *s == '\0') return RwlockVariant::glibc;
-#define X(id, name, type, desc) \
-  if (strcmp(s, name) == 0) return RwlockVariant::id;
-  LOCKSWAP_RWLOCK_VARIANTS(X)
-#undef X
-  fail_with_choices("LOCKSWAP_RWLOCK", s, "unknown rwlock variant");
-}
+// parse(value, MutexVariant{}) etc.: unset or empty means glibc.
+#define MATCH(id, name, type, desc) \
+  if (strcmp(s, name) == 0) return E::id;
+#define FAMILY(Enum, field, env, LIST)                  \
+  Enum parse(const char* s, Enum) {                     \
+    using E = Enum;                                     \
+    if (s == nullptr || *s == '\0') return E::glibc;    \
+    LIST(MATCH)                                         \
+    fail_with_choices(env, s, "unknown " #field " variant"); \
+  }
+LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
+#undef MATCH
 
 uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
@@ -93,9 +102,16 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 }
 
 bool is_known_name(const char* entry, size_t len) {
-  static const char* const known[] = {"LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_STATS_FILE",
+  static const char* const known[] = {
+      "LOCKSWAP_STATS_FILE",
+#define FAMILY(Enum, field, env, LIST) env,
+      LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
 #define X(env, lo, hi, meaning, apply) #env,
-                                      LOCKSWAP_TUNABLES(X)
+      LOCKSWAP_TUNABLES(X)
+#undef X
+#define X(env) #env,
+      LOCKSWAP_WRAPPER_VARIABLES(X)
 #undef X
   };
   for (const char* k : known)
@@ -120,7 +136,22 @@ void reject_unknown_variables() {
   }
 }
 
+// A copy, not the pointer secure_getenv returns: programs that rewrite their
+// environment block (PostgreSQL's process titles) would change the path.
+char g_stats_path[4096];
+
+void read_stats_file() {
+  const char* s = secure_getenv("LOCKSWAP_STATS_FILE");
+  if (s == nullptr || *s == '\0') return;
+  size_t n = strlen(s);
+  if (n >= sizeof g_stats_path) fail_with_choices("LOCKSWAP_STATS_FILE", "...", "path longer than 4095 bytes");
+  memcpy(g_stats_path, s, n + 1);
+  g_config.stats_file = g_stats_path;
+  g_config.stats = true;
+}
+
 std::atomic<int> g_loading{0};
+std::atomic<bool> g_loaded{false};
 }  // namespace
 
 void load_config() {
@@ -128,7 +159,7 @@ void load_config() {
   // microseconds and cannot block).
   int expected = 0;
   if (!g_loading.compare_exchange_strong(expected, 1)) {
-    while (__atomic_load_n(&g_config.rwlock, __ATOMIC_ACQUIRE) == RwlockVariant::unset) sched_yield();
+    while (!g_loaded.load(std::memory_order_acquire)) sched_yield();
     return;
   }
   reject_unknown_variables();
@@ -139,36 +170,32 @@ void load_config() {
   }
   LOCKSWAP_TUNABLES(X)
 #undef X
-  g_config.stats_file = secure_getenv("LOCKSWAP_STATS_FILE");
-  if (g_config.stats_file && *g_config.stats_file) g_config.stats = true;
-  MutexVariant m = parse_mutex(secure_getenv("LOCKSWAP_MUTEX"));
-  RwlockVariant r = parse_rwlock(secure_getenv("LOCKSWAP_RWLOCK"));
-  __atomic_store_n(&g_config.mutex, m, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_config.rwlock, r, __ATOMIC_RELEASE);
+  read_stats_file();
+  // Parse every family before publishing any, so a bad LOCKSWAP_SEM stops the
+  // program before a single lock has used another family's choice.
+#define FAMILY(Enum, field, env, LIST) Enum field = parse(secure_getenv(env), Enum{});
+  LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
+#define FAMILY(Enum, field, env, LIST) __atomic_store_n(&g_config.field, field, __ATOMIC_RELEASE);
+  LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
+  g_loaded.store(true, std::memory_order_release);
 }
 
-const char* mutex_variant_name(MutexVariant v) {
-  switch (v) {
-#define X(id, name, type, desc) \
-  case MutexVariant::id:        \
+#define NAME(id, name, type, desc) \
+  case E::id:                      \
     return name;
-    LOCKSWAP_MUTEX_VARIANTS(X)
-#undef X
-    default:
-      return "unset";
+#define FAMILY(Enum, field, env, LIST) \
+  const char* variant_name(Enum v) {   \
+    using E = Enum;                    \
+    switch (v) {                       \
+      LIST(NAME)                       \
+      default:                         \
+        return "unset";                \
+    }                                  \
   }
-}
-
-const char* rwlock_variant_name(RwlockVariant v) {
-  switch (v) {
-#define X(id, name, type, desc) \
-  case RwlockVariant::id:       \
-    return name;
-    LOCKSWAP_RWLOCK_VARIANTS(X)
-#undef X
-    default:
-      return "unset";
-  }
-}
+LOCKSWAP_FAMILIES(FAMILY)
+#undef FAMILY
+#undef NAME
 
 }  // namespace lockswap

@@ -7,6 +7,7 @@ namespace lockswap {
 struct Config {
   MutexVariant mutex = MutexVariant::unset;
   RwlockVariant rwlock = RwlockVariant::unset;
+  SemVariant sem = SemVariant::unset;
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
 };
@@ -32,8 +33,16 @@ inline RwlockVariant rwlock_variant() {
   return g_config.rwlock;
 }
 
-// For `lockswap --list` and error messages.
-const char* mutex_variant_name(MutexVariant v);
-const char* rwlock_variant_name(RwlockVariant v);
+inline SemVariant sem_variant() {
+  SemVariant v = __atomic_load_n(&g_config.sem, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(v != SemVariant::unset, 1)) return v;
+  load_config();
+  return g_config.sem;
+}
+
+// For statistics and error messages.
+const char* variant_name(MutexVariant v);
+const char* variant_name(RwlockVariant v);
+const char* variant_name(SemVariant v);
 
 }  // namespace lockswap

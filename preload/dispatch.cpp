@@ -1,4 +1,4 @@
-// preload/dispatch.cpp — the one path from a pthread / C11 call to a variant.
+// preload/dispatch.cpp — the one path from a pthread / C11 / semaphore call to a variant.
 //
 // Every exported function is one indirect jump through `g_ops`, a table with
 // one pointer per interposed function, filled once from the registry when the
@@ -17,12 +17,14 @@
 // constructor before ours works.
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <string.h>
 #include <threads.h>
 
 #include <atomic>
 
 #include "core/cond.h"
+#include "core/sem.h"
 #include "core/thread_registry.h"
 #include "core/wait_ctx.h"
 #include "preload/abi.h"
@@ -321,16 +323,18 @@ int native_rwlock_destroy(pthread_rwlock_t* l) {
 Cond& cond_obj(pthread_cond_t* c) { return *reinterpret_cast<Cond*>(c); }
 static_assert(sizeof(Cond) <= sizeof(pthread_cond_t));
 
-// The futex sleep inside a condition wait is the cancellation point. Async
-// cancellation is enabled only around the system call, inside a function that
-// has no cleanups of its own: a cancellation unwinds straight out of it into
-// Cond::wait's guard, which re-takes the mutex before the caller's handlers.
+// The futex sleep inside a condition or semaphore wait is the cancellation
+// point. Async cancellation is enabled only around the system call, inside a
+// function that has no cleanups of its own: a cancellation unwinds straight
+// out of it into the waiting object's guard (Cond::wait re-takes the mutex,
+// a semaphore unregisters its waiter) before the caller's handlers run.
+template <class Plain>
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
                                              const WaitCtx& ctx, bool shared) {
     int old_type;
     pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
-    int rc = ctx.sleep(word, expected, shared);
+    int rc = Plain::sleep(word, expected, ctx, shared);
     pthread_setcanceltype(old_type, &old_type);
     return rc;
   }
@@ -339,7 +343,7 @@ struct CancellableSleeper {
 // The mutex is released and re-taken through the table, so every kind and
 // delegated object behaves as with a direct call.
 int cond_wait_native(pthread_cond_t* c, pthread_mutex_t* m, const WaitCtx& ctx) {
-  return cond_obj(c).wait<CancellableSleeper>([m] { return g_ops.pthread_mutex_unlock(m); },
+  return cond_obj(c).wait<CancellableSleeper<PlainSleeper>>([m] { return g_ops.pthread_mutex_unlock(m); },
                                               [m] { return g_ops.pthread_mutex_lock(m); }, ctx);
 }
 
@@ -354,6 +358,49 @@ int cond_init_native(pthread_cond_t* c, const pthread_condattr_t* attr) {
   cond_obj(c).init(clock == CLOCK_MONOTONIC, pshared != PTHREAD_PROCESS_PRIVATE);
   return 0;
 }
+
+// ------------------------------------------------------------- semaphores
+
+// sem_* report failure as -1 with errno.
+int sem_result(int err) {
+  if (err == 0) return 0;
+  errno = err;
+  return -1;
+}
+
+// glibc 2.36's order: argument checks, then (sem_wait and sem_timedwait
+// only: cancellation points that "shall occur" even when a unit is available)
+// a cancellation check, then the fast path, then the cancellable sleep.
+// sem_clockwait acts on a pending cancellation only when it has to sleep.
+template <class V>
+struct NativeSem {
+  using Sleeper = CancellableSleeper<SemPlainSleeper>;
+  static int init(sem_t* s, int pshared, unsigned value) {
+    if (value > SEM_VALUE_MAX) return sem_result(EINVAL);
+    V::init(s, value, pshared != 0);
+    return 0;
+  }
+  static int destroy(sem_t*) { return 0; }  // glibc checks nothing either
+  static int wait(sem_t* s) {
+    pthread_testcancel();
+    return sem_result(V::template wait<Sleeper>(s, WaitCtx::blocking()));
+  }
+  static int trywait(sem_t* s) { return sem_result(V::trywait(s)); }
+  static int timedwait(sem_t* s, const timespec* abs) {
+    if (!valid_nsec(abs)) return sem_result(EINVAL);
+    pthread_testcancel();
+    return sem_result(V::template wait<Sleeper>(s, WaitCtx::until(CLOCK_REALTIME, abs)));
+  }
+  static int clockwait(sem_t* s, clockid_t clock, const timespec* abs) {
+    if (!supported_clock(clock) || !valid_nsec(abs)) return sem_result(EINVAL);
+    return sem_result(V::template wait<Sleeper>(s, WaitCtx::until(clock, abs)));
+  }
+  static int post(sem_t* s) { return sem_result(V::post(s)); }
+  static int getvalue(sem_t* s, int* value) {
+    *value = V::value(s);
+    return 0;
+  }
+};
 
 // ---------------------------------------------------------------- C11 glue
 
@@ -460,6 +507,30 @@ void install_rwlock() {
   }
 }
 
+void install_glibc_sem(const real::Functions& g) {
+#define COPY(fn) g_ops.fn = g.fn;
+  COPY(sem_init) COPY(sem_destroy) COPY(sem_wait) COPY(sem_trywait) COPY(sem_timedwait) COPY(sem_clockwait)
+  COPY(sem_post) COPY(sem_getvalue)
+#undef COPY
+}
+
+template <class V>
+void install_sem() {
+  if constexpr (V::forwards_to_glibc) {
+    install_glibc_sem(real::glibc());
+  } else {
+    using S = NativeSem<V>;
+    g_ops.sem_init = S::init;
+    g_ops.sem_destroy = S::destroy;
+    g_ops.sem_wait = S::wait;
+    g_ops.sem_trywait = S::trywait;
+    g_ops.sem_timedwait = S::timedwait;
+    g_ops.sem_clockwait = S::clockwait;
+    g_ops.sem_post = S::post;
+    g_ops.sem_getvalue = S::getvalue;
+  }
+}
+
 std::atomic<bool> g_ops_installed{false};
 
 // Fill the table from the configuration (idempotent; racing first calls all
@@ -483,6 +554,16 @@ __attribute__((noinline)) void install_ops() {
     install_rwlock<type>();     \
     break;
     LOCKSWAP_RWLOCK_VARIANTS(X)
+#undef X
+    default:
+      break;
+  }
+  switch (sem_variant()) {
+#define X(id, name, type, desc) \
+  case SemVariant::id:          \
+    install_sem<type>();        \
+    break;
+    LOCKSWAP_SEM_VARIANTS(X)
 #undef X
     default:
       break;
@@ -517,28 +598,32 @@ using namespace lockswap;
 
 #define LOCKSWAP_FORWARD(name, ret, params, args) \
   LOCKSWAP_EXPORT ret name params noexcept { return g_ops.name args; }
-// Cancellation points: no noexcept (a cancellation unwinds through them).
+// Calls that may sleep: no noexcept. A cancellation unwinds through them —
+// deferred at the cancellation points (cond and semaphore waits), and
+// asynchronous from any sleep when the caller enabled that (glibc's locks
+// let such a thread be cancelled where it waits; the variants' unwind guards
+// leave the lock consistent).
 #define LOCKSWAP_FORWARD_CANCEL(name, ret, params, args) \
   LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
 
 LOCKSWAP_FORWARD(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a))
 LOCKSWAP_FORWARD(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD(pthread_mutex_lock, int, (pthread_mutex_t* m), (m))
+LOCKSWAP_FORWARD_CANCEL(pthread_mutex_lock, int, (pthread_mutex_t* m), (m))
 LOCKSWAP_FORWARD(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t))
-LOCKSWAP_FORWARD(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t c, const timespec* t), (m, c, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t c, const timespec* t), (m, c, t))
 LOCKSWAP_FORWARD(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m))
 LOCKSWAP_FORWARD(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m))
 LOCKSWAP_FORWARD(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a))
 LOCKSWAP_FORWARD(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l))
 LOCKSWAP_FORWARD(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
-LOCKSWAP_FORWARD(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
-LOCKSWAP_FORWARD(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l))
 LOCKSWAP_FORWARD(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
-LOCKSWAP_FORWARD(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
+LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
 LOCKSWAP_FORWARD(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l))
 LOCKSWAP_FORWARD(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a))
 LOCKSWAP_FORWARD(pthread_cond_destroy, int, (pthread_cond_t* c), (c))
@@ -548,6 +633,15 @@ LOCKSWAP_FORWARD_CANCEL(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mute
 LOCKSWAP_FORWARD_CANCEL(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t))
 LOCKSWAP_FORWARD_CANCEL(pthread_cond_clockwait, int,
                         (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t))
+
+LOCKSWAP_FORWARD(sem_init, int, (sem_t* s, int pshared, unsigned value), (s, pshared, value))
+LOCKSWAP_FORWARD(sem_destroy, int, (sem_t* s), (s))
+LOCKSWAP_FORWARD(sem_trywait, int, (sem_t* s), (s))
+LOCKSWAP_FORWARD(sem_post, int, (sem_t* s), (s))
+LOCKSWAP_FORWARD(sem_getvalue, int, (sem_t* s, int* value), (s, value))
+LOCKSWAP_FORWARD_CANCEL(sem_wait, int, (sem_t* s), (s))
+LOCKSWAP_FORWARD_CANCEL(sem_timedwait, int, (sem_t* s, const timespec* t), (s, t))
+LOCKSWAP_FORWARD_CANCEL(sem_clockwait, int, (sem_t* s, clockid_t c, const timespec* t), (s, c, t))
 
 // glibc's C11 functions call internal aliases that bypass the symbols above,
 // so they are interposed too, with glibc's mapping of error codes.

@@ -8,6 +8,7 @@
 // GLIBC_2.2.5 compatibility functions).
 #pragma once
 #include <pthread.h>
+#include <semaphore.h>
 #include <time.h>
 
 namespace lockswap::real {
@@ -38,7 +39,15 @@ namespace lockswap::real {
   X(pthread_cond_timedwait, int, (pthread_cond_t*, pthread_mutex_t*, const timespec*))                   \
   X(pthread_cond_clockwait, int, (pthread_cond_t*, pthread_mutex_t*, clockid_t, const timespec*))        \
   X(pthread_cond_signal, int, (pthread_cond_t*))                                                         \
-  X(pthread_cond_broadcast, int, (pthread_cond_t*))
+  X(pthread_cond_broadcast, int, (pthread_cond_t*))                                                     \
+  X(sem_init, int, (sem_t*, int, unsigned))                                                              \
+  X(sem_destroy, int, (sem_t*))                                                                          \
+  X(sem_wait, int, (sem_t*))                                                                             \
+  X(sem_trywait, int, (sem_t*))                                                                          \
+  X(sem_timedwait, int, (sem_t*, const timespec*))                                                       \
+  X(sem_clockwait, int, (sem_t*, clockid_t, const timespec*))                                            \
+  X(sem_post, int, (sem_t*))                                                                             \
+  X(sem_getvalue, int, (sem_t*, int*))
 
 struct Functions {
 #define X(name, ret, args) ret(*name) args;

@@ -1,9 +1,13 @@
 // preload/registry.h — the variant registry: one line per variant.
 //
 // Adding a variant = one adapter file in preload/variants/ plus one line in a
-// list below. Everything else (the LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK parser, the
-// error message listing valid names, the dispatch switch, `lockswap --list`)
-// is generated from these lists.
+// list below. Everything else (the LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK /
+// LOCKSWAP_SEM parsers, the error message listing valid names, the dispatch
+// switch, `lockswap --list`) is generated from these lists.
+//
+// There is no LOCKSWAP_MUTEX=lockref: a mutex cut from the lockref word is its
+// lock half alone (the count has nothing to count when there is one owner),
+// which is the futex variant's mutex again.
 //
 // X(identifier, "name users type", AdapterType, "one-line description")
 #pragma once
@@ -11,6 +15,7 @@
 
 #include "preload/variants/futex.h"
 #include "preload/variants/glibc.h"
+#include "preload/variants/lockref.h"
 #include "preload/variants/rwsem.h"
 
 #define LOCKSWAP_MUTEX_VARIANTS(X)                                                              \
@@ -22,7 +27,15 @@
   X(glibc, "glibc", GlibcForward, "glibc's own pthread_rwlock (the control of every experiment)") \
   X(futex, "futex", FutexRwlockVariant, "reference reader-preferring futex rwlock")               \
   X(rwsem, "rwsem", RwsemStealRwlock, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
-  X(rwsem_rspin, "rwsem-rspin", RwsemSpinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning")
+  X(rwsem_rspin, "rwsem-rspin", RwsemSpinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
+  X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half")
+
+// POSIX semaphores (sem_*). Every process sharing a semaphore must run the
+// same variant: the word's meaning is the variant's.
+#define LOCKSWAP_SEM_VARIANTS(X)                                                                 \
+  X(glibc, "glibc", GlibcForward, "glibc's own sem_* (the control of every experiment)")          \
+  X(futex, "futex", FutexSemVariant, "reference value+waiters word, unbounded compare-and-swap")  \
+  X(lockref, "lockref", LockrefSemVariant, "lockref word: bounded compare-and-swap, then the lock half")
 
 namespace lockswap {
 
@@ -37,6 +50,13 @@ enum class RwlockVariant : uint8_t {
   unset,
 #define X(id, name, type, desc) id,
   LOCKSWAP_RWLOCK_VARIANTS(X)
+#undef X
+};
+
+enum class SemVariant : uint8_t {
+  unset,
+#define X(id, name, type, desc) id,
+  LOCKSWAP_SEM_VARIANTS(X)
 #undef X
 };
 

@@ -20,6 +20,8 @@ expect() {  # expect NAME WANT_RC GREP_PATTERN -- cmd...
 expect help 0 'usage: lockswap' -- "$CLI" --help
 expect list 0 'LOCKSWAP_MUTEX = glibc .*futex' -- "$CLI" --list
 expect list-rwlock 0 'LOCKSWAP_RWLOCK = glibc' -- "$CLI" --list
+expect list-sem 0 'LOCKSWAP_SEM = glibc futex lockref' -- "$CLI" --list
+expect list-retries 0 'LOCKSWAP_LOCKREF_RETRIES = 0..1000000' -- "$CLI" --list
 expect no-command 2 'no command given' -- "$CLI" --mutex futex
 expect bad-option 2 "unknown option '--bogus'" -- "$CLI" --bogus -- true
 expect missing-value 2 'option --mutex needs a value' -- "$CLI" --mutex
@@ -30,6 +32,12 @@ expect bad-number 2 'not a decimal number' -- "$CLI" --set RWSEM_SPIN=x -- true
 expect runs 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --mutex futex -- env
 expect rwlock 0 '^LOCKSWAP_RWLOCK=futex$' -- "$CLI" --rwlock=futex -- env
 expect variant 0 '^LOCKSWAP_RWLOCK=futex$' -- "$CLI" --variant futex -- env
+expect sem 0 '^LOCKSWAP_SEM=lockref$' -- "$CLI" --sem lockref -- env
+expect variant-lockref 0 '^LOCKSWAP_SEM=lockref$' -- "$CLI" --variant lockref -- env
+expect bad-sem 2 'unknown sem variant' -- "$CLI" --sem nope -- true
+expect bad-retries 2 'LOCKSWAP_LOCKREF_RETRIES=-1: not a decimal number' -- "$CLI" --set LOCKREF_RETRIES=-1 -- true
+# The wrapper's own variable is not one the library rejects.
+expect wrapper-variable 0 '' -- env LOCKSWAP_LIB="$(sed -n "s/^LOCKSWAP_LIB_DEFAULT='\(.*\)'$/\1/p" "$CLI")" "$CLI" --mutex futex -- true
 expect set-prefix 0 '^LOCKSWAP_RWSEM_SPIN=0$' -- "$CLI" --set RWSEM_SPIN=0 -- env
 expect stats 0 '^LOCKSWAP_STATS=1$' -- "$CLI" --stats -- env
 expect no-dashdash 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --mutex futex env

@@ -1,9 +1,11 @@
 // preload/variants/futex.h — the reference variant: core/futex_mutex.h and
-// core/futex_rwlock.h laid over the pthread objects (word A, offset 0).
+// core/futex_rwlock.h laid over the pthread objects (word A, offset 0), and
+// core/sem.h's FutexSem over sem_t (preload/variants/sem.h).
 #pragma once
 #include "core/futex_mutex.h"
 #include "core/futex_rwlock.h"
 #include "preload/abi.h"
+#include "preload/variants/sem.h"
 
 namespace lockswap {
 
@@ -30,5 +32,7 @@ struct FutexRwlockVariant {
   static void read_unlock(abi::RwlockObject& o) { at(o).unlock(); }
   static void write_unlock(abi::RwlockObject& o) { at(o).unlock(); }
 };
+
+using FutexSemVariant = SemVariantOf<FutexSem>;
 
 }  // namespace lockswap

@@ -1,0 +1,54 @@
+// preload/variants/lockref.h — the lockref word (core/lockref.h) laid over
+// pthread_rwlock_t and sem_t.
+//
+// Rwlock (LOCKSWAP_RWLOCK=lockref): core/lockref_rwlock.h in word A (offset
+// 0). Readers enter by a bounded lock-free get, writers take the lock half and
+// drain the count. Recursive reads keep the foundation's rule: a thread that
+// holds read locks (t_local.read_held) re-enters past a draining writer; the
+// writer-nonrecursive kind keeps readers behind writers, as glibc does.
+//
+// Semaphore (LOCKSWAP_SEM=lockref): core/sem.h's LockrefSem over glibc's
+// sem_t layout (value in the low half of the word at offset 0, so sem_open's
+// semaphores start valid).
+#pragma once
+#include <semaphore.h>
+
+#include "core/lockref_rwlock.h"
+#include "core/thread_registry.h"
+#include "preload/abi.h"
+#include "preload/variants/sem.h"
+
+namespace lockswap {
+
+static_assert(sizeof(LockrefRwlock) <= sizeof(abi::RwlockObject::word_a) + sizeof(abi::RwlockObject::word_b) +
+                                           sizeof(abi::RwlockObject::word_c),
+              "the lockref rwlock fits the algorithm words before the writer TID");
+
+struct LockrefRwlockVariant {
+  static constexpr bool forwards_to_glibc = false;
+  static LockrefRwlock& at(abi::RwlockObject& o) { return *reinterpret_cast<LockrefRwlock*>(&o.word_a); }
+  static bool writer_preferring(const abi::RwlockObject& o) {
+    return o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
+  }
+
+  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_pref) {
+    bool holds_reads = !writer_pref && t_local.read_held != 0;
+    int rc = at(o).read_lock(ctx, holds_reads, writer_pref);
+    if (rc == 0) ++t_local.read_held;
+    return rc;
+  }
+  static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }
+  // The dispatcher asks this to tell a write unlock from a read unlock. A
+  // writer still draining holds the lock half while readers remain inside,
+  // and any of them may be the caller: only a drained lock is write-held.
+  static bool write_held(abi::RwlockObject& o) { return at(o).write_locked() && at(o).readers() == 0; }
+  static void read_unlock(abi::RwlockObject& o) {
+    at(o).read_unlock();
+    if (t_local.read_held != 0) --t_local.read_held;
+  }
+  static void write_unlock(abi::RwlockObject& o) { at(o).write_unlock(writer_preferring(o)); }
+};
+
+using LockrefSemVariant = SemVariantOf<LockrefSem>;
+
+}  // namespace lockswap
