@@ -3,18 +3,20 @@
 // lock under test, a lock-holding helper thread, and a per-test watchdog so a
 // deadlock fails the test instead of hanging ctest.
 //
-// Coordination between test threads uses POSIX semaphores (sem_*), which
-// lockswap does not interpose, so the scaffolding keeps working when the
+// Coordination between test threads uses raw futexes (lstest::Sem), never a
+// primitive lockswap interposes, so the scaffolding keeps working when the
 // primitive under test is broken.
 #pragma once
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,25 +89,35 @@ inline const char* err_name(int e) {
 
 // ---------------------------------------------------------- coordination
 
-// A binary-ish semaphore with a bounded wait (never a lock under test).
+// A counting event with a bounded wait, on a raw futex: never a primitive
+// under test (lockswap interposes sem_*, so the scaffolding does not use it).
 class Sem {
  public:
-  Sem() { sem_init(&s_, 0, 0); }
-  ~Sem() { sem_destroy(&s_); }
+  Sem() = default;
   Sem(const Sem&) = delete;
   Sem& operator=(const Sem&) = delete;
-  void post() { sem_post(&s_); }
+  void post() {
+    count_.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &count_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
   // False if not posted within `ms`.
   bool wait(int64_t ms = kGenerousMs) {
-    timespec d = deadline_in(CLOCK_REALTIME, ms);
-    while (sem_timedwait(&s_, &d) != 0) {
-      if (errno == ETIMEDOUT) return false;
+    int64_t end = now_ns(CLOCK_MONOTONIC) + ms * 1'000'000;
+    for (;;) {
+      uint32_t c = count_.load(std::memory_order_acquire);
+      if (c != 0) {
+        if (count_.compare_exchange_weak(c, c - 1, std::memory_order_acquire)) return true;
+        continue;
+      }
+      int64_t left = end - now_ns(CLOCK_MONOTONIC);
+      if (left <= 0) return false;
+      timespec rel = ts_from_ns(left < 10'000'000 ? left : 10'000'000);  // re-check every 10 ms
+      syscall(SYS_futex, &count_, FUTEX_WAIT_PRIVATE, 0, &rel, nullptr, 0);
     }
-    return true;
   }
 
  private:
-  sem_t s_;
+  std::atomic<uint32_t> count_{0};
 };
 
 inline pid_t current_tid() { return static_cast<pid_t>(gettid()); }
@@ -137,6 +149,34 @@ inline void settle_until_blocked(pid_t tid, int64_t max_ms = 2000) {
       usleep(2000);
       if (thread_state(tid) == 'S') return;
     }
+    usleep(1000);
+  }
+}
+
+// Scheduler state ('R', 'S', ...) of any task, by its PID or TID (a thread of
+// this process or another process, e.g. a forked child), or 0.
+inline char task_state(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');
+  return (p != nullptr && p[1] == ' ') ? p[2] : 0;
+}
+
+// Polls `pred` (every millisecond) until it holds or `ms` have passed; returns
+// its last value. Uses no lock and no semaphore, so it stays trustworthy in
+// the tests of the semaphores themselves (which lockswap may interpose).
+inline bool eventually(const std::function<bool()>& pred, int64_t ms = kGenerousMs) {
+  int64_t end = now_ns(CLOCK_MONOTONIC) + ms * 1'000'000;
+  for (;;) {
+    if (pred()) return true;
+    if (now_ns(CLOCK_MONOTONIC) >= end) return pred();
     usleep(1000);
   }
 }

@@ -7,8 +7,10 @@
 // park it on a semaphore, join), so the transcript does not depend on timing.
 // Timeouts are short and only ever expected to expire.
 //
-// usage: lockswap_diff_scenarios mutex|rwlock|cond|c11|fork|delegated
+// usage: lockswap_diff_scenarios mutex|rwlock|cond|c11|fork|delegated|sem
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -721,6 +723,275 @@ void scenario_delegated() {
   OUT_AS("consistent", pthread_mutex_consistent(&n));
 }
 
+// ------------------------------------------------------------------ sem
+// POSIX semaphores: every error path of glibc 2.36's sem_* in a fixed order,
+// then a two-thread handshake, a pshared handshake across fork and a named
+// (sem_open) semaphore. Lines print "0" or "-1 <errno name>"; values print as
+// numbers.
+
+void out_sem(const std::string& what, int rc, int err) {
+  const char* name = strerrorname_np(err);
+  if (rc == 0)
+    printf("%s%s: 0\n", g_prefix.c_str(), what.c_str());
+  else
+    printf("%s%s: %d %s\n", g_prefix.c_str(), what.c_str(), rc, name != nullptr ? name : "errno-?");
+}
+// errno is read right after the call, before anything else can touch it.
+#define SEM_OUT(label, call)   \
+  do {                         \
+    int rc_ = (call);          \
+    int e_ = errno;            \
+    out_sem(label, rc_, e_);   \
+  } while (0)
+
+long sem_value(sem_t* s) {
+  int v = -12345;
+  if (sem_getvalue(s, &v) != 0) return -99999;
+  return v;
+}
+
+struct SemPending {
+  sem_t* s;
+  int which;
+  int rc = -7, err = 0;
+  bool returned = false;
+};
+
+// A deferred cancellation is pending when the call starts.
+void* sem_call_with_cancel_pending(void* p) {
+  auto* x = static_cast<SemPending*>(p);
+  pthread_cancel(pthread_self());
+  timespec d;
+  switch (x->which) {
+    case 0: x->rc = sem_wait(x->s); break;
+    case 1: d = in_ms(CLOCK_REALTIME, 60'000); x->rc = sem_timedwait(x->s, &d); break;
+    case 2: d = in_ms(CLOCK_MONOTONIC, 60'000); x->rc = sem_clockwait(x->s, CLOCK_MONOTONIC, &d); break;
+    case 3: x->rc = sem_trywait(x->s); break;
+    case 4: d = {time(nullptr) + 1, 1'000'000'000}; x->rc = sem_timedwait(x->s, &d); break;
+    case 5: d = in_ms(CLOCK_MONOTONIC, 60'000); x->rc = sem_clockwait(x->s, CLOCK_PROCESS_CPUTIME_ID, &d); break;
+    default: x->rc = sem_post(x->s); break;
+  }
+  x->err = errno;
+  x->returned = true;
+  return nullptr;  // returning is not a cancellation point
+}
+
+void scenario_sem() {
+  sem_t s;
+  timespec d;
+
+  g_prefix = "[sem init] ";
+  SEM_OUT("init 0", sem_init(&s, 0, 0));
+  out_num("value", sem_value(&s));
+  SEM_OUT("init SEM_VALUE_MAX", sem_init(&s, 0, SEM_VALUE_MAX));
+  out_num("value", sem_value(&s));
+  SEM_OUT("post at SEM_VALUE_MAX", sem_post(&s));
+  out_num("value", sem_value(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("post", sem_post(&s));
+  out_num("value", sem_value(&s));
+  SEM_OUT("init 5", sem_init(&s, 0, 5));
+  SEM_OUT("init SEM_VALUE_MAX+1", sem_init(&s, 0, (unsigned)SEM_VALUE_MAX + 1));
+  SEM_OUT("init UINT_MAX, pshared 1", sem_init(&s, 1, UINT_MAX));
+  out_num("value after the failed inits", sem_value(&s));
+  for (int pshared : {1, 2, -1}) {
+    SEM_OUT("init pshared " + std::to_string(pshared), sem_init(&s, pshared, 1));
+    SEM_OUT("trywait", sem_trywait(&s));
+    SEM_OUT("trywait", sem_trywait(&s));
+    SEM_OUT("destroy", sem_destroy(&s));
+  }
+
+  g_prefix = "[sem zero-filled] ";
+  memset(&s, 0, sizeof s);
+  out_num("value", sem_value(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("post", sem_post(&s));
+  out_num("value", sem_value(&s));
+  SEM_OUT("wait", sem_wait(&s));
+  SEM_OUT("destroy", sem_destroy(&s));
+
+  g_prefix = "[sem reinit] ";
+  SEM_OUT("init 3", sem_init(&s, 0, 3));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("destroy", sem_destroy(&s));
+  SEM_OUT("init 1", sem_init(&s, 0, 1));
+  out_num("value", sem_value(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+
+  g_prefix = "[sem timedwait] ";
+  SEM_OUT("post", sem_post(&s));
+  d = {time(nullptr) + 1, 1'000'000'000};
+  SEM_OUT("tv_nsec 1e9 with a unit", sem_timedwait(&s, &d));
+  d = {time(nullptr) + 1, -1};
+  SEM_OUT("tv_nsec -1 with a unit", sem_timedwait(&s, &d));
+  d = {-1, -1};
+  SEM_OUT("tv_sec -1 tv_nsec -1 with a unit", sem_timedwait(&s, &d));
+  out_num("value", sem_value(&s));
+  d = {-1, 0};
+  SEM_OUT("tv_sec -1 with a unit", sem_timedwait(&s, &d));
+  SEM_OUT("tv_sec -1 at 0", sem_timedwait(&s, &d));
+  d = {0, 0};
+  SEM_OUT("epoch at 0", sem_timedwait(&s, &d));
+  d = in_ms(CLOCK_REALTIME, 10);
+  SEM_OUT("10 ms at 0", sem_timedwait(&s, &d));
+  d = {time(nullptr) + 1, 1'000'000'000};
+  SEM_OUT("tv_nsec 1e9 at 0", sem_timedwait(&s, &d));
+  SEM_OUT("post", sem_post(&s));
+  d = {0, 0};
+  SEM_OUT("epoch with a unit", sem_timedwait(&s, &d));
+  out_num("value", sem_value(&s));
+
+  g_prefix = "[sem clockwait] ";
+  for (clockid_t ck : {CLOCK_MONOTONIC, CLOCK_REALTIME}) {
+    std::string c = ck == CLOCK_MONOTONIC ? "MONOTONIC" : "REALTIME";
+    d = in_ms(ck, 10);
+    SEM_OUT(c + " 10 ms at 0", sem_clockwait(&s, ck, &d));
+    d = {-1, 0};
+    SEM_OUT(c + " tv_sec -1 at 0", sem_clockwait(&s, ck, &d));
+    SEM_OUT("post", sem_post(&s));
+    d = {time(nullptr) + 1, 1'000'000'000};
+    SEM_OUT(c + " tv_nsec 1e9 with a unit", sem_clockwait(&s, ck, &d));
+    d = {0, 0};
+    SEM_OUT(c + " expired with a unit", sem_clockwait(&s, ck, &d));
+  }
+  SEM_OUT("post", sem_post(&s));
+  const std::pair<clockid_t, const char*> bad_clocks[] = {{CLOCK_PROCESS_CPUTIME_ID, "PROCESS_CPUTIME_ID"},
+                                                         {CLOCK_THREAD_CPUTIME_ID, "THREAD_CPUTIME_ID"},
+                                                         {CLOCK_MONOTONIC_RAW, "MONOTONIC_RAW"},
+                                                         {CLOCK_REALTIME_COARSE, "REALTIME_COARSE"},
+                                                         {CLOCK_BOOTTIME, "BOOTTIME"},
+                                                         {-1, "-1"}};
+  for (const auto& [ck, name] : bad_clocks) {
+    d = in_ms(CLOCK_MONOTONIC, 10);
+    SEM_OUT(std::string(name) + " with a unit", sem_clockwait(&s, ck, &d));
+    d = {0, -1};
+    SEM_OUT(std::string(name) + " and tv_nsec -1", sem_clockwait(&s, ck, &d));
+  }
+  out_num("value", sem_value(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("trywait", sem_trywait(&s));
+  SEM_OUT("destroy", sem_destroy(&s));
+
+  g_prefix = "[sem cancel pending] ";
+  const char* calls[] = {"sem_wait", "sem_timedwait", "sem_clockwait", "sem_trywait",
+                         "sem_timedwait bad tv_nsec", "sem_clockwait bad clock", "sem_post"};
+  for (int which = 0; which < 7; ++which) {
+    for (unsigned initial : {0u, 1u}) {
+      sem_init(&s, 0, initial);
+      SemPending x{&s, which};
+      pthread_t t;
+      void* ret = nullptr;
+      pthread_create(&t, nullptr, sem_call_with_cancel_pending, &x);
+      pthread_join(t, &ret);
+      std::string what = std::string(calls[which]) + " at " + std::to_string(initial);
+      if (ret == PTHREAD_CANCELED)
+        printf("%s%s: cancelled\n", g_prefix.c_str(), what.c_str());
+      else
+        out_sem(what + ": returned", x.rc, x.err);
+      out_num(what + ": value", sem_value(&s));
+      sem_destroy(&s);
+    }
+  }
+
+  g_prefix = "[sem handshake] ";
+  {
+    sem_t a, b;
+    sem_init(&a, 0, 0);
+    sem_init(&b, 0, 0);
+    constexpr int kRounds = 200;
+    int failures = 0;
+    std::function<void()> body = [&] {
+      for (int i = 0; i < kRounds; ++i) {
+        timespec dd = in_ms(CLOCK_MONOTONIC, 10'000);
+        int rc = i % 2 ? sem_wait(&a) : sem_clockwait(&a, CLOCK_MONOTONIC, &dd);
+        if (rc != 0) ++failures;
+        if (sem_post(&b) != 0) ++failures;
+      }
+    };
+    pthread_t t;
+    pthread_create(
+        &t, nullptr,
+        [](void* p) -> void* {
+          (*static_cast<std::function<void()>*>(p))();
+          return nullptr;
+        },
+        &body);
+    int main_failures = 0;
+    for (int i = 0; i < kRounds; ++i) {
+      if (i % 50 == 0) usleep(5000);  // now and then the other thread is asleep first
+      if (sem_post(&a) != 0) ++main_failures;
+      timespec dd = in_ms(CLOCK_REALTIME, 10'000);
+      if (sem_timedwait(&b, &dd) != 0) ++main_failures;
+    }
+    pthread_join(t, nullptr);
+    out_num("round trips", kRounds);
+    out_num("failures in the thread", failures);
+    out_num("failures in main", main_failures);
+    out_num("value a", sem_value(&a));
+    out_num("value b", sem_value(&b));
+    SEM_OUT("destroy a", sem_destroy(&a));
+    SEM_OUT("destroy b", sem_destroy(&b));
+  }
+
+  g_prefix = "[sem pshared fork] ";
+  {
+    void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    sem_t* ping = static_cast<sem_t*>(mem);
+    sem_t* pong = ping + 2;
+    SEM_OUT("init ping", sem_init(ping, 1, 0));
+    SEM_OUT("init pong", sem_init(pong, 1, 0));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      int bad = 0;
+      for (int i = 0; i < 100; ++i) {
+        if (sem_wait(ping) != 0) ++bad;
+        if (sem_post(pong) != 0) ++bad;
+      }
+      _exit(bad == 0 ? 0 : 1);
+    }
+    int bad = 0;
+    for (int i = 0; i < 100; ++i) {
+      if (sem_post(ping) != 0) ++bad;
+      d = in_ms(CLOCK_REALTIME, 10'000);
+      if (sem_timedwait(pong, &d) != 0) ++bad;
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    out_num("parent failures", bad);
+    out_num("child exit status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    out_num("value ping", sem_value(ping));
+    out_num("value pong", sem_value(pong));
+    munmap(mem, 4096);
+  }
+
+  g_prefix = "[sem named] ";
+  {
+    std::string name = "/lockswap-diff-" + std::to_string(getpid());
+    sem_t* n = sem_open(name.c_str(), O_CREAT | O_EXCL, 0600, 2);
+    printf("%ssem_open: %s\n", g_prefix.c_str(), n == SEM_FAILED ? "SEM_FAILED" : "ok");
+    if (n != SEM_FAILED) {
+      SEM_OUT("unlink", sem_unlink(name.c_str()));
+      out_num("value", sem_value(n));
+      SEM_OUT("trywait", sem_trywait(n));
+      SEM_OUT("wait", sem_wait(n));
+      SEM_OUT("trywait", sem_trywait(n));
+      d = in_ms(CLOCK_REALTIME, 10);
+      SEM_OUT("timedwait 10 ms", sem_timedwait(n, &d));
+      d = {time(nullptr) + 1, -1};
+      SEM_OUT("timedwait tv_nsec -1", sem_timedwait(n, &d));
+      SEM_OUT("post", sem_post(n));
+      d = in_ms(CLOCK_MONOTONIC, 10);
+      SEM_OUT("clockwait MONOTONIC", sem_clockwait(n, CLOCK_MONOTONIC, &d));
+      SEM_OUT("clockwait THREAD_CPUTIME_ID", sem_clockwait(n, CLOCK_THREAD_CPUTIME_ID, &d));
+      out_num("value", sem_value(n));
+      SEM_OUT("close", sem_close(n));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -733,8 +1004,9 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "c11")) scenario_c11();
   else if (!strcmp(s, "fork")) scenario_fork();
   else if (!strcmp(s, "delegated")) scenario_delegated();
+  else if (!strcmp(s, "sem")) scenario_sem();
   else {
-    fprintf(stderr, "usage: %s mutex|rwlock|cond|c11|fork|delegated\n", argv[0]);
+    fprintf(stderr, "usage: %s mutex|rwlock|cond|c11|fork|delegated|sem\n", argv[0]);
     return 2;
   }
   return 0;

@@ -1,0 +1,207 @@
+// Cancellation of a thread blocked in a lock (pthread_mutex_*, pthread_rwlock_*,
+// mtx_*), as glibc behaves:
+//   * asynchronous: the blocked thread is cancelled where it sleeps, its
+//     cleanup handler runs, and the lock stays usable by everyone else (no
+//     half-queued waiter, no leaked reader count);
+//   * deferred: a lock call is not a cancellation point, so the thread goes
+//     on waiting, takes the lock when it is released, and is cancelled at its
+//     next cancellation point (its handler then releases the lock).
+// Condition-variable and semaphore waits (real cancellation points) have their
+// own tests in cond_test.cpp and sem_test.cpp.
+#include <pthread.h>
+#include <threads.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "tests/behaviour/test_util.h"
+
+namespace {
+
+using lstest::deadline_in;
+using lstest::Sem;
+
+// One blocking acquisition (and the release that undoes it) of one object.
+struct LockCall {
+  std::string name;
+  std::function<int()> acquire;  // blocks while the main thread holds `conflict`
+  std::function<int()> release;
+};
+
+struct Objects {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_t recursive;
+  pthread_mutex_t errorcheck;
+  pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+  pthread_rwlock_t rw_writer_pref;
+  mtx_t c11;
+  Objects() {
+    lstest_init_mutex(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    lstest_init_mutex(&errorcheck, PTHREAD_MUTEX_ERRORCHECK);
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&rw_writer_pref, &a);
+    pthread_rwlockattr_destroy(&a);
+    mtx_init(&c11, mtx_plain);
+  }
+  static void lstest_init_mutex(pthread_mutex_t* m, int type) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, type);
+    pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+  }
+};
+
+// Cancellation scenario: the main thread holds `hold` (so `call` blocks),
+// a worker blocks in `call`, the main thread cancels it.
+struct Scenario {
+  std::string name;
+  std::function<int()> hold;
+  std::function<int()> unhold;
+  LockCall call;
+};
+
+std::vector<Scenario> scenarios(Objects& o) {
+  auto far = [] { return deadline_in(CLOCK_REALTIME, 60'000); };
+  auto far_mono = [] { return deadline_in(CLOCK_MONOTONIC, 60'000); };
+  auto lock = [](pthread_mutex_t* m) { return [m] { return pthread_mutex_lock(m); }; };
+  auto unlock = [](pthread_mutex_t* m) { return [m] { return pthread_mutex_unlock(m); }; };
+  auto rd = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_rdlock(l); }; };
+  auto wr = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_wrlock(l); }; };
+  auto rwun = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_unlock(l); }; };
+  pthread_mutex_t* m = &o.mutex;
+  pthread_rwlock_t* l = &o.rw;
+  std::vector<Scenario> v = {
+      {"mutex_lock", lock(m), unlock(m), {"lock", lock(m), unlock(m)}},
+      {"mutex_timedlock", lock(m), unlock(m),
+       {"timedlock", [m, far] { timespec d = far(); return pthread_mutex_timedlock(m, &d); }, unlock(m)}},
+      {"mutex_clocklock", lock(m), unlock(m),
+       {"clocklock", [m, far_mono] { timespec d = far_mono(); return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &d); },
+        unlock(m)}},
+      {"recursive_mutex_lock", lock(&o.recursive), unlock(&o.recursive),
+       {"lock", lock(&o.recursive), unlock(&o.recursive)}},
+      {"errorcheck_mutex_lock", lock(&o.errorcheck), unlock(&o.errorcheck),
+       {"lock", lock(&o.errorcheck), unlock(&o.errorcheck)}},
+      {"c11_mtx_lock", [&o] { return mtx_lock(&o.c11) == thrd_success ? 0 : 1; },
+       [&o] { return mtx_unlock(&o.c11) == thrd_success ? 0 : 1; },
+       {"mtx_lock", [&o] { return mtx_lock(&o.c11) == thrd_success ? 0 : 1; },
+        [&o] { return mtx_unlock(&o.c11) == thrd_success ? 0 : 1; }}},
+      {"rwlock_rdlock_vs_writer", wr(l), rwun(l), {"rdlock", rd(l), rwun(l)}},
+      {"rwlock_wrlock_vs_reader", rd(l), rwun(l), {"wrlock", wr(l), rwun(l)}},
+      {"rwlock_wrlock_vs_writer", wr(l), rwun(l), {"wrlock", wr(l), rwun(l)}},
+      {"rwlock_timedrdlock", wr(l), rwun(l),
+       {"timedrdlock", [l, far] { timespec d = far(); return pthread_rwlock_timedrdlock(l, &d); }, rwun(l)}},
+      {"rwlock_clockwrlock", rd(l), rwun(l),
+       {"clockwrlock", [l, far_mono] { timespec d = far_mono(); return pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, &d); },
+        rwun(l)}},
+      {"writer_pref_rwlock_rdlock", wr(&o.rw_writer_pref), rwun(&o.rw_writer_pref),
+       {"rdlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
+      {"writer_pref_rwlock_wrlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref),
+       {"wrlock", wr(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
+  };
+  return v;
+}
+
+struct Worker {
+  const LockCall* call;
+  bool async;
+  Sem about_to_block;
+  std::atomic<pid_t> tid{0};
+  std::atomic<int> acquired_rc{-1};
+  std::atomic<bool> cleanup_ran{false};
+  std::atomic<bool> cleanup_released{false};
+};
+
+void cleanup(void* p) {
+  auto* w = static_cast<Worker*>(p);
+  w->cleanup_ran.store(true);
+  // Deferred: the thread took the lock before it was cancelled; give it back.
+  if (w->acquired_rc.load() == 0) w->cleanup_released.store(w->call->release() == 0);
+}
+
+void* worker_main(void* p) {
+  auto* w = static_cast<Worker*>(p);
+  w->tid.store(lstest::current_tid());
+  int old;
+  pthread_setcanceltype(w->async ? PTHREAD_CANCEL_ASYNCHRONOUS : PTHREAD_CANCEL_DEFERRED, &old);
+  pthread_cleanup_push(cleanup, w);
+  w->about_to_block.post();
+  int rc = w->call->acquire();
+  w->acquired_rc.store(rc);
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
+  pthread_testcancel();  // deferred: the pending cancellation acts here
+  pthread_cleanup_pop(0);
+  return nullptr;
+}
+
+class LockCancelTest : public testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  Objects objects_;
+};
+
+// After the cancellation the object works for two other threads in turn:
+// nothing half-queued, no reader count or ownership left behind.
+void expect_usable(const Scenario& s) {
+  for (int round = 0; round < 2; ++round) {
+    int rc = -1, urc = -1;
+    std::thread t([&] {
+      rc = s.call.acquire();
+      if (rc == 0) urc = s.call.release();
+    });
+    bool done = lstest::eventually([&] { return urc != -1 || rc > 0; }, 10'000);
+    if (!done) {
+      ADD_FAILURE() << s.name << ": lock unusable after the cancellation (round " << round << ")";
+      _exit(4);  // the thread is stuck in the lock: no clean way on
+    }
+    t.join();
+    EXPECT_EQ(rc, 0) << s.name;
+    EXPECT_EQ(urc, 0) << s.name;
+  }
+  ASSERT_EQ(s.hold(), 0) << s.name << ": the main thread cannot take it back";
+  ASSERT_EQ(s.unhold(), 0);
+}
+
+TEST_P(LockCancelTest, CancelOfABlockedThreadLeavesTheLockUsable) {
+  auto [index, async] = GetParam();
+  std::vector<Scenario> all = scenarios(objects_);
+  const Scenario& s = all[static_cast<size_t>(index)];
+  ASSERT_EQ(s.hold(), 0) << s.name;
+  Worker w{&s.call, async};
+  pthread_t t;
+  ASSERT_EQ(pthread_create(&t, nullptr, worker_main, &w), 0);
+  ASSERT_TRUE(w.about_to_block.wait());
+  lstest::settle_until_blocked(w.tid.load());
+  ASSERT_EQ(pthread_cancel(t), 0);
+  if (async) {
+    void* result = nullptr;
+    ASSERT_EQ(pthread_join(t, &result), 0);  // cancelled while it slept
+    EXPECT_EQ(result, PTHREAD_CANCELED) << s.name;
+    EXPECT_TRUE(w.cleanup_ran.load()) << s.name;
+    EXPECT_EQ(w.acquired_rc.load(), -1) << s.name << ": an async-cancelled waiter returned from the lock";
+    ASSERT_EQ(s.unhold(), 0);
+  } else {
+    usleep(20'000);  // not a cancellation point: it must still be waiting
+    EXPECT_EQ(w.acquired_rc.load(), -1) << s.name << ": a deferred cancellation interrupted a lock call";
+    ASSERT_EQ(s.unhold(), 0);
+    void* result = nullptr;
+    ASSERT_EQ(pthread_join(t, &result), 0);
+    EXPECT_EQ(result, PTHREAD_CANCELED) << s.name;
+    EXPECT_EQ(w.acquired_rc.load(), 0) << s.name;
+    EXPECT_TRUE(w.cleanup_released.load()) << s.name;
+  }
+  expect_usable(s);
+}
+
+std::string case_name(const testing::TestParamInfo<std::tuple<int, bool>>& info) {
+  Objects o;
+  std::string n = scenarios(o)[static_cast<size_t>(std::get<0>(info.param))].name;
+  return n + (std::get<1>(info.param) ? "_async" : "_deferred");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLockCall, LockCancelTest,
+                         testing::Combine(testing::Range(0, 13), testing::Bool()), case_name);
+
+}  // namespace
