@@ -11,6 +11,7 @@ PACKAGES=(
   valgrind
   sysbench
   mariadb-server mariadb-client
+  postgresql-15
   memcached libmemcached-tools
   gnuplot-nox
   procps

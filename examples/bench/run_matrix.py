@@ -38,6 +38,7 @@ BUILTIN = {
     "rwsem": ("rwsem", {}, True),
     "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
+    "lockref": ("lockref", {}, False),  # rwlock only: readers count in a lockref word, writers take its lock
 }
 
 NOISY, NOISY_MARK = 1.5, "†"  # max/min kops over the repeats of a cell above which it is flagged
@@ -70,7 +71,7 @@ def parse_args():
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default glibc,futex,rwsem,rwsem-rspin; "
-                   "also: none (no preload), rwsem+dropbias, or names from --define)")
+                   "also: none (no preload), rwsem+dropbias, lockref, or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")

@@ -1,0 +1,105 @@
+"""examples/bench/bench_common.py — small helpers shared by sem_bench.py and
+lockref_sweep.py (tables, medians, child runs, gnuplot). Not a program."""
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+NOISY, NOISY_MARK = 1.5, "†"  # max/min over the repeats of a cell above which it is flagged
+
+
+def csv_list(s, conv=str):
+    return [conv(x) for x in s.split(",") if x.strip()]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def spread(xs):
+    return (max(xs) / min(xs)) if len(xs) >= 2 and min(xs) > 0 else None
+
+
+def fmt(x, spec="{:.1f}"):
+    return "-" if x is None else spec.format(x)
+
+
+def md_table(header, rows, align=None):
+    align = align or ["---:"] * len(header)
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def parse_define(p, d):
+    """NAME=BASE[:ENV=VAL...] -> (name, base, env); p is the argparse parser for errors."""
+    name, _, rest = d.partition("=")
+    parts = rest.split(":")
+    if not name or not parts[0]:
+        p.error(f"--define {d}: expected NAME=BASE[:ENV=VAL...]")
+    env = {}
+    for kv in parts[1:]:
+        k, _, v = kv.partition("=")
+        if not k.startswith("LOCKSWAP_"):
+            p.error(f"--define {d}: {k} is not a LOCKSWAP_ variable")
+        env[k] = v
+    return name, parts[0], env
+
+
+def clean_env():
+    """The caller's environment without any LOCKSWAP_* setting or LD_PRELOAD."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("LOCKSWAP_") and k != "LD_PRELOAD"}
+
+
+def run_child(cmd, env, prefix, timeout):
+    """Runs one benchmark child; returns a dict with status ok|BROKEN|HANG|UNAVAILABLE|rc=N|TIMEOUT
+    and, when ok, the key=value pairs of its line starting with `prefix`."""
+    try:
+        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
+    line = next((l for l in pr.stdout.splitlines() if l.startswith(prefix + " ")), None)
+    if pr.returncode != 0 or line is None:
+        err = pr.stderr.strip().splitlines()
+        detail = next((l for l in err if "BROKEN" in l or "HANG" in l), err[0] if err else "")
+        status = ("BROKEN" if "BROKEN" in pr.stderr else "HANG" if pr.returncode == 3
+                  else f"rc={pr.returncode}")
+        # exit 2 with lockswap's list of valid settings: the library does not offer this variant
+        if pr.returncode == 2 and "lockswap: valid settings" in pr.stderr:
+            status = "UNAVAILABLE"
+        return {"status": status, "detail": detail}
+    r = dict(kv.split("=", 1) for kv in line.split()[1:])
+    r["status"] = "ok"
+    return r
+
+
+GNUPLOT_COLORS = ["#000000", "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+                  "#17becf", "#bcbd22"]
+
+
+def gnuplot(script_path, text):
+    """Writes and runs a gnuplot script; returns False (with a note) when gnuplot is missing or fails."""
+    if shutil.which("gnuplot") is None:
+        print("note: gnuplot not found, no plots", file=sys.stderr)
+        return False
+    with open(script_path, "w") as f:
+        f.write(text)
+    pr = subprocess.run(["gnuplot", script_path], capture_output=True, text=True)
+    if pr.returncode != 0:
+        print(f"note: gnuplot failed for {script_path}: {pr.stderr.strip()}", file=sys.stderr)
+        return False
+    return True
+
+
+def gp_quote(s):
+    return "'" + str(s).replace("'", "''") + "'"

@@ -1,0 +1,351 @@
+// examples/bench/lockref_bench.cpp — the open/close analog for core/lockref.h.
+//
+// The kernel's lockref retry bound (893a7d32e8e0, ../shared/seeds/
+// lockref-limit-cmpxchg-retries.txt) was measured with an open/close test:
+// every open takes a reference on the same dentry (lockref get), every close
+// drops it (dput: lockref put). Here N threads do exactly that on --objects K
+// shared objects (K=1: one hot object; K=4: a few hot ones), each object a
+// reference count on its own cache line that a "cache" holds one base
+// reference of, so it never drops to zero:
+//
+//   loop: pick an object (round robin from a per-thread start, or random)
+//         get a reference       pause --hold   drop it      pause --work
+//
+// The reference count is one of (--impl):
+//   lockref   core/lockref.h used directly (linked from lockswap_core):
+//             get = get_not_zero(); put = put_or_lock() (dput before 2023),
+//             or with --put return the fast_dput shape: put_return(), and on
+//             -1 lock(), count-1 under the lock, unlock(). --retries sets
+//             g_lockref_tunables.retries (0 = unbounded, the pre-2019 loop).
+//   atomic    std::atomic<int> fetch_add / fetch_sub: the floor (no lock half,
+//             no loop; a single locked instruction on x86)
+//   mutex     a std::mutex-protected int (lock, ++, unlock ... lock, --, unlock)
+//   pthread   the same with a pthread_mutex_t directly
+//
+// Correctness is checked: at the end every count must be back to its base
+// reference (1), otherwise "LOCKREF BROKEN" and exit 1.
+//
+// Output: one line "lockswap-lockref-bench key=value ...", with the lock
+// events of the run (lockref_lockless, lockref_cas_fail, lockref_fallback,
+// lockref_lock_sleep) from lockevent_total(); put_locked counts the
+// put_return() == -1 fallbacks of --put return (put_return has no event of
+// its own); fallback_per_kupdate = (fallback + put_locked) per 1000 updates,
+// two updates (get + put) per op. lockref_sweep.py drives it.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/lock_events.h"
+#include "core/lockref.h"
+#include "core/thread_registry.h"
+
+namespace {
+
+using lockswap::LockEvent;
+using lockswap::Lockref;
+
+enum class Impl { lockref, atomic, mutex, pthread };
+
+struct Options {
+  Impl impl = Impl::lockref;
+  std::string impl_name = "lockref";
+  int threads = 4;
+  int objects = 1;
+  bool random_pick = false;
+  bool put_return = false;
+  long retries = 100;
+  int hold = 0;   // pause instructions while holding the reference
+  int work = 0;   // pause instructions between ops
+  double duration = 1.0;
+  uint64_t seed = 1;
+  std::string label;
+};
+
+[[noreturn]] void usage(const char* argv0, const char* why) {
+  if (why) fprintf(stderr, "lockref_bench: %s\n", why);
+  fprintf(stderr,
+          "usage: %s [--impl lockref|atomic|mutex|pthread] [--threads N] [--objects K] [--pick rr|random]\n"
+          "          [--retries R] [--put or_lock|return] [--hold P] [--work P] [--duration S] [--label S]\n"
+          "  --impl      the reference count (default lockref)\n"
+          "  --threads   threads taking and dropping references (default 4)\n"
+          "  --objects   shared objects, each on its own cache line (default 1)\n"
+          "  --pick      rr: thread i's n-th op uses object (i+n) %% K (default); random: per-thread PRNG\n"
+          "  --retries   lockref: failed compare-and-swaps before the lock fallback (default 100; 0 = unbounded)\n"
+          "  --put       lockref: put_or_lock (default) or put_return with a locked fallback (fast_dput)\n"
+          "  --hold P    pause instructions while holding the reference (default 0)\n"
+          "  --work P    pause instructions between ops (default 0)\n"
+          "  --duration  seconds (default 1)\n",
+          argv0);
+  exit(2);
+}
+
+long parse_long(const char* argv0, const char* s) {
+  char* end = nullptr;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end) usage(argv0, "expected an integer");
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> const char* {
+      if (i + 1 >= argc) usage(argv[0], ("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--impl") {
+      o.impl_name = val();
+      if (o.impl_name == "lockref") o.impl = Impl::lockref;
+      else if (o.impl_name == "atomic") o.impl = Impl::atomic;
+      else if (o.impl_name == "mutex") o.impl = Impl::mutex;
+      else if (o.impl_name == "pthread") o.impl = Impl::pthread;
+      else usage(argv[0], "unknown --impl");
+    } else if (a == "--threads") o.threads = static_cast<int>(parse_long(argv[0], val()));
+    else if (a == "--objects") o.objects = static_cast<int>(parse_long(argv[0], val()));
+    else if (a == "--pick") {
+      std::string p = val();
+      if (p == "rr") o.random_pick = false;
+      else if (p == "random") o.random_pick = true;
+      else usage(argv[0], "--pick must be rr or random");
+    } else if (a == "--put") {
+      std::string p = val();
+      if (p == "or_lock") o.put_return = false;
+      else if (p == "return") o.put_return = true;
+      else usage(argv[0], "--put must be or_lock or return");
+    } else if (a == "--retries") o.retries = parse_long(argv[0], val());
+    else if (a == "--hold") o.hold = static_cast<int>(parse_long(argv[0], val()));
+    else if (a == "--work") o.work = static_cast<int>(parse_long(argv[0], val()));
+    else if (a == "--duration") o.duration = strtod(val(), nullptr);
+    else if (a == "--seed") o.seed = strtoull(val(), nullptr, 0);
+    else if (a == "--label") o.label = val();
+    else if (a == "-h" || a == "--help") usage(argv[0], nullptr);
+    else usage(argv[0], ("unknown option " + a).c_str());
+  }
+  if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
+  if (o.objects < 1 || o.objects > 4096) usage(argv[0], "--objects must be 1..4096");
+  if (o.retries < 0 || o.retries > 1000000) usage(argv[0], "--retries must be 0..1000000");
+  if (o.hold < 0 || o.work < 0) usage(argv[0], "--hold/--work must be >= 0");
+  if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
+  return o;
+}
+
+inline void pause_n(int n) {
+  for (int i = 0; i < n; ++i) __builtin_ia32_pause();
+}
+
+inline uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed ? seed : 0x9e3779b97f4a7c15ull) {}
+  uint64_t next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545f4914f6cdd1dull;
+  }
+};
+
+// One shared object: every kind of count, on its own cache line(s). Only the
+// one chosen by --impl is touched.
+struct alignas(64) Object {
+  Lockref lr;
+  alignas(64) std::atomic<int> at{1};
+  alignas(64) std::mutex mx;
+  int mx_count = 1;
+  alignas(64) pthread_mutex_t pm = PTHREAD_MUTEX_INITIALIZER;
+  int pm_count = 1;
+};
+
+[[noreturn]] void broken(const char* what, long long got, long long want) {
+  fprintf(stderr, "lockref_bench: LOCKREF BROKEN: %s (got %lld, expected %lld)\n", what, got, want);
+  fflush(stderr);
+  _exit(1);
+}
+
+alignas(64) std::atomic<int> g_start{0};
+alignas(64) std::atomic<int> g_stop{0};
+alignas(64) std::atomic<int> g_finished{0};
+
+struct alignas(64) ThreadStats {
+  uint64_t ops = 0;
+  uint64_t put_locked = 0;  // --put return: put_return() said -1, count-- done under the lock
+};
+
+template <Impl I, bool PutReturn>
+void worker(const Options& o, Object* objs, int idx, ThreadStats& st) {
+  Rng rng(o.seed * 0x100000001b3ull + static_cast<uint64_t>(idx) * 0x9e3779b97f4a7c15ull + 1);
+  const unsigned k = static_cast<unsigned>(o.objects);
+  unsigned rr = static_cast<unsigned>(idx) % k;
+  uint64_t ops = 0, put_locked = 0;
+  while (g_start.load(std::memory_order_acquire) == 0) g_start.wait(0, std::memory_order_acquire);
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    unsigned pick;
+    if (o.random_pick) {
+      pick = static_cast<unsigned>((rng.next() >> 32) % k);
+    } else {
+      pick = rr;
+      if (++rr == k) rr = 0;
+    }
+    Object& ob = objs[pick];
+    if constexpr (I == Impl::lockref) {
+      if (!ob.lr.get_not_zero()) broken("get_not_zero failed on a live object", ob.lr.count(), 1);
+      pause_n(o.hold);
+      if constexpr (PutReturn) {
+        if (ob.lr.put_return() < 0) {  // fast_dput: no lock-free path; count-- under the lock
+          ++put_locked;
+          ob.lr.lock();
+          lockswap::lockref::set_count_locked(ob.lr.word(), ob.lr.count() - 1);
+          ob.lr.unlock();
+        }
+      } else {
+        if (!ob.lr.put_or_lock()) {
+          int c = ob.lr.count();
+          ob.lr.unlock();
+          broken("put_or_lock found count <= 1 while we held a reference", c, 2);
+        }
+      }
+    } else if constexpr (I == Impl::atomic) {
+      ob.at.fetch_add(1, std::memory_order_acquire);
+      pause_n(o.hold);
+      ob.at.fetch_sub(1, std::memory_order_release);
+    } else if constexpr (I == Impl::mutex) {
+      ob.mx.lock();
+      ++ob.mx_count;
+      ob.mx.unlock();
+      pause_n(o.hold);
+      ob.mx.lock();
+      --ob.mx_count;
+      ob.mx.unlock();
+    } else {
+      pthread_mutex_lock(&ob.pm);
+      ++ob.pm_count;
+      pthread_mutex_unlock(&ob.pm);
+      pause_n(o.hold);
+      pthread_mutex_lock(&ob.pm);
+      --ob.pm_count;
+      pthread_mutex_unlock(&ob.pm);
+    }
+    ++ops;
+    pause_n(o.work);
+  }
+  st.ops = ops;
+  st.put_locked = put_locked;
+  g_finished.fetch_add(1, std::memory_order_release);
+}
+
+using WorkerFn = void (*)(const Options&, Object*, int, ThreadStats&);
+
+WorkerFn pick_worker(const Options& o) {
+  switch (o.impl) {
+    case Impl::lockref: return o.put_return ? worker<Impl::lockref, true> : worker<Impl::lockref, false>;
+    case Impl::atomic: return worker<Impl::atomic, false>;
+    case Impl::mutex: return worker<Impl::mutex, false>;
+    case Impl::pthread: return worker<Impl::pthread, false>;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  lockswap::g_lockref_tunables.retries = static_cast<uint32_t>(o.retries);
+
+  std::vector<Object> objs(static_cast<size_t>(o.objects));
+  for (auto& ob : objs) ob.lr.init(1);  // the cache's base reference
+
+  // Events of this process before the run (none expected): subtracted below.
+  const LockEvent evs[] = {LockEvent::lockref_lockless, LockEvent::lockref_cas_fail, LockEvent::lockref_fallback,
+                           LockEvent::lockref_lock_sleep};
+  uint64_t ev0[4];
+  for (int i = 0; i < 4; ++i) ev0[i] = lockswap::lockevent_total(evs[i]);
+
+  std::vector<ThreadStats> stats(static_cast<size_t>(o.threads));
+  std::vector<std::thread> threads;
+  WorkerFn fn = pick_worker(o);
+  for (int i = 0; i < o.threads; ++i)
+    threads.emplace_back(fn, std::cref(o), objs.data(), i, std::ref(stats[static_cast<size_t>(i)]));
+  usleep(10000);  // every thread at the start line
+
+  const uint64_t t_start = now_ns();
+  g_start.store(1, std::memory_order_release);
+  g_start.notify_all();
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(o.duration);
+  ts.tv_nsec = static_cast<long>((o.duration - static_cast<double>(ts.tv_sec)) * 1e9);
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+  g_stop.store(1, std::memory_order_relaxed);
+  const uint64_t t_stop = now_ns();
+
+  const double grace_s = 20.0 + 10.0 * o.duration;
+  const uint64_t deadline = now_ns() + static_cast<uint64_t>(grace_s * 1e9);
+  while (g_finished.load(std::memory_order_acquire) < o.threads) {
+    if (now_ns() > deadline) {
+      fprintf(stderr, "lockref_bench: HANG: only %d of %d threads returned %.0f s after the stop flag\n",
+              g_finished.load(), o.threads, grace_s);
+      fflush(stderr);
+      _exit(3);
+    }
+    usleep(2000);
+  }
+  for (auto& t : threads) t.join();
+
+  for (size_t i = 0; i < objs.size(); ++i) {
+    const Object& ob = objs[i];
+    long long c = o.impl == Impl::lockref ? ob.lr.count()
+                  : o.impl == Impl::atomic ? ob.at.load()
+                  : o.impl == Impl::mutex  ? ob.mx_count
+                                           : ob.pm_count;
+    if (c != 1) broken("count not back to the base reference (lost or duplicated update)", c, 1);
+    if (o.impl == Impl::lockref && const_cast<Object&>(ob).lr.is_locked())
+      broken("lock half still held at the end", 1, 0);
+  }
+
+  uint64_t ev[4];
+  for (int i = 0; i < 4; ++i) ev[i] = lockswap::lockevent_total(evs[i]) - ev0[i];
+
+  uint64_t total = 0, mn = UINT64_MAX, mx = 0, put_locked = 0;
+  for (const auto& s : stats) {
+    total += s.ops;
+    put_locked += s.put_locked;
+    mn = std::min(mn, s.ops);
+    mx = std::max(mx, s.ops);
+  }
+  const double secs = static_cast<double>(t_stop - t_start) / 1e9;
+  const double mean = static_cast<double>(total) / o.threads;
+  // Per op there are two lockref updates (get + put).
+  const double updates = 2.0 * static_cast<double>(total);
+  printf(
+      "lockswap-lockref-bench label=%s impl=%s threads=%d objects=%d pick=%s put=%s retries=%ld hold=%d work=%d "
+      "duration_s=%.3f ops=%llu kops=%.1f min_ops=%llu mean_ops=%.1f max_ops=%llu fairness=%.3f "
+      "lockless=%llu cas_fail=%llu fallback=%llu lock_sleep=%llu cas_fail_per_update=%.4f "
+      "fallback_per_kupdate=%.3f put_locked=%llu events=%d\n",
+      o.label.empty() ? "-" : o.label.c_str(), o.impl_name.c_str(), o.threads, o.objects,
+      o.random_pick ? "random" : "rr", o.put_return ? "return" : "or_lock", o.retries, o.hold, o.work, secs,
+      static_cast<unsigned long long>(total), static_cast<double>(total) / secs / 1000.0,
+      static_cast<unsigned long long>(mn), mean, static_cast<unsigned long long>(mx),
+      mean > 0 ? static_cast<double>(mn) / mean : 0.0, static_cast<unsigned long long>(ev[0]),
+      static_cast<unsigned long long>(ev[1]), static_cast<unsigned long long>(ev[2]),
+      static_cast<unsigned long long>(ev[3]), updates > 0 ? static_cast<double>(ev[1]) / updates : 0.0,
+      updates > 0 ? 1000.0 * static_cast<double>(ev[2] + put_locked) / updates : 0.0,
+      static_cast<unsigned long long>(put_locked), LOCKSWAP_LOCK_EVENTS ? 1 : 0);
+  return 0;
+}
