@@ -1,0 +1,375 @@
+// tests/core/sem_test.cpp — core/sem.h tested directly (no preload), for both
+// semaphores: the futex reference (FutexSem) and the lockref one (LockrefSem).
+//
+// Each test lays the semaphore over zero-filled sem_t-sized bytes (or over a
+// sem_t that the real glibc initialised: this program is not preloaded), and
+// checks results, the value and the waiter registrations afterwards.
+#include "core/sem.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lockswap {
+namespace {
+
+using namespace std::chrono_literals;
+
+timespec clock_in(clockid_t clock, std::chrono::milliseconds d) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  long long ns = static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec +
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return ts;
+}
+
+template <class F>
+bool eventually(F pred, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define SEM_TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SEM_TEST_UNDER_TSAN 1
+#endif
+#endif
+#ifdef SEM_TEST_UNDER_TSAN
+constexpr int kUnits = 10000;
+#else
+constexpr int kUnits = 100000;
+#endif
+
+template <class S>
+class SemTest : public ::testing::Test {
+ protected:
+  SemTest() { std::memset(static_cast<void*>(&storage), 0, sizeof storage); }
+  void TearDown() override { g_lockref_tunables = saved_; }
+
+  SemWords& w() { return *reinterpret_cast<SemWords*>(&storage); }
+  S sem() { return S{w()}; }
+  uint64_t word() { return w().data.load(); }
+
+  sem_t storage;
+  LockrefTunables saved_ = g_lockref_tunables;
+};
+
+using Sems = ::testing::Types<FutexSem, LockrefSem>;
+class SemNames {
+ public:
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, FutexSem> ? "Futex" : "Lockref";
+  }
+};
+TYPED_TEST_SUITE(SemTest, Sems, SemNames);
+
+// --- semantics ---------------------------------------------------------------
+
+TYPED_TEST(SemTest, ZeroFilledIsAnEmptyPrivateSemaphore) {
+  auto s = this->sem();
+  EXPECT_EQ(s.value(), 0);
+  EXPECT_FALSE(s.shared());  // glibc's private field 0 = process-private futexes
+  EXPECT_EQ(s.trywait(), EAGAIN);
+  EXPECT_EQ(s.wait(WaitCtx::try_once()), EAGAIN);
+  EXPECT_EQ(s.post(), 0);
+  EXPECT_EQ(s.value(), 1);
+  EXPECT_EQ(s.trywait(), 0);
+  EXPECT_EQ(s.value(), 0);
+  EXPECT_EQ(this->word(), 0u);
+}
+
+TYPED_TEST(SemTest, InitSetsTheValueAndTheFutexKind) {
+  ASSERT_EQ(TypeParam::init(this->w(), 3, false), 0);
+  EXPECT_EQ(this->w().private_flag, 0);
+  auto s = this->sem();
+  EXPECT_FALSE(s.shared());
+  EXPECT_EQ(s.value(), 3);
+  ASSERT_EQ(TypeParam::init(this->w(), 2, true), 0);
+  EXPECT_EQ(this->w().private_flag, kSemSharedFlag);
+  EXPECT_TRUE(s.shared());
+  EXPECT_EQ(s.value(), 2);
+}
+
+TYPED_TEST(SemTest, PostReportsEoverflowAtTheMaximum) {
+  TypeParam::init(this->w(), TypeParam::kValueMax, false);
+  auto s = this->sem();
+  EXPECT_EQ(s.post(), EOVERFLOW);
+  EXPECT_EQ(s.value(), SEM_VALUE_MAX);
+  EXPECT_EQ(s.trywait(), 0);
+  EXPECT_EQ(s.post(), 0);
+  EXPECT_EQ(s.value(), SEM_VALUE_MAX);
+  EXPECT_EQ(this->word(), static_cast<uint64_t>(SEM_VALUE_MAX)) << "no carry into the high half";
+}
+
+TYPED_TEST(SemTest, TimedWaitTimesOutAndNegativeSecondsNeverSleep) {
+  TypeParam::init(this->w(), 0, false);
+  auto s = this->sem();
+  for (clockid_t c : {CLOCK_MONOTONIC, CLOCK_REALTIME}) {
+    timespec t = clock_in(c, 30ms);
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(s.wait(WaitCtx::until(c, &t)), ETIMEDOUT);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 25ms);
+  }
+  timespec negative{-1, 0};
+  EXPECT_EQ(s.wait(WaitCtx::until(CLOCK_REALTIME, &negative)), ETIMEDOUT);
+  EXPECT_EQ(s.waiters(), 0u) << "a timed-out waiter leaves no registration";
+  EXPECT_EQ(s.value(), 0);
+  // An available unit is taken whatever the deadline says.
+  ASSERT_EQ(s.post(), 0);
+  EXPECT_EQ(s.wait(WaitCtx::until(CLOCK_REALTIME, &negative)), 0);
+  timespec past = clock_in(CLOCK_MONOTONIC, -10ms);
+  ASSERT_EQ(s.post(), 0);
+  EXPECT_EQ(s.wait(WaitCtx::until(CLOCK_MONOTONIC, &past)), 0);
+  EXPECT_EQ(this->word(), 0u);
+}
+
+TYPED_TEST(SemTest, ValueIsNeverNegativeWithSleepers) {
+  TypeParam::init(this->w(), 0, false);
+  auto s = this->sem();
+  uint64_t sleeps = lockevent_total(LockEvent::sem_wait_sleep);
+  uint64_t wakes = lockevent_total(LockEvent::sem_post_wake);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i) ts.emplace_back([&] { EXPECT_EQ(this->sem().wait(WaitCtx::blocking()), 0); });
+  EXPECT_TRUE(eventually([&] { return s.waiters() == 3; }));
+  EXPECT_TRUE(eventually([&] { return lockevent_total(LockEvent::sem_wait_sleep) >= sleeps + 3; }));
+  EXPECT_EQ(s.value(), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(s.post(), 0);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(s.value(), 0);
+  EXPECT_EQ(s.waiters(), 0u);
+  EXPECT_GE(lockevent_total(LockEvent::sem_post_wake), wakes + 1);
+  EXPECT_EQ(this->word(), 0u);
+}
+
+// Producers post; a blocking, a trywait-polling and a timed consumer each
+// take an exact quota. Nothing is lost or taken twice.
+template <class S>
+void producer_consumer(SemWords& w, int per_consumer) {
+  S s{w};
+  std::atomic<long> taken{0};
+  std::vector<std::thread> ts;
+  for (int p = 0; p < 2; ++p)
+    ts.emplace_back([&, p] {
+      for (int i = 0; i < (3 * per_consumer) / 2 + (p == 0 ? (3 * per_consumer) % 2 : 0); ++i) {
+        ASSERT_EQ(s.post(), 0);
+        if (i % 64 == 0) std::this_thread::yield();
+      }
+    });
+  ts.emplace_back([&] {
+    for (int i = 0; i < per_consumer; ++i) {
+      ASSERT_EQ(s.wait(WaitCtx::blocking()), 0);
+      ++taken;
+    }
+  });
+  ts.emplace_back([&] {
+    for (int i = 0; i < per_consumer;) {
+      if (s.trywait() == 0) {
+        ++i;
+        ++taken;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  ts.emplace_back([&] {
+    for (int i = 0; i < per_consumer;) {
+      timespec t = clock_in(CLOCK_MONOTONIC, 1ms);
+      int rc = s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t));
+      ASSERT_TRUE(rc == 0 || rc == ETIMEDOUT) << rc;
+      if (rc == 0) {
+        ++i;
+        ++taken;
+      }
+    }
+  });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(taken.load(), 3L * per_consumer);
+  EXPECT_EQ(s.value(), 0);
+  EXPECT_EQ(s.waiters(), 0u);
+}
+
+TYPED_TEST(SemTest, ProducerConsumerExactCounts) {
+  TypeParam::init(this->w(), 0, false);
+  producer_consumer<TypeParam>(this->w(), kUnits);
+  EXPECT_EQ(this->word(), 0u);
+}
+
+TYPED_TEST(SemTest, ProducerConsumerRetriesOneAndZero) {
+  for (uint32_t r : {1u, 0u}) {
+    g_lockref_tunables.retries = r;
+    TypeParam::init(this->w(), 0, false);
+    uint64_t fallbacks = lockevent_total(LockEvent::lockref_fallback);
+    producer_consumer<TypeParam>(this->w(), kUnits / 4);
+    EXPECT_EQ(this->word(), 0u);
+    if (r == 0 || std::is_same_v<TypeParam, FutexSem>) {
+      EXPECT_EQ(lockevent_total(LockEvent::lockref_fallback), fallbacks) << "retries " << r;
+    }
+  }
+}
+
+// Many threads hammer one word with retries = 1: the lockref semaphore's
+// updates fall back to the lock half, and the counts stay exact.
+TYPED_TEST(SemTest, LockrefFallbacksKeepExactCounts) {
+  if (!std::is_same_v<TypeParam, LockrefSem>) GTEST_SKIP() << "lockref semaphore only";
+  g_lockref_tunables.retries = 1;
+  TypeParam::init(this->w(), 0, false);
+  auto s = this->sem();
+  uint64_t fallbacks = lockevent_total(LockEvent::lockref_fallback);
+  auto end = std::chrono::steady_clock::now() + 5s;
+  do {
+    std::atomic<int> ready{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&] {
+        ready.fetch_add(1);
+        while (ready.load() < 4) std::this_thread::yield();
+        for (int i = 0; i < kUnits / 4; ++i) {
+          ASSERT_EQ(s.post(), 0);
+          ASSERT_EQ(s.wait(WaitCtx::blocking()), 0);  // our own post guarantees a unit
+        }
+      });
+    for (auto& t : ts) t.join();
+    ASSERT_EQ(this->word(), 0u);
+  } while (lockevent_total(LockEvent::lockref_fallback) == fallbacks && std::chrono::steady_clock::now() < end);
+  EXPECT_GT(lockevent_total(LockEvent::lockref_fallback), fallbacks);
+}
+
+// A waiter unwound out of its sleep (preload: thread cancellation) drops its
+// registration through the guard.
+struct Unwound {};
+struct ThrowingSleeper {
+  static int sleep(const std::atomic<uint32_t>*, uint32_t, const WaitCtx&, bool) { throw Unwound{}; }
+};
+
+TYPED_TEST(SemTest, ForcedUnwindDropsTheRegistration) {
+  TypeParam::init(this->w(), 0, false);
+  auto s = this->sem();
+  bool unwound = false;
+  try {
+    s.template wait<ThrowingSleeper>(WaitCtx::blocking());
+  } catch (const Unwound&) {
+    unwound = true;
+  }
+  EXPECT_TRUE(unwound);
+  EXPECT_EQ(s.waiters(), 0u);
+  EXPECT_EQ(this->word(), 0u);
+}
+
+// EINTR: a handler installed without SA_RESTART interrupts the futex wait,
+// and the wait reports it (WaitCtx::sleep would have swallowed it).
+std::atomic<int> g_signals{0};
+void count_signal(int) { g_signals.fetch_add(1); }
+
+TYPED_TEST(SemTest, SignalWithoutSaRestartMakesWaitReturnEintr) {
+  TypeParam::init(this->w(), 0, false);
+  auto s = this->sem();
+  struct sigaction sa {}, old {};
+  sa.sa_handler = count_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  std::atomic<int> rc{-1};
+  std::thread t([&] { rc = this->sem().wait(WaitCtx::blocking()); });
+  EXPECT_TRUE(eventually([&] { return s.waiters() == 1; }));
+  // The signal may land before the thread enters the futex wait (then the
+  // wait goes on): keep signalling until it returns.
+  EXPECT_TRUE(eventually([&] {
+    pthread_kill(t.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(2ms);
+    return rc.load() != -1;
+  }));
+  t.join();
+  EXPECT_EQ(rc.load(), EINTR);
+  EXPECT_EQ(s.waiters(), 0u);
+  EXPECT_EQ(s.value(), 0);
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+// --- layout compatibility -----------------------------------------------------
+
+// glibc's own sem_init (this test program is not preloaded) produces a valid
+// semaphore for both classes, and glibc reads back what they leave.
+TYPED_TEST(SemTest, GlibcInitialisedSemaphoreWorks) {
+  for (int pshared : {0, 1}) {
+    sem_t gs;
+    ASSERT_EQ(sem_init(&gs, pshared, 2), 0);
+    SemWords& w = *reinterpret_cast<SemWords*>(&gs);
+    TypeParam s{w};
+    EXPECT_EQ(s.shared(), pshared != 0);
+    EXPECT_EQ(w.private_flag, pshared != 0 ? kSemSharedFlag : 0) << "glibc's encoding";
+    EXPECT_EQ(s.value(), 2);
+    EXPECT_EQ(s.trywait(), 0);
+    EXPECT_EQ(s.wait(WaitCtx::blocking()), 0);
+    EXPECT_EQ(s.trywait(), EAGAIN);
+    timespec t = clock_in(CLOCK_REALTIME, 10ms);
+    EXPECT_EQ(s.wait(WaitCtx::until(CLOCK_REALTIME, &t)), ETIMEDOUT);
+    EXPECT_EQ(s.post(), 0);
+    EXPECT_EQ(s.post(), 0);
+    EXPECT_EQ(s.post(), 0);
+    int v = -1;
+    ASSERT_EQ(sem_getvalue(&gs, &v), 0);
+    EXPECT_EQ(v, 3);
+    EXPECT_EQ(w.data.load(), 3u) << "our high half is clear again, as glibc expects";
+    sem_destroy(&gs);
+  }
+}
+
+// pshared: the child posts, the parent waits, across fork() on MAP_SHARED memory.
+TYPED_TEST(SemTest, ProcessSharedAcrossFork) {
+  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* ping = new (mem) SemWords{};
+  auto* pong = new (static_cast<char*>(mem) + sizeof(sem_t)) SemWords{};
+  TypeParam::init(*ping, 0, true);
+  TypeParam::init(*pong, 0, true);
+  pid_t pid = fork();
+  ASSERT_NE(pid, -1);
+  if (pid == 0) {
+    TypeParam ping_s{*ping}, pong_s{*pong};
+    int rc = 0;
+    timespec t = clock_in(CLOCK_MONOTONIC, 10'000ms);
+    if (ping_s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)) != 0) rc |= 1;  // the parent's post
+    for (int i = 0; i < 3; ++i)
+      if (pong_s.post() != 0) rc |= 2;
+    _exit(rc);
+  }
+  TypeParam ping_s{*ping}, pong_s{*pong};
+  std::this_thread::sleep_for(10ms);  // let the child go to sleep first (not required)
+  ASSERT_EQ(ping_s.post(), 0);
+  for (int i = 0; i < 3; ++i) {
+    timespec t = clock_in(CLOCK_MONOTONIC, 10'000ms);
+    EXPECT_EQ(pong_s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)), 0) << "unit " << i;
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(ping->data.load(), 0u);
+  EXPECT_EQ(pong->data.load(), 0u);
+  munmap(mem, 4096);
+}
+
+}  // namespace
+}  // namespace lockswap
