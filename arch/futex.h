@@ -21,6 +21,16 @@ static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words are 32-bit");
 
 inline int futex_op(bool shared, int op) { return shared ? op : (op | FUTEX_PRIVATE_FLAG); }
 
+// The futex sleep is where a cancellation may unwind a waiter (asynchronous
+// cancellation lands in the syscall; pthread_cond_wait and sem_wait are
+// cancellation points). glibc declares syscall() noexcept, so a direct call
+// would let the compiler drop the call site from the unwind table of a caller
+// that holds a cleanup guard, and the forced unwind would then terminate the
+// process. Calling through a pointer of a potentially-throwing type, read
+// from a volatile, keeps every caller's guards registered there.
+using SyscallFn = long (*)(long, ...);
+inline SyscallFn volatile g_sleeping_syscall = &syscall;
+
 // Sleep while *word == expected, until woken or until `abs` (if non-null) on
 // `clock` has passed. Returns 0 (woken, or spurious), EAGAIN (*word differed),
 // ETIMEDOUT, or EINTR. Callers always re-check their condition.
@@ -28,11 +38,11 @@ inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, cloc
                       const timespec* abs, bool shared) {
   long rc;
   if (abs == nullptr) {
-    rc = syscall(SYS_futex, word, futex_op(shared, FUTEX_WAIT), expected, nullptr, nullptr, 0);
+    rc = g_sleeping_syscall(SYS_futex, word, futex_op(shared, FUTEX_WAIT), expected, nullptr, nullptr, 0);
   } else {
     int op = FUTEX_WAIT_BITSET | (clock == CLOCK_REALTIME ? FUTEX_CLOCK_REALTIME : 0);
-    rc = syscall(SYS_futex, word, futex_op(shared, op), expected, abs, nullptr,
-                 FUTEX_BITSET_MATCH_ANY);
+    rc = g_sleeping_syscall(SYS_futex, word, futex_op(shared, op), expected, abs, nullptr,
+                            FUTEX_BITSET_MATCH_ANY);
   }
   return rc == 0 ? 0 : errno;
 }

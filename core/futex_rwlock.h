@@ -27,6 +27,9 @@
 //   sleep   set kSleepers by CAS, then futex-wait on the value with it set.
 // A writer that gives up while readers might be waiting for it (writer-
 // preferring kind) wakes everyone, since it may have been their only reason.
+// Cancellation: readers sleep without any registration; a writer's count in
+// writers_waiting is dropped by an unwind guard if an asynchronous
+// cancellation ends it in its sleep.
 //
 // Memory order: acquire on acquiring CASes, release on releasing ones.
 #pragma once
@@ -105,6 +108,7 @@ class FutexRwlock {
     if (!ctx.may_block()) return EBUSY;
     uint32_t s;
     writers_waiting_.fetch_add(1, arch::mo_dekker);
+    WaitingWriter registered{*this, shared};
     int rc = 0;
     for (;;) {
       s = state_.load(arch::mo_hint);
@@ -115,12 +119,27 @@ class FutexRwlock {
       if (!mark_sleepers(s)) continue;
       if (sleep(s, ctx, shared) == ETIMEDOUT) { rc = ETIMEDOUT; break; }
     }
-    // Readers of the writer-preferring kind may be waiting only because we were.
-    if (writers_waiting_.fetch_sub(1, arch::mo_dekker) == 1 && rc != 0 &&
-        (state_.load(arch::mo_dekker) & kSleepers))
-      arch::futex_wake(&state_, arch::futex_wake_all, shared);
+    registered.armed = false;
+    stop_waiting_as_writer(rc != 0, shared);
     return rc;
   }
+
+  // Readers of the writer-preferring kind may be waiting only because we were.
+  void stop_waiting_as_writer(bool gave_up, bool shared) {
+    if (writers_waiting_.fetch_sub(1, arch::mo_dekker) == 1 && gave_up && (state_.load(arch::mo_dekker) & kSleepers))
+      arch::futex_wake(&state_, arch::futex_wake_all, shared);
+  }
+
+  // A writer's registration in writers_waiting_; its destructor acts only
+  // when an asynchronous cancellation unwinds the sleeping writer.
+  struct WaitingWriter {
+    FutexRwlock& l;
+    bool shared;
+    bool armed = true;
+    ~WaitingWriter() {
+      if (armed) l.stop_waiting_as_writer(true, shared);
+    }
+  };
 
   __attribute__((noinline)) void unlock_slow(bool shared) {
     uint32_t s = state_.load(arch::mo_hint);

@@ -59,7 +59,9 @@
 // their bit again. So the lock keeps no record of who waits: a waiter that
 // times out or is cancelled leaves at worst a stale bit, which costs one
 // spurious wake (or, for kReaderSleepers, one read turn that no reader claims:
-// writers then wait out the ~1 ms bound once).
+// writers then wait out the ~1 ms bound once). The one waiter that does hold
+// something is a writer draining (it owns kWriter): a guard releases it if an
+// asynchronous cancellation unwinds that writer out of its sleep.
 //
 // read_unlock must not need the lock half: the lock holder is typically a
 // writer draining, i.e. waiting for this very count to fall. So the put is an
@@ -381,12 +383,12 @@ class LockrefRwlock {
   int drain(const WaitCtx& ctx) {
     using namespace lockref_rw;
     unsigned polls = 0;
+    DrainGuard holding_writer{*this};
     for (;;) {
       uint64_t old = word_.load(arch::mo_lock);
-      if (readers_of(old) == 0 && !(old & kReaderLock)) return 0;
+      if (readers_of(old) == 0 && !(old & kReaderLock)) return holding_writer.keep(0);
       if (!ctx.may_block()) {
-        write_unlock(false);
-        return EBUSY;
+        return holding_writer.give_up(EBUSY);
       }
       if (polls < kSpins) {
         ++polls;
@@ -409,12 +411,32 @@ class LockrefRwlock {
       }
       if (rc == ETIMEDOUT) {
         old = word_.load(arch::mo_lock);
-        if (readers_of(old) == 0 && !(old & kReaderLock)) return 0;  // drained as time ran out
-        write_unlock(false);
-        return ETIMEDOUT;
+        if (readers_of(old) == 0 && !(old & kReaderLock)) return holding_writer.keep(0);  // drained as time ran out
+        return holding_writer.give_up(ETIMEDOUT);
       }
     }
   }
+
+  // The draining writer's hold on kWriter. Every normal exit says keep() or
+  // give_up(); only an asynchronous cancellation that unwinds the writer out
+  // of its sleep leaves the guard armed, and then the destructor releases
+  // the lock half so readers and writers behind it go on.
+  struct DrainGuard {
+    LockrefRwlock& l;
+    bool armed = true;
+    int keep(int rc) {
+      armed = false;
+      return rc;
+    }
+    int give_up(int rc) {
+      armed = false;
+      l.write_unlock(false);
+      return rc;
+    }
+    ~DrainGuard() {
+      if (armed) l.write_unlock(false);
+    }
+  };
 
   void wake_lock_half() {
     lockevent_inc(LockEvent::lockref_rw_wake);

@@ -192,6 +192,14 @@ TEST_P(LockCancelTest, CancelOfABlockedThreadLeavesTheLockUsable) {
     EXPECT_EQ(w.acquired_rc.load(), 0) << s.name;
     EXPECT_TRUE(w.cleanup_released.load()) << s.name;
   }
+  // glibc's own rwlock counts a reader or writer as waiting in the lock word
+  // before it sleeps and has no cleanup for an asynchronous cancellation, so
+  // the control leaves such a lock unusable; the native variants must not.
+  bool glibc_rwlock = s.name.find("rwlock") != std::string::npos && !lstest::native_rwlock();
+  if (async && glibc_rwlock) {
+    printf("note: %s: glibc leaves its rwlock unusable after this cancellation; not checked\n", s.name.c_str());
+    return;
+  }
   expect_usable(s);
 }
 
