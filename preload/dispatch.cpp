@@ -322,17 +322,20 @@ Cond& cond_obj(pthread_cond_t* c) { return *reinterpret_cast<Cond*>(c); }
 static_assert(sizeof(Cond) <= sizeof(pthread_cond_t));
 
 // The futex sleep inside a condition wait is the cancellation point. Async
-// cancellation is enabled only around the system call, inside a function that
-// has no cleanups of its own: a cancellation unwinds straight out of it into
-// Cond::wait's guard, which re-takes the mutex before the caller's handlers.
+// cancellation is enabled only around the system call (not around WaitCtx's
+// before-sleep hook, which may hold an allocator lock), inside a function
+// that has no cleanups of its own: a cancellation unwinds straight out of it
+// into Cond::wait's guard, which re-takes the mutex before the caller's handlers.
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
                                              const WaitCtx& ctx, bool shared) {
-    int old_type;
-    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
-    int rc = ctx.sleep(word, expected, shared);
-    pthread_setcanceltype(old_type, &old_type);
-    return rc;
+    return ctx.sleep_around(word, expected, shared, [](auto&& futex_call) {
+      int old_type;
+      pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
+      int rc = futex_call();
+      pthread_setcanceltype(old_type, &old_type);
+      return rc;
+    });
   }
 };
 
