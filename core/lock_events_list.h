@@ -47,5 +47,11 @@ LOCK_EVENT(cid_reclaim,         "id freed for its holder: percpu idle/out-of-ran
 LOCK_EVENT(cid_fallback,        "no id of the chosen kind: rseq unavailable (percpu used) or id space full")
 LOCK_EVENT(cid_slow_ns,         "ns in allocator slow paths (1 call in 16 timed, scaled by 16)")
 
+// --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
+LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")
+LOCK_EVENT(percid_rlock_recursive, "reader holding read locks entered past a pending writer")
+LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
+LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
+
 // --- dispatch (preload/) ---
 LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")
