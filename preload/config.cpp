@@ -54,7 +54,11 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
 #define X(id, name, type, desc) say(" " name);
   LOCKSWAP_RWLOCK_VARIANTS(X)
 #undef X
-  say("\n");
+  say("\n  LOCKSWAP_CID =");
+#define X(id, name, type, desc) say(" " name);
+  LOCKSWAP_CID_VARIANTS(X)
+#undef X
+  say("   (concurrency ids for LOCKSWAP_RWLOCK=percid)\n");
 #define X(env, lo, hi, meaning, apply) say("  " #env " = " #lo ".." #hi ": " meaning "\n");
   LOCKSWAP_TUNABLES(X)
 #undef X
@@ -80,6 +84,15 @@ RwlockVariant parse_rwlock(const char* s) {
   fail_with_choices("LOCKSWAP_RWLOCK", s, "unknown rwlock variant");
 }
 
+CidMode parse_cid(const char* s) {
+  if (s == nullptr || *s == '\0') return CidMode::rseq;
+#define X(id, name, type, desc) \
+  if (strcmp(s, name) == 0) return type;
+  LOCKSWAP_CID_VARIANTS(X)
+#undef X
+  fail_with_choices("LOCKSWAP_CID", s, "unknown concurrency-id allocator");
+}
+
 uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
   if (*s == '\0') fail_with_choices(var, s, "empty value, expected a number");
@@ -93,7 +106,7 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 }
 
 bool is_known_name(const char* entry, size_t len) {
-  static const char* const known[] = {"LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_STATS_FILE",
+  static const char* const known[] = {"LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_CID", "LOCKSWAP_STATS_FILE",
 #define X(env, lo, hi, meaning, apply) #env,
                                       LOCKSWAP_TUNABLES(X)
 #undef X
@@ -143,6 +156,8 @@ void load_config() {
   if (g_config.stats_file && *g_config.stats_file) g_config.stats = true;
   MutexVariant m = parse_mutex(secure_getenv("LOCKSWAP_MUTEX"));
   RwlockVariant r = parse_rwlock(secure_getenv("LOCKSWAP_RWLOCK"));
+  g_config.cid = parse_cid(secure_getenv("LOCKSWAP_CID"));
+  cid::select(g_config.cid);  // before the first fork: global maps its shared page here
   __atomic_store_n(&g_config.mutex, m, __ATOMIC_RELEASE);
   __atomic_store_n(&g_config.rwlock, r, __ATOMIC_RELEASE);
 }
@@ -153,6 +168,18 @@ const char* mutex_variant_name(MutexVariant v) {
   case MutexVariant::id:        \
     return name;
     LOCKSWAP_MUTEX_VARIANTS(X)
+#undef X
+    default:
+      return "unset";
+  }
+}
+
+const char* cid_variant_name(CidMode m) {
+  switch (m) {
+#define X(id, name, type, desc) \
+  case type:                    \
+    return name;
+    LOCKSWAP_CID_VARIANTS(X)
 #undef X
     default:
       return "unset";

@@ -7,6 +7,7 @@ namespace lockswap {
 struct Config {
   MutexVariant mutex = MutexVariant::unset;
   RwlockVariant rwlock = RwlockVariant::unset;
+  CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
 };
@@ -35,5 +36,6 @@ inline RwlockVariant rwlock_variant() {
 // For `lockswap --list` and error messages.
 const char* mutex_variant_name(MutexVariant v);
 const char* rwlock_variant_name(RwlockVariant v);
+const char* cid_variant_name(CidMode m);
 
 }  // namespace lockswap

@@ -311,9 +311,13 @@ int native_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* attr) {
   return 0;
 }
 
+// glibc's destroy of a private rwlock checks nothing; a variant that keeps
+// state outside the object (percid's reader slots) gets to release it.
+template <class V>
 int native_rwlock_destroy(pthread_rwlock_t* l) {
   if (abi::glibc_owned(abi::obj(l))) return real::glibc().pthread_rwlock_destroy(l);
-  return 0;  // glibc's destroy of a private rwlock checks nothing either
+  if constexpr (requires(RwlockObject& o) { V::destroy(o); }) V::destroy(abi::obj(l));
+  return 0;
 }
 
 // ------------------------------------------------------------------- cond
@@ -450,7 +454,7 @@ void install_rwlock() {
   } else {
     using R = NativeRwlock<V>;
     g_ops.pthread_rwlock_init = native_rwlock_init;
-    g_ops.pthread_rwlock_destroy = native_rwlock_destroy;
+    g_ops.pthread_rwlock_destroy = native_rwlock_destroy<V>;
     g_ops.pthread_rwlock_rdlock = R::rdlock;
     g_ops.pthread_rwlock_tryrdlock = R::tryrdlock;
     g_ops.pthread_rwlock_timedrdlock = R::timedrdlock;

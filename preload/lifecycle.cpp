@@ -10,14 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cid.h"
 #include "core/lock_events.h"
+#include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
 
 namespace lockswap {
 namespace {
 
-void on_fork_child() { after_fork_in_child(); }
+void on_fork_child() {
+  after_fork_in_child();
+  cid::after_fork_in_child();
+  percid::after_fork_in_child();
+}
 
 __attribute__((constructor)) void lockswap_start() {
   load_config();
@@ -34,8 +40,10 @@ void print_stats() {
     if (f >= 0) { fd = f; close_fd = true; }
   }
   char line[256];
-  int n = snprintf(line, sizeof line, "lockswap: pid %d mutex=%s rwlock=%s\n", getpid(),
-                   mutex_variant_name(g_config.mutex), rwlock_variant_name(g_config.rwlock));
+  int n = snprintf(line, sizeof line, "lockswap: pid %d mutex=%s rwlock=%s cid=%s%s\n", getpid(),
+                   mutex_variant_name(g_config.mutex), rwlock_variant_name(g_config.rwlock),
+                   cid_variant_name(cid::mode()),
+                   cid::rseq_fell_back() ? " (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)" : "");
   (void)!write(fd, line, static_cast<size_t>(n));
 #if LOCKSWAP_LOCK_EVENTS
   for (uint32_t i = 0; i < kNumLockEvents; ++i) {
@@ -54,6 +62,7 @@ void print_stats() {
 
 __attribute__((destructor)) void lockswap_stop() {
   if (g_config.stats) print_stats();
+  cid::release_process_ids();  // LOCKSWAP_CID=global: ids in the page shared with forked relatives
 }
 
 }  // namespace
