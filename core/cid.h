@@ -79,8 +79,8 @@
 //
 // Costs and bounds: no malloc anywhere; global maps ~17 KiB once; percpu uses
 // kMaxCpus x 64 B of .bss (touched only for CPUs that exist) and a 512 B
-// bitmap. Time in allocator slow paths is sampled (1 call in 16 timed with
-// CLOCK_MONOTONIC and scaled) into the cid_slow_ns lock event.
+// bitmap. CPU time in allocator slow paths is sampled (1 call in
+// kSampleEvery timed with CLOCK_THREAD_CPUTIME_ID, scaled) into cid_slow_ns.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -104,8 +104,8 @@ inline constexpr uint32_t kUnset = ~0u;
 // Periodic percpu scan: epoch length, and how often a thread looks at the clock.
 inline constexpr uint64_t kScanPeriodNs = 100'000'000;  // the kernel's SCHED_MM_CID_PERIOD_NS
 inline constexpr uint32_t kUsesPerClockCheck = 1024;
-// Slow-path timing: one call in kSampleEvery is timed.
-inline constexpr uint32_t kSampleEvery = 16;
+// Slow-path timing: one call in kSampleEvery is timed (thread CPU clock).
+inline constexpr uint32_t kSampleEvery = 32;
 
 static_assert(kMaxCids % 64 == 0 && (kMaxCids & (kMaxCids - 1)) == 0, "whole bitmap words; ids fold by mask");
 static_assert(kMaxCids <= kLazyPut, "a valid id never has the lazy-put bit");

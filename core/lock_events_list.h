@@ -45,7 +45,7 @@ LOCK_EVENT(cid_free,            "global: id given back before a sleep or at thre
 LOCK_EVENT(cid_lock_contended,  "allocator lock busy at the first try (global: the shared cid_lock)")
 LOCK_EVENT(cid_reclaim,         "id freed for its holder: percpu idle/out-of-range CPU slot, global dead process")
 LOCK_EVENT(cid_fallback,        "no id of the chosen kind: rseq unavailable (percpu used) or id space full")
-LOCK_EVENT(cid_slow_ns,         "ns in allocator slow paths (1 call in 16 timed, scaled by 16)")
+LOCK_EVENT(cid_slow_ns,         "CPU ns in allocator slow paths (1 call in 32 timed, scaled by 32)")
 
 // --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
 LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")
