@@ -62,10 +62,12 @@ inline bool kernel_mm_cid_available() {
   return rseq_registered() && getauxval(AT_RSEQ_FEATURE_SIZE) >= rseq_mm_cid_feature_size;
 }
 
-// Where the kernel publishes the caller's mm_cid. Only meaningful once
-// kernel_mm_cid_available() said yes (callers check that once, not per read).
+// Where the kernel publishes the caller's mm_cid. Only valid once
+// kernel_mm_cid_available() said yes: callers check that once, so this does
+// not re-check the registration on every read (a lock fast path reads it).
 inline const volatile uint32_t* rseq_mm_cid_word() {
-  return reinterpret_cast<const volatile uint32_t*>(rseq_area() + rseq_mm_cid_offset);
+  auto* area = static_cast<const volatile unsigned char*>(__builtin_thread_pointer()) + __rseq_offset;
+  return reinterpret_cast<const volatile uint32_t*>(area + rseq_mm_cid_offset);
 }
 
 // The kernel's per-process concurrency id of the caller, or -1.
