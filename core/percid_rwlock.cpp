@@ -64,15 +64,19 @@ uint32_t take_block(const void* lock) {
   return kPlainRwsem;
 }
 
+ReaderSlot* block_of(uint32_t index) { return g_geometry.base + (std::size_t{index - 1} << g_geometry.lock_shift); }
+
 void zero_block(uint32_t index) {
-  for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) slot_of(index, i).readers.store(0, arch::mo_hint);
+  ReaderSlot* block = block_of(index);
+  for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) block[i].readers.store(0, arch::mo_hint);
 }
 
 }  // namespace
 
 uint64_t readers(uint32_t index) {
+  const ReaderSlot* block = block_of(index);
   uint64_t sum = 0;
-  for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) sum += slot_of(index, i).readers.load(arch::mo_dekker);
+  for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) sum += block[i].readers.load(arch::mo_dekker);
   return sum;
 }
 

@@ -38,7 +38,9 @@ struct PercidRwlockVariant {
   using Lock = PercidRwlock<PercidRwlockWords>;
   static PercidRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<PercidRwlockWords*>(&o); }
 
-  static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
+  // Inlined into the entry points (as Lock's fast paths are): ctx is then a
+  // constant there and nothing is spilled around the fast path.
+  __attribute__((always_inline)) static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
     if (__builtin_expect(Lock::read_fast(at(o)), 1)) {
       ++t_local.read_held;
       return 0;
@@ -47,7 +49,7 @@ struct PercidRwlockVariant {
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return Lock::write_lock(at(o), ctx); }
   static bool write_held(abi::RwlockObject& o) { return Lock::write_locked(at(o)); }
-  static void read_unlock(abi::RwlockObject& o) {
+  __attribute__((always_inline)) static void read_unlock(abi::RwlockObject& o) {
     Lock::read_unlock(at(o));
     if (t_local.read_held != 0) --t_local.read_held;
   }
