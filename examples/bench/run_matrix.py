@@ -38,6 +38,11 @@ BUILTIN = {
     "rwsem": ("rwsem", {}, True),
     "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
+    # per-CID sharded readers (rwlock only); the default id allocator is rseq
+    "percid": ("percid", {}, False),
+    "percid+percpu": ("percid", {"LOCKSWAP_CID": "percpu"}, False),
+    "percid+global": ("percid", {"LOCKSWAP_CID": "global"}, False),
+    "percid+thread": ("percid", {"LOCKSWAP_CID": "thread"}, False),
 }
 
 NOISY, NOISY_MARK = 1.5, "†"  # max/min kops over the repeats of a cell above which it is flagged
@@ -66,11 +71,15 @@ def parse_args():
     p.add_argument("--duration", type=float, help="seconds per run (default 1, --quick 0.2)")
     p.add_argument("--quick", action="store_true",
                    help="a few cells at 0.2 s: threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
+    p.add_argument("--read-mostly", action="store_true",
+                   help="the read-mostly matrix: reads 100,99,90 x threads 2..64 x load 1, variants "
+                        "glibc,rwsem,percid, no mutex matrix, --repeat 3 (~3 min); other options still apply")
     p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default glibc,futex,rwsem,rwsem-rspin; "
-                   "also: none (no preload), rwsem+dropbias, or names from --define)")
+                   "also: none (no preload), rwsem+dropbias, percid, percid+percpu, percid+global, "
+                   "percid+thread, or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
@@ -85,6 +94,13 @@ def parse_args():
     p.add_argument("--prefer-writer", action="store_true",
                    help="init the rwlock PREFER_WRITER_NONRECURSIVE_NP (default: default attributes)")
     a = p.parse_args()
+    if a.read_mostly:
+        a.reads = a.reads or "100,99,90"
+        a.loads = a.loads or "1"
+        a.variants = a.variants or "glibc,rwsem,percid"
+        a.no_mutex = True
+        if a.repeat == 1:
+            a.repeat = 3
     a.lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     a.bench = os.path.abspath(a.bench or os.path.join(a.build, "examples", "bench", "rwlock_bench"))
     a.out = os.path.abspath(a.out or os.path.join(a.build, "bench-results"))
