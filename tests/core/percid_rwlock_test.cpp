@@ -167,12 +167,12 @@ TEST_P(PercidTest, ReadersEnteringBehindAWriterAreCountedWhenItLeaves) {
       while (in.load() < 3) std::this_thread::yield();  // all three hold it at once
       Lock::read_unlock(w_);
     });
-  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(eventually([&] { return Lock::Sem::waiters(w_) == 3; })) << "readers did not queue on the rwsem";
   EXPECT_EQ(in.load(), 0);
   Lock::write_unlock(w_);
   for (auto& t : readers) t.join();
   EXPECT_EQ(percid::readers(w_.index.load()), 0u);
-  if (kEvents) EXPECT_GE(ev(LockEvent::percid_rlock_slow), 1u);
+  if (kEvents) EXPECT_EQ(ev(LockEvent::percid_rlock_slow), 3u);
 }
 
 // Readers and writers on plain (non-atomic) data: a reader must see both
