@@ -34,7 +34,13 @@
 #include <thread>
 #include <vector>
 
+#include "examples/bench/bench_util.h"
+
 namespace {
+
+using bench::env_or;
+using bench::now_ns;
+using bench::pause_n;
 
 struct Options {
   int procs = 4;
@@ -89,10 +95,6 @@ Options parse(int argc, char** argv) {
   if (o.threads < 1 || o.threads > 1024) usage("--threads must be 1..1024");
   if (o.reads < 1 || o.load < 0 || o.sleep_us < 0 || !(o.duration > 0)) usage("bad value");
   return o;
-}
-
-inline void pause_n(int n) {
-  for (int i = 0; i < n; ++i) __builtin_ia32_pause();
 }
 
 timespec monotonic_plus_us(int us) {
@@ -167,17 +169,6 @@ void churn(const Options& o, Shared& sh, pthread_rwlock_t& rw, uint64_t& ops, ui
   sh.sleeps[index].store(naps);
   pthread_rwlock_destroy(&rw);
   exit(0);
-}
-
-uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
-}
-
-const char* env_or(const char* name, const char* dflt) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : dflt;
 }
 
 }  // namespace

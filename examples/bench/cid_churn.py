@@ -23,7 +23,6 @@ Outputs (in --out, default BUILD/bench-results/cid-churn/): raw.csv, results.md
 (also printed), alloc.png (allocator CPU share vs processes x threads).
 """
 import argparse
-import csv
 import os
 import shutil
 import statistics
@@ -31,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from run_matrix import md_table, run_gnuplot, write_csv  # same directory: the tables and plots look alike
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -168,18 +169,9 @@ def main():
 
 
 def write_raw(a, raw):
-    cols = ["procs", "threads", "variant", "rep", "status", "kops", "ops", "sleeps", "duration_s", "alloc_pct",
-            "ns_per_op", "contended_per_s", "allocs_per_s", "stat_procs"] + EVENTS
-    with open(os.path.join(a.out, "raw.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-        w.writeheader()
-        for r in raw:
-            w.writerow(r)
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+    write_csv(os.path.join(a.out, "raw.csv"), raw,
+              ["procs", "threads", "variant", "rep", "status", "kops", "ops", "sleeps", "duration_s", "alloc_pct",
+               "ns_per_op", "contended_per_s", "allocs_per_s", "stat_procs"] + EVENTS)
 
 
 def make_report(a, res, elapsed):
@@ -222,12 +214,7 @@ def plot(a, res):
          "set xlabel 'processes x threads'", "set ylabel '% of CPU time in the allocator'",
          f"set title 'cid_churn: allocator cost ({os.cpu_count()} CPUs, {a.duration:g} s runs)'",
          "plot " + ", ".join(f"$d{i} using 1:2 with linespoints lw 2 title '{v}'" for i, v in enumerate(cids))]
-    script = os.path.join(a.out, "alloc.gp")
-    with open(script, "w") as f:
-        f.write("\n".join(g) + "\n")
-    pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
-    if pr.returncode != 0:
-        print(f"cid_churn.py: gnuplot failed: {pr.stderr.strip()}", file=sys.stderr)
+    run_gnuplot(os.path.join(a.out, "alloc.gp"), g, "cid_churn.py")
 
 
 if __name__ == "__main__":

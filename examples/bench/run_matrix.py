@@ -84,7 +84,8 @@ def parse_args():
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
     p.add_argument("--baseline", default="glibc", help="variant the ratios are taken against (default glibc)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per cell and variant; the median is reported")
+    p.add_argument("--repeat", type=int, help="runs per cell and variant; the median is reported "
+                   "(default 1, 3 with --read-mostly)")
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
@@ -99,8 +100,8 @@ def parse_args():
         a.loads = a.loads or "1"
         a.variants = a.variants or "glibc,rwsem,percid"
         a.no_mutex = True
-        if a.repeat == 1:
-            a.repeat = 3
+        a.repeat = a.repeat or 3
+    a.repeat = a.repeat or 1
     a.lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     a.bench = os.path.abspath(a.bench or os.path.join(a.build, "examples", "bench", "rwlock_bench"))
     a.out = os.path.abspath(a.out or os.path.join(a.build, "bench-results"))
@@ -298,13 +299,18 @@ def main():
 
 
 def write_raw(args, raw):
-    cols = ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
-            "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
-            "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"]
-    with open(os.path.join(args.out, "raw.csv"), "w", newline="") as f:
+    write_csv(os.path.join(args.out, "raw.csv"), raw,
+              ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
+               "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
+               "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"])
+
+
+def write_csv(path, rows, cols):
+    """One row per dict, the listed columns only."""
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
-        for r in raw:
+        for r in rows:
             w.writerow(r)
 
 
@@ -464,12 +470,16 @@ def plot(args, groups, results):
                     plots.append("1 with lines lc rgb '#888888' dt 2 notitle")
                 g.append("plot " + ", ".join(plots))
         g.append("unset multiplot")
-        script = os.path.join(args.out, f"{what}.gp")
-        with open(script, "w") as f:
-            f.write("\n".join(g) + "\n")
-        pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
-        if pr.returncode != 0:
-            print(f"run_matrix: gnuplot failed for {fname}: {pr.stderr.strip()}", file=sys.stderr)
+        run_gnuplot(os.path.join(args.out, f"{what}.gp"), g, "run_matrix")
+
+
+def run_gnuplot(script, lines, who):
+    """Writes the gnuplot script (kept next to the PNG for re-plotting) and runs it."""
+    with open(script, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+    if pr.returncode != 0:
+        print(f"{who}: gnuplot failed for {script}: {pr.stderr.strip()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

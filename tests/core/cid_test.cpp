@@ -26,14 +26,6 @@ namespace {
 
 using namespace coretest;
 
-// A WaitCtx sleep whose deadline has passed: the futex returns at once, but
-// the before-sleep hook runs, as before any real sleep in lockswap.
-void sleep_in_lockswap() {
-  std::atomic<uint32_t> word{0};
-  timespec past = monotonic_in(-1ms);
-  (void)WaitCtx::until(CLOCK_MONOTONIC, &past).sleep(&word, 0);
-}
-
 bool pin_to_cpu(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -99,16 +91,7 @@ TEST_P(EveryCid, IdsStayBelowTheBoundOnEveryThread) {
   EXPECT_EQ(bad.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, EveryCid,
-                         ::testing::Values(CidMode::global, CidMode::percpu, CidMode::rseq, CidMode::thread),
-                         [](const ::testing::TestParamInfo<CidMode>& i) {
-                           switch (i.param) {
-                             case CidMode::global: return "global";
-                             case CidMode::percpu: return "percpu";
-                             case CidMode::rseq: return "rseq";
-                             default: return "thread";
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, EveryCid, every_cid(), cid_param_name);
 
 // --------------------------------------------------------------- global
 

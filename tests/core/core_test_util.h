@@ -1,12 +1,17 @@
 // tests/core/core_test_util.h — helpers shared by the core unit tests.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <thread>
 
+#include "core/cid.h"
 #include "core/lock_events.h"
 #include "core/thread_registry.h"
+#include "core/wait_ctx.h"
 
 namespace lockswap::coretest {
 
@@ -48,5 +53,26 @@ class Events {
   uint64_t base_[kNumLockEvents];
 };
 inline constexpr bool kEvents = LOCKSWAP_LOCK_EVENTS != 0;
+
+// A WaitCtx sleep whose deadline has passed: the futex returns at once, but
+// the before-sleep hook runs, as before any real sleep in lockswap.
+inline void sleep_in_lockswap() {
+  std::atomic<uint32_t> word{0};
+  timespec past = monotonic_in(-1ms);
+  (void)WaitCtx::until(CLOCK_MONOTONIC, &past).sleep(&word, 0);
+}
+
+// Every concurrency-id allocator, for INSTANTIATE_TEST_SUITE_P.
+inline auto every_cid() {
+  return ::testing::Values(CidMode::global, CidMode::percpu, CidMode::rseq, CidMode::thread);
+}
+inline const char* cid_param_name(const ::testing::TestParamInfo<CidMode>& info) {
+  switch (info.param) {
+    case CidMode::global: return "global";
+    case CidMode::percpu: return "percpu";
+    case CidMode::rseq: return "rseq";
+    default: return "thread";
+  }
+}
 
 }  // namespace lockswap::coretest

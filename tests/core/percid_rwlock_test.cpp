@@ -203,24 +203,9 @@ TEST_P(PercidTest, StressKeepsTheInvariantAndEveryWrite) {
   EXPECT_EQ(percid::readers(w_.index.load()), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cids, PercidTest,
-                         ::testing::Values(CidMode::global, CidMode::percpu, CidMode::rseq, CidMode::thread),
-                         [](const ::testing::TestParamInfo<CidMode>& i) {
-                           switch (i.param) {
-                             case CidMode::global: return "global";
-                             case CidMode::percpu: return "percpu";
-                             case CidMode::rseq: return "rseq";
-                             default: return "thread";
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(Cids, PercidTest, every_cid(), cid_param_name);
 
 // --------------------------------------------------------- allocator-specific
-
-void sleep_in_lockswap() {
-  std::atomic<uint32_t> word{0};
-  timespec past = monotonic_in(-1ms);
-  (void)WaitCtx::until(CLOCK_MONOTONIC, &past).sleep(&word, 0);
-}
 
 class PercidArena : public ::testing::Test {
  protected:
