@@ -1,9 +1,10 @@
 // core/cid.cpp — concurrency id allocators (design: core/cid.h).
 #include "core/cid.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -341,8 +342,8 @@ CidMode select(CidMode requested) {
   g_requested = requested;
   g_pid = static_cast<int32_t>(getpid());
   calibrate_clock();
-  int ncpus = get_nprocs_conf();
-  g_ncpus = ncpus < 1 ? 1 : (static_cast<uint32_t>(ncpus) > kMaxCpus ? kMaxCpus : static_cast<uint32_t>(ncpus));
+  uint32_t ncpus = possible_cpus();
+  g_ncpus = ncpus > kMaxCpus ? kMaxCpus : ncpus;
   CidMode m = requested;
   g_rseq_fell_back = m == CidMode::rseq && !arch::kernel_mm_cid_available();
   if (g_rseq_fell_back) m = CidMode::percpu;
@@ -353,6 +354,45 @@ CidMode select(CidMode requested) {
   install_hooks(m == CidMode::global);
   g_mode.store(m, arch::mo_hint);
   return m;
+}
+
+namespace {
+// The highest number in a sysfs CPU list ("0-127", "0,2-5"), or -1.
+int highest_in_cpu_list(const char* list, ssize_t len) {
+  int highest = -1, value = -1;
+  for (ssize_t i = 0; i <= len; ++i) {
+    char c = i < len ? list[i] : '\n';
+    if (c >= '0' && c <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (c - '0');
+    } else {
+      if (value > highest) highest = value;
+      value = -1;
+    }
+  }
+  return highest;
+}
+
+// Fallback: the highest CPU this thread may run on.
+int highest_in_affinity() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  for (int cpu = CPU_SETSIZE - 1; cpu > 0; --cpu)
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  return 0;
+}
+}  // namespace
+
+uint32_t possible_cpus() {
+  char buf[256];
+  ssize_t n = -1;
+  int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    n = read(fd, buf, sizeof buf);
+    close(fd);
+  }
+  int highest = n > 0 ? highest_in_cpu_list(buf, n) : -1;
+  if (highest < 0) highest = highest_in_affinity();
+  return static_cast<uint32_t>(highest) + 1;
 }
 
 CidMode requested_mode() { return g_requested; }

@@ -195,6 +195,12 @@ void release_process_ids();
 // In a fork child, single-threaded (preload's atfork handler; tests).
 void after_fork_in_child();
 
+// CPUs the kernel may ever bring online (/sys/devices/system/cpu/possible),
+// read with plain system calls: glibc's get_nprocs_conf() may fall back to
+// opendir(), which allocates, and this runs at configuration time and on a
+// lock's first use, possibly inside a malloc's own initialisation.
+uint32_t possible_cpus();
+
 // Introspection for tests and statistics.
 uint32_t ids_in_use();             // bits set in the active bitmap (global: the shared one)
 void percpu_scan();                // the periodic scan, run now

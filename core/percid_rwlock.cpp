@@ -2,7 +2,6 @@
 #include "core/percid_rwlock.h"
 
 #include <sys/mman.h>
-#include <sys/sysinfo.h>
 
 #include <cstddef>
 
@@ -25,8 +24,7 @@ uint32_t g_free_next[kMaxLocks];
 const void* g_owner[kMaxLocks];    // the lock using each block; nullptr = on the free list
 
 uint32_t slots_for_this_machine() {
-  int cpus = get_nprocs_conf();
-  uint32_t want = cpus > 0 ? 2 * static_cast<uint32_t>(cpus) : kMinSlotsPerLock;
+  uint32_t want = 2 * cid::possible_cpus();
   uint32_t slots = kMinSlotsPerLock;
   while (slots < want && slots < kMaxSlotsPerLock) slots *= 2;
   return slots;

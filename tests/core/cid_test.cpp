@@ -76,6 +76,8 @@ class CidTest : public ::testing::Test {
 
 class EveryCid : public CidTest, public ::testing::WithParamInterface<CidMode> {};
 
+TEST(CidCpus, PossibleCpusMatchesGlibc) { EXPECT_EQ(cid::possible_cpus(), static_cast<uint32_t>(get_nprocs_conf())); }
+
 TEST_P(EveryCid, IdsStayBelowTheBoundOnEveryThread) {
   cid::select(GetParam());
   std::vector<std::thread> ts;
