@@ -53,15 +53,27 @@ inline int current_cpu() {
   return sched_getcpu();
 }
 
+// The kernel writes mm_cid whenever it supports it (AT_RSEQ_FEATURE_SIZE >= 28):
+// the field lies inside the original 32-byte registration (ORIG_RSEQ_SIZE)
+// that every registering glibc makes. __rseq_size is not the test: glibc
+// before 2.40 reports 20 there (the fields it uses) while registering 32
+// bytes, so `__rseq_size >= 28` would refuse a working mm_cid on glibc 2.36.
 inline bool kernel_mm_cid_available() {
-  return rseq_registered() && __rseq_size >= rseq_mm_cid_feature_size &&
-         getauxval(AT_RSEQ_FEATURE_SIZE) >= rseq_mm_cid_feature_size;
+  return rseq_registered() && getauxval(AT_RSEQ_FEATURE_SIZE) >= rseq_mm_cid_feature_size;
+}
+
+// Where the kernel publishes the caller's mm_cid. Only valid once
+// kernel_mm_cid_available() said yes: callers check that once, so this does
+// not re-check the registration on every read (a lock fast path reads it).
+inline const volatile uint32_t* rseq_mm_cid_word() {
+  auto* area = static_cast<const volatile unsigned char*>(__builtin_thread_pointer()) + __rseq_offset;
+  return reinterpret_cast<const volatile uint32_t*>(area + rseq_mm_cid_offset);
 }
 
 // The kernel's per-process concurrency id of the caller, or -1.
 inline int kernel_mm_cid() {
   if (!kernel_mm_cid_available()) return -1;
-  return static_cast<int>(*reinterpret_cast<const volatile uint32_t*>(rseq_area() + rseq_mm_cid_offset));
+  return static_cast<int>(*rseq_mm_cid_word());
 }
 
 }  // namespace lockswap::arch

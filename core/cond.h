@@ -46,6 +46,12 @@ struct PlainSleeper {
   static int sleep(const std::atomic<uint32_t>* word, uint32_t expected, const WaitCtx& ctx, bool shared) {
     return ctx.sleep(word, expected, shared);
   }
+  // With `around(futex_call)` wrapped around the system call alone.
+  template <class Around>
+  static int sleep_around(const std::atomic<uint32_t>* word, uint32_t expected, const WaitCtx& ctx, bool shared,
+                          Around&& around) {
+    return ctx.sleep_around(word, expected, shared, around);
+  }
 };
 
 class Cond {

@@ -39,6 +39,20 @@ LOCK_EVENT(cond_timeout,        "condition wait returned ETIMEDOUT")
 LOCK_EVENT(cond_signal,         "signal that found waiters")
 LOCK_EVENT(cond_broadcast,      "broadcast that found waiters")
 
+// --- concurrency ids (core/cid.h) ---
+LOCK_EVENT(cid_alloc,           "concurrency id taken from an id bitmap")
+LOCK_EVENT(cid_free,            "global: id given back before a sleep or at thread exit")
+LOCK_EVENT(cid_lock_contended,  "allocator lock busy at the first try (global: the shared cid_lock)")
+LOCK_EVENT(cid_reclaim,         "id freed for its holder: percpu idle/out-of-range CPU slot, global dead process")
+LOCK_EVENT(cid_fallback,        "no id of the chosen kind: rseq unavailable (percpu used) or id space full")
+LOCK_EVENT(cid_slow_ns,         "CPU ns in allocator slow paths (1 call in 32 timed, scaled by 32)")
+
+// --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
+LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")
+LOCK_EVENT(percid_rlock_recursive, "reader holding read locks entered past a pending writer")
+LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
+LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
+
 // --- dispatch (preload/) ---
 LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")
 

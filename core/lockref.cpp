@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "arch/relax.h"
+#include "core/wait_ctx.h"
 
 namespace lockswap {
 
@@ -26,6 +27,7 @@ void lock_half_slow(std::atomic<uint64_t>& w, bool shared) {
     lockevent_inc(LockEvent::lockref_lock_sleep);
     // EAGAIN when any bit of the lock half moved (an unlock, or user bits such
     // as core/sem.h's nwaiters): just try again.
+    run_before_sleep_hook();
     arch::futex_wait(lock_futex(w), high_of(old | kLockBits), CLOCK_MONOTONIC, nullptr, shared);
   }
 }

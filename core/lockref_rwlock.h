@@ -374,6 +374,7 @@ class LockrefRwlock {
         (ctx.abs->tv_sec < until.tv_sec || (ctx.abs->tv_sec == until.tv_sec && ctx.abs->tv_nsec < until.tv_nsec)))
       abs = ctx.abs;
     if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
+    run_before_sleep_hook();
     arch::futex_wait(lockref::lock_futex(word_), lockref::high_of(seen), CLOCK_MONOTONIC, abs, kShared);
     return ctx.mode == WaitCtx::Mode::until && ctx.expired() ? ETIMEDOUT : 0;
   }

@@ -98,9 +98,14 @@ static_assert(std::is_standard_layout_v<SemWords>);
 // ETIMEDOUT, or EINTR.
 struct SemPlainSleeper {
   static int sleep(const std::atomic<uint32_t>* word, uint32_t expected, const WaitCtx& ctx, bool shared) {
-    const bool timed = ctx.mode == WaitCtx::Mode::until;
-    if (timed && ctx.abs->tv_sec < 0) return ETIMEDOUT;  // the kernel would say EINVAL
-    return arch::futex_wait(word, expected, ctx.clock, timed ? ctx.abs : nullptr, shared);
+    return sleep_around(word, expected, ctx, shared, [](auto&& futex_call) { return futex_call(); });
+  }
+  // With `around(futex_call)` wrapped around the system call alone; the raw
+  // futex result (EINTR included). A negative deadline is ETIMEDOUT at once.
+  template <class Around>
+  static int sleep_around(const std::atomic<uint32_t>* word, uint32_t expected, const WaitCtx& ctx, bool shared,
+                          Around&& around) {
+    return ctx.sleep_raw_around(word, expected, shared, around);
   }
 };
 

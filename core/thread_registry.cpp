@@ -9,6 +9,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "arch/rseq.h"
+#include "core/spin_guard.h"
 
 namespace lockswap {
 
@@ -19,21 +20,16 @@ std::atomic<ThreadSlot*> g_chunks[kChunks];
 std::atomic<uint32_t> g_fork_generation{0};
 
 namespace {
-// Registry lock: a test-and-set lock that yields, because under
-// oversubscription its holder may be preempted.
+// Registry lock (SpinGuard: yields, because under oversubscription its
+// holder may be preempted).
 std::atomic<uint32_t> g_lock{0};
 uint32_t g_next_id = 1;                 // next never-used id (under g_lock)
 ThreadSlot* g_free = nullptr;           // recycled slots (under g_lock)
 std::atomic<bool> g_key_ready{false};
 pthread_key_t g_exit_key;
 
-struct RegistryGuard {
-  RegistryGuard() {
-    for (unsigned spins = 0; g_lock.exchange(1, std::memory_order_acquire) != 0; ++spins) {
-      if (spins > 64) sched_yield(); else arch::cpu_relax();
-    }
-  }
-  ~RegistryGuard() { g_lock.store(0, std::memory_order_release); }
+struct RegistryGuard : SpinGuard {
+  RegistryGuard() : SpinGuard(g_lock) {}
 };
 
 ThreadSlot* map_chunk() {
@@ -44,6 +40,7 @@ ThreadSlot* map_chunk() {
 
 void on_thread_exit(void* arg) {
   auto* s = static_cast<ThreadSlot*>(arg);
+  if (void (*hook)() = g_thread_exit_hook.load(std::memory_order_relaxed)) hook();
   if (t_local.slot == s) t_local.slot = nullptr;
   // Retract the rseq pointer and wait out anyone dereferencing it: the rseq
   // area lives in this thread's TCB, which may be unmapped after we exit.

@@ -78,6 +78,10 @@ inline constexpr uint32_t kMaxThreads = kSlotsPerChunk * kChunks;
 extern std::atomic<ThreadSlot*> g_chunks[kChunks];
 extern std::atomic<uint32_t> g_fork_generation;
 
+// Runs in an exiting thread that has a slot, before the slot is recycled
+// (core/cid.cpp returns a LOCKSWAP_CID=global id there); null when unused.
+inline std::atomic<void (*)()> g_thread_exit_hook{nullptr};
+
 ThreadSlot& attach_current_thread();
 }  // namespace registry
 

@@ -18,6 +18,18 @@
 
 namespace lockswap {
 
+// Every sleep in lockswap goes through WaitCtx::sleep_around, so this is the
+// one place to learn "this thread stops running lock code now" (the kernel's
+// switch-out). core/cid.cpp installs a hook there for LOCKSWAP_CID=global;
+// otherwise it is null and costs a load and a branch next to a system call.
+// Nothing is needed after the wake-up: the next lock code that wants a
+// concurrency id takes one lazily.
+inline std::atomic<void (*)()> g_before_sleep_hook{nullptr};
+
+inline void run_before_sleep_hook() {
+  if (void (*hook)() = g_before_sleep_hook.load(std::memory_order_relaxed)) hook();
+}
+
 struct WaitCtx {
   enum class Mode : uint8_t { forever, try_once, until };
   Mode mode = Mode::forever;
@@ -43,10 +55,26 @@ struct WaitCtx {
   // Sleep on `word` while it equals `expected`, honouring the deadline.
   // Returns 0 (woken or value changed: re-check) or ETIMEDOUT.
   int sleep(const std::atomic<uint32_t>* word, uint32_t expected, bool shared = false) const {
+    return sleep_around(word, expected, shared, [](auto&& futex_call) { return futex_call(); });
+  }
+
+  // The same, with `around(futex_call)` wrapped around the system call alone
+  // (preload makes only the syscall a cancellation point). The before-sleep
+  // hook runs first, outside `around`.
+  template <class Around>
+  int sleep_around(const std::atomic<uint32_t>* word, uint32_t expected, bool shared, Around&& around) const {
+    int rc = sleep_raw_around(word, expected, shared, around);
+    return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+  }
+
+  // The futex result itself: 0, EAGAIN (value differed), ETIMEDOUT or EINTR
+  // (a handler without SA_RESTART: semaphores report it).
+  template <class Around>
+  int sleep_raw_around(const std::atomic<uint32_t>* word, uint32_t expected, bool shared, Around&& around) const {
     if (mode == Mode::try_once) return ETIMEDOUT;
     if (mode == Mode::until && abs->tv_sec < 0) return ETIMEDOUT;  // kernel would say EINVAL
-    int rc = arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared);
-    return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+    run_before_sleep_hook();
+    return around([&] { return arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared); });
   }
 };
 

@@ -39,12 +39,15 @@ namespace {
     g_lockref_tunables.retries = static_cast<uint32_t>(v))                                          \
   X(LOCKSWAP_STATS, 0, 1, "1: print lock event counts at exit (stderr)", g_config.stats = v != 0)
 
-// API families: X(Enum, field, "ENV_NAME", VARIANT_LIST). Parsing, the list of
-// valid choices and the names in statistics are generated from these.
-#define LOCKSWAP_FAMILIES(X)                                        \
-  X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS)   \
-  X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS) \
-  X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS)
+// API families (and the concurrency-id allocator of the percid rwlock).
+// Parsing, the list of valid choices and the names in statistics are
+// generated from these.
+// X(Enum, field, "ENV_NAME", VARIANT_LIST, default, "what a choice names")
+#define LOCKSWAP_FAMILIES(X)                                                                \
+  X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS, glibc, "mutex variant")     \
+  X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS, glibc, "rwlock variant") \
+  X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS, glibc, "sem variant")               \
+  X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator")
 
 // Read by the `lockswap` command, not by the library: accepted and ignored.
 #define LOCKSWAP_WRAPPER_VARIABLES(X) X(LOCKSWAP_LIB)
@@ -61,10 +64,10 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
   say("\n");
   say("lockswap: valid settings:\n");
 #define NAME(id, name, type, desc) say(" " name);
-#define FAMILY(Enum, field, env, LIST) \
-  say("  " env " =");                 \
-  LIST(NAME)                           \
-  say("\n");
+#define FAMILY(Enum, field, env, LIST, dflt, what) \
+  say("  " env " =");                               \
+  LIST(NAME)                                        \
+  say("   (" what "; default " #dflt ")\n");
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
 #undef NAME
@@ -75,15 +78,15 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
   _exit(2);
 }
 
-// parse(value, MutexVariant{}) etc.: unset or empty means glibc.
+// parse(value, MutexVariant{}) etc.: unset or empty means the default.
 #define MATCH(id, name, type, desc) \
   if (strcmp(s, name) == 0) return E::id;
-#define FAMILY(Enum, field, env, LIST)                  \
-  Enum parse(const char* s, Enum) {                     \
-    using E = Enum;                                     \
-    if (s == nullptr || *s == '\0') return E::glibc;    \
-    LIST(MATCH)                                         \
-    fail_with_choices(env, s, "unknown " #field " variant"); \
+#define FAMILY(Enum, field, env, LIST, dflt, what)  \
+  Enum parse(const char* s, Enum) {                 \
+    using E = Enum;                                 \
+    if (s == nullptr || *s == '\0') return E::dflt; \
+    LIST(MATCH)                                     \
+    fail_with_choices(env, s, "unknown " what);     \
   }
 LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -104,7 +107,7 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 bool is_known_name(const char* entry, size_t len) {
   static const char* const known[] = {
       "LOCKSWAP_STATS_FILE",
-#define FAMILY(Enum, field, env, LIST) env,
+#define FAMILY(Enum, field, env, LIST, dflt, what) env,
       LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
 #define X(env, lo, hi, meaning, apply) #env,
@@ -173,10 +176,11 @@ void load_config() {
   read_stats_file();
   // Parse every family before publishing any, so a bad LOCKSWAP_SEM stops the
   // program before a single lock has used another family's choice.
-#define FAMILY(Enum, field, env, LIST) Enum field = parse(secure_getenv(env), Enum{});
+#define FAMILY(Enum, field, env, LIST, dflt, what) Enum field = parse(secure_getenv(env), Enum{});
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
-#define FAMILY(Enum, field, env, LIST) __atomic_store_n(&g_config.field, field, __ATOMIC_RELEASE);
+  cid::select(cid);  // before the first fork: `global` maps its shared page here
+#define FAMILY(Enum, field, env, LIST, dflt, what) __atomic_store_n(&g_config.field, field, __ATOMIC_RELEASE);
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   g_loaded.store(true, std::memory_order_release);
@@ -185,8 +189,8 @@ void load_config() {
 #define NAME(id, name, type, desc) \
   case E::id:                      \
     return name;
-#define FAMILY(Enum, field, env, LIST) \
-  const char* variant_name(Enum v) {   \
+#define FAMILY(Enum, field, env, LIST, dflt, what) \
+  const char* variant_name(Enum v) {               \
     using E = Enum;                    \
     switch (v) {                       \
       LIST(NAME)                       \

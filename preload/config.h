@@ -8,6 +8,7 @@ struct Config {
   MutexVariant mutex = MutexVariant::unset;
   RwlockVariant rwlock = RwlockVariant::unset;
   SemVariant sem = SemVariant::unset;
+  CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
 };
@@ -44,5 +45,6 @@ inline SemVariant sem_variant() {
 const char* variant_name(MutexVariant v);
 const char* variant_name(RwlockVariant v);
 const char* variant_name(SemVariant v);
+  CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
 
 }  // namespace lockswap

@@ -313,9 +313,13 @@ int native_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* attr) {
   return 0;
 }
 
+// glibc's destroy of a private rwlock checks nothing; a variant that keeps
+// state outside the object (percid's reader slots) gets to release it.
+template <class V>
 int native_rwlock_destroy(pthread_rwlock_t* l) {
   if (abi::glibc_owned(abi::obj(l))) return real::glibc().pthread_rwlock_destroy(l);
-  return 0;  // glibc's destroy of a private rwlock checks nothing either
+  if constexpr (requires(RwlockObject& o) { V::destroy(o); }) V::destroy(abi::obj(l));
+  return 0;
 }
 
 // ------------------------------------------------------------------- cond
@@ -324,19 +328,27 @@ Cond& cond_obj(pthread_cond_t* c) { return *reinterpret_cast<Cond*>(c); }
 static_assert(sizeof(Cond) <= sizeof(pthread_cond_t));
 
 // The futex sleep inside a condition or semaphore wait is the cancellation
-// point. Async cancellation is enabled only around the system call, inside a
-// function that has no cleanups of its own: a cancellation unwinds straight
-// out of it into the waiting object's guard (Cond::wait re-takes the mutex,
-// a semaphore unregisters its waiter) before the caller's handlers run.
+// point. Async cancellation is enabled only around the system call itself
+// (not around WaitCtx's before-sleep hook, which may hold an allocator lock),
+// inside a function that has no cleanups of its own: a cancellation unwinds
+// straight out of it into the waiting object's guard (Cond::wait re-takes the
+// mutex, a semaphore unregisters its waiter) before the caller's handlers run.
+struct AsyncCancelAround {
+  template <class FutexCall>
+  int operator()(FutexCall&& futex_call) const {
+    int old_type;
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
+    int rc = futex_call();
+    pthread_setcanceltype(old_type, &old_type);
+    return rc;
+  }
+};
+
 template <class Plain>
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
                                              const WaitCtx& ctx, bool shared) {
-    int old_type;
-    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
-    int rc = Plain::sleep(word, expected, ctx, shared);
-    pthread_setcanceltype(old_type, &old_type);
-    return rc;
+    return Plain::sleep_around(word, expected, ctx, shared, AsyncCancelAround{});
   }
 };
 
@@ -494,7 +506,7 @@ void install_rwlock() {
   } else {
     using R = NativeRwlock<V>;
     g_ops.pthread_rwlock_init = native_rwlock_init;
-    g_ops.pthread_rwlock_destroy = native_rwlock_destroy;
+    g_ops.pthread_rwlock_destroy = native_rwlock_destroy<V>;
     g_ops.pthread_rwlock_rdlock = R::rdlock;
     g_ops.pthread_rwlock_tryrdlock = R::tryrdlock;
     g_ops.pthread_rwlock_timedrdlock = R::timedrdlock;

@@ -11,14 +11,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cid.h"
 #include "core/lock_events.h"
+#include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
 
 namespace lockswap {
 namespace {
 
-void on_fork_child() { after_fork_in_child(); }
+void on_fork_child() {
+  after_fork_in_child();
+  cid::after_fork_in_child();
+  percid::after_fork_in_child();
+}
 
 __attribute__((constructor)) void lockswap_start() {
   load_config();
@@ -40,8 +46,9 @@ struct Block {
 };
 
 void fill_stats(Block& b) {
-  b.add("lockswap: pid %d mutex=%s rwlock=%s sem=%s\n", getpid(), variant_name(g_config.mutex),
-        variant_name(g_config.rwlock), variant_name(g_config.sem));
+  b.add("lockswap: pid %d mutex=%s rwlock=%s sem=%s cid=%s%s\n", getpid(), variant_name(g_config.mutex),
+        variant_name(g_config.rwlock), variant_name(g_config.sem), variant_name(cid::mode()),
+        cid::rseq_fell_back() ? " (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)" : "");
 #if LOCKSWAP_LOCK_EVENTS
   for (uint32_t i = 0; i < kNumLockEvents; ++i) {
     uint64_t v = lockevent_total(static_cast<LockEvent>(i));
@@ -103,6 +110,7 @@ void print_stats() {
 
 __attribute__((destructor)) void lockswap_stop() {
   if (g_config.stats) print_stats();
+  cid::release_process_ids();  // LOCKSWAP_CID=global: ids in the page shared with forked relatives
 }
 
 }  // namespace

@@ -10,12 +10,15 @@
 // which is the futex variant's mutex again.
 //
 // X(identifier, "name users type", AdapterType, "one-line description")
+// (for LOCKSWAP_CID the third field is the core allocator, a CidMode).
 #pragma once
 #include <cstdint>
 
+#include "core/cid.h"
 #include "preload/variants/futex.h"
 #include "preload/variants/glibc.h"
 #include "preload/variants/lockref.h"
+#include "preload/variants/percid.h"
 #include "preload/variants/rwsem.h"
 
 #define LOCKSWAP_MUTEX_VARIANTS(X)                                                              \
@@ -28,7 +31,8 @@
   X(futex, "futex", FutexRwlockVariant, "reference reader-preferring futex rwlock")               \
   X(rwsem, "rwsem", RwsemStealRwlock, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
   X(rwsem_rspin, "rwsem-rspin", RwsemSpinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
-  X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half")
+  X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half") \
+  X(percid, "percid", PercidRwlockVariant, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
 
 // POSIX semaphores (sem_*). Every process sharing a semaphore must run the
 // same variant: the word's meaning is the variant's.
@@ -36,6 +40,14 @@
   X(glibc, "glibc", GlibcForward, "glibc's own sem_* (the control of every experiment)")          \
   X(futex, "futex", FutexSemVariant, "reference value+waiters word, unbounded compare-and-swap")  \
   X(lockref, "lockref", LockrefSemVariant, "lockref word: bounded compare-and-swap, then the lock half")
+
+// Concurrency-id allocators (core/cid.h), used by LOCKSWAP_RWLOCK=percid. The
+// "type" field is the core allocator; the identifier is CidMode's.
+#define LOCKSWAP_CID_VARIANTS(X)                                                                               \
+  X(rseq, "rseq", CidMode::rseq, "the kernel's mm_cid from rseq; percpu where unavailable (default)")       \
+  X(percpu, "percpu", CidMode::percpu, "v6.4: per-CPU id cache, lock-free fast path, lazy reclaim")           \
+  X(global, "global", CidMode::global, "v6.3: one lock + bitmap shared with forked children, id put at sleep") \
+  X(thread, "thread", CidMode::thread, "v6.19 per-task: the thread's registry id, kept for its life")
 
 namespace lockswap {
 

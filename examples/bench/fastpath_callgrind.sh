@@ -15,6 +15,8 @@
 #   none            no LD_PRELOAD: glibc 2.36 itself (the reference for ratios)
 #   glibc           LD_PRELOAD=liblockswap.so, LOCKSWAP_*=glibc (the forwarding control)
 #   futex, rwsem, rwsem-rspin, rwsem+dropbias   (rwsem-rspin has no mutex: n/a)
+#   percid, percid+percpu, percid+global, percid+thread (rwlock only; percid
+#                   alone uses the default LOCKSWAP_CID, rseq)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,7 +35,7 @@ usage: $0 [--build DIR] [--lib PATH] [--bin PATH] [--variants LIST] [--ops LIST]
   --build DIR     build tree (default $root/build); sets the two defaults below
   --lib PATH      liblockswap.so (default BUILD/preload/liblockswap.so)
   --bin PATH      the fastpath program (default BUILD/examples/bench/fastpath)
-  --variants L    comma list (default $variants; also rwsem+dropbias)
+  --variants L    comma list (default $variants; also rwsem+dropbias, percid[+CID])
   --ops L         comma list of mutex,rdlock,wrlock (default all)
   --k1/--k2 N     pairs in the two runs (default $k1 / $k2)
   --out DIR       also write fastpath.csv and fastpath.md there (default BUILD/bench-results)
@@ -76,6 +78,10 @@ variant_env() {
     none) echo "LD_PRELOAD=" ;;
     rwsem+dropbias) echo "LD_PRELOAD=$lib $var=rwsem LOCKSWAP_RWSEM_DROP_BIAS=1" ;;
     rwsem-rspin) [[ "$op" == mutex ]] && return 1; echo "LD_PRELOAD=$lib $var=rwsem-rspin" ;;
+    percid | percid+*)  # percid+ALLOCATOR sets LOCKSWAP_CID
+      [[ "$op" == mutex ]] && return 1
+      local cid=${v#percid}
+      echo "LD_PRELOAD=$lib $var=percid${cid:+ LOCKSWAP_CID=${cid#+}}" ;;
     *) echo "LD_PRELOAD=$lib $var=$v" ;;
   esac
 }

@@ -39,6 +39,11 @@ BUILTIN = {
     "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
     "lockref": ("lockref", {}, False),  # rwlock only: readers count in a lockref word, writers take its lock
+    # per-CID sharded readers (rwlock only); the default id allocator is rseq
+    "percid": ("percid", {}, False),
+    "percid+percpu": ("percid", {"LOCKSWAP_CID": "percpu"}, False),
+    "percid+global": ("percid", {"LOCKSWAP_CID": "global"}, False),
+    "percid+thread": ("percid", {"LOCKSWAP_CID": "thread"}, False),
 }
 
 NOISY, NOISY_MARK = 1.5, "†"  # max/min kops over the repeats of a cell above which it is flagged
@@ -67,16 +72,21 @@ def parse_args():
     p.add_argument("--duration", type=float, help="seconds per run (default 1, --quick 0.2)")
     p.add_argument("--quick", action="store_true",
                    help="a few cells at 0.2 s: threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
+    p.add_argument("--read-mostly", action="store_true",
+                   help="the read-mostly matrix: reads 100,99,90 x threads 2..64 x load 1, variants "
+                        "glibc,rwsem,percid, no mutex matrix, --repeat 3 (~3 min); other options still apply")
     p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default glibc,futex,rwsem,rwsem-rspin; "
-                   "also: none (no preload), rwsem+dropbias, lockref, or names from --define)")
+                   "also: none (no preload), rwsem+dropbias, lockref, percid, percid+percpu, percid+global, "
+                   "percid+thread, or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
     p.add_argument("--baseline", default="glibc", help="variant the ratios are taken against (default glibc)")
-    p.add_argument("--repeat", type=int, default=1, help="runs per cell and variant; the median is reported")
+    p.add_argument("--repeat", type=int, help="runs per cell and variant; the median is reported "
+                   "(default 1, 3 with --read-mostly)")
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
@@ -86,6 +96,13 @@ def parse_args():
     p.add_argument("--prefer-writer", action="store_true",
                    help="init the rwlock PREFER_WRITER_NONRECURSIVE_NP (default: default attributes)")
     a = p.parse_args()
+    if a.read_mostly:
+        a.reads = a.reads or "100,99,90"
+        a.loads = a.loads or "1"
+        a.variants = a.variants or "glibc,rwsem,percid"
+        a.no_mutex = True
+        a.repeat = a.repeat or 3
+    a.repeat = a.repeat or 1
     a.lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     a.bench = os.path.abspath(a.bench or os.path.join(a.build, "examples", "bench", "rwlock_bench"))
     a.out = os.path.abspath(a.out or os.path.join(a.build, "bench-results"))
@@ -283,13 +300,18 @@ def main():
 
 
 def write_raw(args, raw):
-    cols = ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
-            "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
-            "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"]
-    with open(os.path.join(args.out, "raw.csv"), "w", newline="") as f:
+    write_csv(os.path.join(args.out, "raw.csv"), raw,
+              ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
+               "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
+               "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"])
+
+
+def write_csv(path, rows, cols):
+    """One row per dict, the listed columns only."""
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
-        for r in raw:
+        for r in rows:
             w.writerow(r)
 
 
@@ -449,12 +471,16 @@ def plot(args, groups, results):
                     plots.append("1 with lines lc rgb '#888888' dt 2 notitle")
                 g.append("plot " + ", ".join(plots))
         g.append("unset multiplot")
-        script = os.path.join(args.out, f"{what}.gp")
-        with open(script, "w") as f:
-            f.write("\n".join(g) + "\n")
-        pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
-        if pr.returncode != 0:
-            print(f"run_matrix: gnuplot failed for {fname}: {pr.stderr.strip()}", file=sys.stderr)
+        run_gnuplot(os.path.join(args.out, f"{what}.gp"), g, "run_matrix")
+
+
+def run_gnuplot(script, lines, who):
+    """Writes the gnuplot script (kept next to the PNG for re-plotting) and runs it."""
+    with open(script, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    pr = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+    if pr.returncode != 0:
+        print(f"{who}: gnuplot failed for {script}: {pr.stderr.strip()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,13 @@
 #include <thread>
 #include <vector>
 
+#include "examples/bench/bench_util.h"
+
 namespace {
+
+using bench::env_or;
+using bench::now_ns;
+using bench::pause_n;
 
 struct Options {
   int threads = 4;
@@ -105,16 +111,6 @@ Options parse(int argc, char** argv) {
   if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
   if (o.mutex) o.read_frac = 0;
   return o;
-}
-
-inline void pause_n(int n) {
-  for (int i = 0; i < n; ++i) __builtin_ia32_pause();
-}
-
-inline uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // xorshift64*: deterministic per thread.
@@ -269,11 +265,6 @@ std::string resolved_in(void* fn) {
   std::string p = info.dli_fname;
   auto slash = p.rfind('/');
   return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
-const char* env_or(const char* name, const char* dflt) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : dflt;
 }
 
 }  // namespace

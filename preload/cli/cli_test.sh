@@ -46,6 +46,10 @@ expect exit-status 3 '' -- "$CLI" --mutex futex -- sh -c 'exit 3'
 expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$' -- \
   env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
+expect percid-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant percid -- true
+expect cid 0 '^LOCKSWAP_CID=global$' -- "$CLI" --rwlock percid --cid global -- env
+expect list-cid 0 'LOCKSWAP_CID = rseq percpu global thread' -- "$CLI" --list
+expect bad-cid 2 'unknown concurrency-id allocator' -- "$CLI" --rwlock percid --cid nope -- true
 expect stats-file 0 '' -- "$CLI" --stats-file "${TMPDIR:-/tmp}/lockswap-cli-test.$$" --mutex futex -- true
 if [[ -s "${TMPDIR:-/tmp}/lockswap-cli-test.$$" ]] && grep -q 'mutex=futex' "${TMPDIR:-/tmp}/lockswap-cli-test.$$"; then
   ok stats-file-written

@@ -69,6 +69,10 @@ grep -q 'LOCKSWAP_MUTEX' "$work/err" || fail "LOCKSWAP_MUTEX=nope: the message d
 run LOCKSWAP_RWLOCK=nope
 check_rejected "LOCKSWAP_RWLOCK=nope"
 
+run LOCKSWAP_CID=nope
+check_rejected "LOCKSWAP_CID=nope"
+grep -q 'LOCKSWAP_CID = .*percpu' "$work/err" || fail "LOCKSWAP_CID=nope: the message does not list the allocators"
+
 run LOCKSWAP_RWSEM_HANDOFF_US=abc
 check_rejected "LOCKSWAP_RWSEM_HANDOFF_US=abc"
 grep -q 'LOCKSWAP_RWSEM_HANDOFF_US' "$work/err" || fail "malformed tunable: the message does not name it"

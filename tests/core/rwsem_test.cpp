@@ -23,52 +23,17 @@
 #include <thread>
 #include <vector>
 
+#include "tests/core/core_test_util.h"
+
 namespace lockswap {
 namespace {
 
 using namespace std::chrono_literals;
 namespace rw = rwsem;
 
-// --- helpers ---------------------------------------------------------------
+// --- helpers: tests/core/core_test_util.h ---------------------------------
 
-// An absolute deadline `d` from now (d may be negative), normalised: a WaitCtx
-// must hold a valid timespec (0 <= tv_nsec < 1e9), or the futex says EINVAL.
-timespec clock_in(clockid_t clock, std::chrono::milliseconds d) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  long long ns = static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec +
-                 std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  return ts;
-}
-timespec monotonic_in(std::chrono::milliseconds d) { return clock_in(CLOCK_MONOTONIC, d); }
-
-// Poll `pred` until true or `limit` passes.
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 5000ms) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
-
-// Lock event deltas since construction (process-wide, exited threads included).
-class Events {
- public:
-  Events() {
-    for (uint32_t i = 0; i < kNumLockEvents; ++i) base_[i] = lockevent_total(static_cast<LockEvent>(i));
-  }
-  uint64_t operator()(LockEvent e) const {
-    return lockevent_total(e) - base_[static_cast<uint32_t>(e)];
-  }
-
- private:
-  uint64_t base_[kNumLockEvents];
-};
-constexpr bool kEvents = LOCKSWAP_LOCK_EVENTS != 0;
+using namespace coretest;
 
 template <class P>
 class RwsemTest : public ::testing::Test {

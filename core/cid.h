@@ -1,0 +1,210 @@
+// core/cid.h — dense concurrency ids: the kernel's mm_cid, four ways, in userspace.
+//
+// Design
+// ------
+// A concurrency id (cid) is a small integer per thread running lock code, so
+// that per-reader state can be sharded into "as many slots as threads run at
+// once" instead of one per thread or per possible CPU (core/percid_rwlock.h is
+// the user). Written from ../shared/docs/kernel-algorithms.md §3; the contract
+// is the kernel's (§3.0): ids are < kMaxCids, compact toward 0, and two
+// threads never hold the same id at once — for `global` and `thread` exactly,
+// for `percpu` and `rseq` among threads that are running at the same instant
+// (a thread preempted between reading its id and using it may share it, as
+// with the kernel's mm_cid read outside an rseq critical section). The percid
+// rwlock only needs ids to be small: its slots are counters, so a shared id
+// costs a shared cache line, never correctness.
+//
+// LOCKSWAP_CID selects one allocator for the process (CidMode):
+//
+//   global  v6.3 (af7f588d8f73, §3.2): one lock (the cid_lock) and one bitmap.
+//           A thread takes the lowest free id, under the lock, the first time
+//           it needs one after a sleep in lockswap, and gives it back, under
+//           the lock, when it goes to sleep again (WaitCtx's before-sleep
+//           hook: the userspace switch-out) or exits. Lock, bitmap and owner
+//           pids live in a MAP_SHARED page created before the first fork, so
+//           a forking server's children allocate from the same space and
+//           contend on the same lock, as the seed's postgres backends did.
+//   percpu  v6.4 (223baf9d17f2, §3.5): a per-process array of per-CPU slots,
+//           each caching the id last used on that CPU. Fast path: read the CPU
+//           (rseq cpu_id), read its slot, done — no lock, no shared write.
+//           A slot that is unset or lazily put takes the lowest free id from
+//           a private bitmap (lock-free test-and-set; the forward-progress
+//           lock only after a lost race, §3.5 step 2-3). Ids stay cached when
+//           threads stop; a periodic scan (every kScanPeriodNs, by whichever
+//           thread notices on its kUsesPerClockCheck-th use) frees the ids of
+//           CPU slots idle for a whole epoch and asks slots holding an id
+//           >= popcount(bitmap) to give theirs back (lazy put) so the ids
+//           re-converge toward 0 (§3.5 "periodic compaction").
+//   rseq    the kernel's own mm_cid, read from the rseq area glibc registered.
+//           When the kernel or libc does not provide it (auxv feature size <
+//           28, or rseq registration off), the process uses `percpu` instead,
+//           counts one cid_fallback event and says so in the statistics.
+//   thread  v6.19 per-task mode (§3.7, §3.8): the id of the thread's registry
+//           slot (core/thread_registry.h), taken at its first lockswap slow
+//           path, kept for life, recycled when the thread exits. Dense over
+//           live threads that used lockswap, not over running ones.
+//
+// percpu slot word (CpuCache::cid), the kernel's encoding:
+//   0 .. kMaxCids-1        valid: this CPU's cached id
+//   id | kLazyPut          lazy put: a scan asked for the id back; the next
+//                          user of the slot frees it and takes the lowest one
+//   kUnset (all ones)      no id (recognised before the lazy test)
+// Who writes it: a user on that CPU stores valid ids and resolves lazy puts
+// (CAS); the scan moves valid -> lazy -> unset (CAS), freeing the bit only if
+// its own lazy -> unset CAS won.
+//
+// Memory order (percpu). The scan must not free an id a thread is using. A
+// user stamps its slot with the current epoch (store, seq_cst) before reading
+// the id (seq_cst) whenever the stamp is stale; the scan advances the epoch,
+// CASes valid -> lazy (seq_cst), then re-reads the stamp: if the slot was used
+// in this or the previous epoch it leaves the lazy flag for the user to
+// resolve (the kernel's rq->curr Dekker pair, §3.5/§3.8, with "used during
+// the last epoch" standing in for "running now"). Either the scan sees the
+// fresh stamp or the user sees the lazy flag. Epochs are >= kScanPeriodNs
+// apart, so only a thread stalled that long between reading and using its id
+// can see it freed under it. Bitmap bits are atomic fetch_or / fetch_and.
+//
+// global: the lock is a test-and-set word (acquire / release) with yield
+// after a few polls; bitmap and owners are plain (relaxed) accesses under it.
+//
+// Fork. The child starts clean: percpu's cache, bitmap and scan state are
+// reset; the forking thread forgets its global id without freeing it (the
+// parent's thread of the same name still holds it). The shared lock is NOT
+// reset: a parent thread holding it is alive and will release it. Ids of a
+// process that exits are freed by its exit handler (release_process_ids), and
+// those of one that died without it by the first allocation that finds the
+// bitmap full (kill(pid, 0) == ESRCH). A pid reused before that keeps its
+// predecessor's ids until it dies too; exec() keeps the pid, so a thread that
+// held a global id when its process exec()ed leaks it the same way.
+//
+// Costs and bounds: no malloc anywhere; global maps ~17 KiB once; percpu uses
+// kMaxCpus x 64 B of .bss (touched only for CPUs that exist) and a 512 B
+// bitmap. CPU time in allocator slow paths is sampled (1 call in
+// kSampleEvery timed with CLOCK_THREAD_CPUTIME_ID, scaled) into cid_slow_ns.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "arch/atomic.h"
+#include "arch/rseq.h"
+#include "core/thread_registry.h"
+
+namespace lockswap {
+
+enum class CidMode : uint8_t { global, percpu, rseq, thread };
+
+namespace cid {
+
+inline constexpr uint32_t kMaxCids = 4096;  // id space: ids are < kMaxCids
+inline constexpr uint32_t kBitmapWords = kMaxCids / 64;
+inline constexpr uint32_t kMaxCpus = 1024;  // percpu slots (CPU_SETSIZE); beyond: thread ids
+// Slot word encoding (see the header).
+inline constexpr uint32_t kLazyPut = 1u << 31;
+inline constexpr uint32_t kUnset = ~0u;
+// Periodic percpu scan: epoch length, and how often a thread looks at the clock.
+inline constexpr uint64_t kScanPeriodNs = 100'000'000;  // the kernel's SCHED_MM_CID_PERIOD_NS
+inline constexpr uint32_t kUsesPerClockCheck = 1024;
+// Slow-path timing: one call in kSampleEvery is timed (thread CPU clock).
+inline constexpr uint32_t kSampleEvery = 32;
+
+static_assert(kMaxCids % 64 == 0 && (kMaxCids & (kMaxCids - 1)) == 0, "whole bitmap words; ids fold by mask");
+static_assert(kMaxCids <= kLazyPut, "a valid id never has the lazy-put bit");
+static_assert((kUnset & kLazyPut) != 0, "unset also reads as not valid");
+static_assert(kMaxCpus <= kMaxCids, "every CPU slot can hold its own id");
+static_assert((kUsesPerClockCheck & (kUsesPerClockCheck - 1)) == 0 && (kSampleEvery & (kSampleEvery - 1)) == 0);
+
+inline constexpr bool is_valid(uint32_t slot) { return (slot & kLazyPut) == 0; }
+inline constexpr bool is_lazy_put(uint32_t slot) { return slot != kUnset && !is_valid(slot); }
+
+// One CPU's cached id and the epoch it was last used in.
+struct alignas(64) CpuCache {
+  std::atomic<uint32_t> cid{kUnset};
+  std::atomic<uint32_t> epoch{0};
+};
+
+// Per-thread allocator state (static TLS: never allocates).
+struct ThreadCid {
+  int32_t global_id;     // global: the id held, -1 = none
+  bool global_borrowed;  // global: id space was full, global_id is shared (never freed)
+  uint32_t uses;         // percpu: uses since the last clock check
+  uint32_t samples;      // slow-path calls, for 1-in-kSampleEvery timing
+};
+extern __thread ThreadCid t_cid __attribute__((tls_model("initial-exec")));
+
+extern std::atomic<CidMode> g_mode;  // effective allocator (after the rseq fallback)
+extern CpuCache g_cpu_cache[kMaxCpus];
+extern std::atomic<uint32_t> g_epoch;
+
+// Choose the allocator (preload's configuration, or a test between tests):
+// single-threaded, before threads use ids. Returns the effective mode.
+CidMode select(CidMode requested);
+CidMode requested_mode();
+inline CidMode mode() { return g_mode.load(arch::mo_hint); }
+
+// Slow paths (core/cid.cpp).
+uint32_t global_take();
+uint32_t percpu_refill(uint32_t cpu);
+uint32_t percpu_stamp(CpuCache& c, uint32_t epoch);
+void percpu_clock_check();
+uint32_t thread_first_use();
+uint32_t borrowed_id();  // cpu beyond kMaxCpus: the thread's id, counted as a fallback
+
+inline uint32_t global_current() {
+  int32_t id = t_cid.global_id;
+  if (__builtin_expect(id >= 0, 1)) return static_cast<uint32_t>(id);
+  return global_take();
+}
+
+inline uint32_t percpu_current() {
+  auto cpu = static_cast<uint32_t>(arch::current_cpu());
+  if (__builtin_expect(cpu >= kMaxCpus, 0)) return borrowed_id();
+  CpuCache& c = g_cpu_cache[cpu];
+  uint32_t epoch = g_epoch.load(arch::mo_hint);
+  uint32_t v = __builtin_expect(c.epoch.load(arch::mo_hint) == epoch, 1) ? c.cid.load(arch::mo_hint)
+                                                                          : percpu_stamp(c, epoch);
+  if (__builtin_expect(!is_valid(v), 0)) return percpu_refill(cpu);
+  if (__builtin_expect((++t_cid.uses & (kUsesPerClockCheck - 1)) == 0, 0)) percpu_clock_check();
+  return v;
+}
+
+inline uint32_t rseq_current() { return *arch::rseq_mm_cid_word() & (kMaxCids - 1); }
+
+inline uint32_t thread_current() {
+  if (ThreadSlot* s = t_local.slot; __builtin_expect(s != nullptr, 1)) return (s->id - 1) & (kMaxCids - 1);
+  return thread_first_use();
+}
+
+// The calling thread's concurrency id, < kMaxCids. May change between two
+// calls (after a sleep, a migration, or a scan); never allocates memory.
+// Always inlined: it sits on percid's read fast path, twice per lock pair.
+__attribute__((always_inline)) inline uint32_t current() {
+  CidMode m = mode();
+  if (__builtin_expect(m == CidMode::rseq, 1)) return rseq_current();  // the default first
+  if (m == CidMode::thread) return thread_current();
+  if (m == CidMode::percpu) return percpu_current();
+  return global_current();
+}
+
+// global: give the calling thread's id back (its sleep or exit hook).
+void put_global();
+// global: free the ids of processes that died without giving them back (an
+// allocation that finds the id space full does this too). Returns how many.
+uint32_t reclaim_dead_processes();
+// Process exit: free every global id this process still holds.
+void release_process_ids();
+// In a fork child, single-threaded (preload's atfork handler; tests).
+void after_fork_in_child();
+
+// CPUs the kernel may ever bring online (/sys/devices/system/cpu/possible),
+// read with plain system calls: glibc's get_nprocs_conf() may fall back to
+// opendir(), which allocates, and this runs at configuration time and on a
+// lock's first use, possibly inside a malloc's own initialisation.
+uint32_t possible_cpus();
+
+// Introspection for tests and statistics.
+uint32_t ids_in_use();             // bits set in the active bitmap (global: the shared one)
+void percpu_scan();                // the periodic scan, run now
+bool rseq_fell_back();             // rseq was asked for but percpu runs
+
+}  // namespace cid
+}  // namespace lockswap

@@ -1,0 +1,305 @@
+// tests/core/cid_test.cpp — core/cid.h: every allocator hands out small ids;
+// the exclusive ones (global, thread) never give one id to two holders; ids
+// come back at sleep, exit, reclaim; a fork child starts clean.
+#include "core/cid.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/sysinfo.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <functional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/wait_ctx.h"
+#include "tests/core/core_test_util.h"
+
+namespace lockswap {
+namespace {
+
+using namespace coretest;
+
+bool pin_to_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+bool two_cpus_usable() {
+  if (get_nprocs() < 2) return false;
+  bool ok = false;
+  std::thread([&] { ok = pin_to_cpu(0) && pin_to_cpu(1); }).join();
+  return ok;
+}
+
+// Runs `body(i)` on n threads that all hold their id at the same moment.
+std::vector<uint32_t> ids_held_at_once(int n) {
+  std::vector<uint32_t> ids(static_cast<size_t>(n));
+  std::barrier all_hold(n);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      ids[static_cast<size_t>(i)] = cid::current();
+      all_hold.arrive_and_wait();
+      EXPECT_EQ(cid::current(), ids[static_cast<size_t>(i)]) << "an exclusive id changed without a sleep";
+    });
+  for (auto& t : ts) t.join();
+  return ids;
+}
+
+// In a fork child: run `body`, exit 0 if it returned true.
+int in_child(const std::function<bool()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    after_fork_in_child();  // what preload's atfork handler does
+    cid::after_fork_in_child();
+    _exit(body() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// Each test picks its allocator and leaves the default (thread: no hooks).
+class CidTest : public ::testing::Test {
+ protected:
+  void TearDown() override { cid::select(CidMode::thread); }
+};
+
+class EveryCid : public CidTest, public ::testing::WithParamInterface<CidMode> {};
+
+TEST(CidCpus, PossibleCpusMatchesGlibc) { EXPECT_EQ(cid::possible_cpus(), static_cast<uint32_t>(get_nprocs_conf())); }
+
+TEST_P(EveryCid, IdsStayBelowTheBoundOnEveryThread) {
+  cid::select(GetParam());
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&] {
+      for (int k = 0; k < 2000; ++k) {
+        if (cid::current() >= cid::kMaxCids) ++bad;
+        if (k % 256 == 0) sleep_in_lockswap();
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EveryCid, every_cid(), cid_param_name);
+
+// --------------------------------------------------------------- global
+
+TEST_F(CidTest, GlobalIdsHeldAtOnceAreDistinctAndDense) {
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  std::vector<uint32_t> ids = ids_held_at_once(8);
+  EXPECT_EQ(std::set<uint32_t>(ids.begin(), ids.end()).size(), ids.size());
+  EXPECT_LT(*std::max_element(ids.begin(), ids.end()), 8u) << "the lowest free ids, nothing else holds any";
+  EXPECT_EQ(cid::ids_in_use(), 0u) << "threads that exited gave their ids back";
+}
+
+TEST_F(CidTest, GlobalSleepGivesTheIdBackAndTheNextUseTakesOne) {
+  cid::select(CidMode::global);
+  Events ev;
+  uint32_t first = cid::current();
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+  EXPECT_EQ(cid::current(), first) << "kept while the thread does not sleep";
+  sleep_in_lockswap();
+  EXPECT_EQ(cid::ids_in_use(), 0u);
+  EXPECT_EQ(cid::current(), first) << "the lowest free id again";
+  if (kEvents) {
+    EXPECT_EQ(ev(LockEvent::cid_alloc), 2u);
+    EXPECT_EQ(ev(LockEvent::cid_free), 1u);
+  }
+}
+
+TEST_F(CidTest, GlobalNoTwoThreadsEverHoldTheSameId) {
+  cid::select(CidMode::global);
+  std::atomic<int> holder[cid::kMaxCids] = {};
+  std::atomic<int> clashes{0};
+  std::vector<std::thread> ts;
+  for (int t = 1; t <= 6; ++t)
+    ts.emplace_back([&, t] {
+      for (int k = 0; k < 3000; ++k) {
+        uint32_t id = cid::current();
+        if (holder[id].exchange(t) != 0) ++clashes;
+        std::this_thread::yield();
+        holder[id].store(0);
+        sleep_in_lockswap();  // gives it back: the next round takes one again
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(clashes.load(), 0);
+  EXPECT_EQ(cid::ids_in_use(), 0u);
+}
+
+TEST_F(CidTest, GlobalForkChildSharesTheIdSpaceButNotTheParentsId) {
+  cid::select(CidMode::global);
+  uint32_t parent_id = cid::current();
+  int rc = in_child([&] {
+    uint32_t mine = cid::current();  // the parent's id is still taken, in the shared bitmap
+    bool ok = mine != parent_id && cid::ids_in_use() == 2;
+    cid::put_global();
+    return ok && cid::ids_in_use() == 1;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(cid::current(), parent_id) << "the child did not free the parent's id";
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+}
+
+TEST_F(CidTest, GlobalIdsOfADeadProcessAreReclaimed) {
+  cid::select(CidMode::global);
+  EXPECT_EQ(in_child([] { return cid::current() < cid::kMaxCids; }), 0);  // exits still holding it
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+  EXPECT_EQ(cid::reclaim_dead_processes(), 1u);
+  EXPECT_EQ(cid::ids_in_use(), 0u);
+}
+
+TEST_F(CidTest, GlobalThreadExitGivesTheIdBack) {
+  cid::select(CidMode::global);
+  std::thread([] { EXPECT_EQ(cid::current(), 0u); }).join();
+  EXPECT_EQ(cid::ids_in_use(), 0u);
+}
+
+// --------------------------------------------------------------- percpu
+
+TEST_F(CidTest, PercpuThreadsOnOneCpuShareItsIdAndCpusDiffer) {
+  if (!two_cpus_usable()) GTEST_SKIP() << "needs two CPUs";
+  cid::select(CidMode::percpu);
+  auto id_on = [](int cpu) {
+    uint32_t id = ~0u;
+    std::thread([&] {
+      if (pin_to_cpu(cpu)) id = cid::current();
+    }).join();
+    return id;
+  };
+  uint32_t a = id_on(0), b = id_on(1);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(id_on(0), a) << "the CPU kept its id after its thread exited (lazy put)";
+  EXPECT_EQ(cid::ids_in_use(), 2u);
+}
+
+TEST_F(CidTest, PercpuIdsStayWithinTheCpusUsed) {
+  cid::select(CidMode::percpu);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 16; ++i)
+    ts.emplace_back([] {
+      for (int k = 0; k < 500; ++k) {
+        (void)cid::current();
+        if (k % 50 == 0) std::this_thread::yield();
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_LE(cid::ids_in_use(), static_cast<uint32_t>(get_nprocs_conf()));
+}
+
+TEST_F(CidTest, PercpuScanReclaimsIdleCpusAndCompactsTowardZero) {
+  if (!two_cpus_usable()) GTEST_SKIP() << "needs two CPUs";
+  cid::select(CidMode::percpu);
+  Events ev;
+  uint32_t idle_cpu_id = ~0u;
+  std::atomic<uint32_t> busy_id{~0u};
+  std::thread([&] { idle_cpu_id = pin_to_cpu(1) ? cid::current() : ~0u; }).join();  // takes 0
+  std::atomic<int> scans{0}, uses{0};
+  std::thread busy([&] {
+    if (pin_to_cpu(0)) busy_id = cid::current();  // takes 1
+    for (int s = 1; s <= 3; ++s) {
+      while (scans.load() < s) std::this_thread::yield();
+      (void)cid::current();  // in use in every epoch
+      uses.store(s);
+    }
+  });
+  while (busy_id == ~0u) std::this_thread::yield();
+  EXPECT_EQ(idle_cpu_id, 0u);
+  EXPECT_EQ(busy_id.load(), 1u);
+  for (int s = 1; s <= 3; ++s) {  // epochs 1..3: CPU 1 is idle from epoch 1 on
+    cid::percpu_scan();
+    scans.store(s);
+    while (uses.load() < s) std::this_thread::yield();
+  }
+  busy.join();
+  EXPECT_EQ(cid::g_cpu_cache[1].cid.load(), cid::kUnset) << "the idle CPU's id was reclaimed";
+  // The busy CPU held id 1 >= weight 1: the scan asked for it back (lazy put),
+  // and its next user took the lowest id instead.
+  uint32_t compacted = ~0u;
+  std::thread([&] { compacted = pin_to_cpu(0) ? cid::current() : ~0u; }).join();
+  EXPECT_EQ(compacted, 0u);
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+  if (kEvents) EXPECT_GE(ev(LockEvent::cid_reclaim), 2u);
+}
+
+TEST_F(CidTest, PercpuForkChildStartsWithAnEmptyCache) {
+  cid::select(CidMode::percpu);
+  (void)cid::current();
+  ASSERT_GE(cid::ids_in_use(), 1u);
+  EXPECT_EQ(in_child([] {
+              bool clean = cid::ids_in_use() == 0;
+              return clean && cid::current() == 0 && cid::ids_in_use() == 1;
+            }),
+            0);
+}
+
+// ----------------------------------------------------------------- rseq
+
+TEST_F(CidTest, RseqUsesTheKernelsIdOrFallsBackToPercpuVisibly) {
+  Events ev;
+  CidMode m = cid::select(CidMode::rseq);
+  if (!arch::kernel_mm_cid_available()) {
+    EXPECT_EQ(m, CidMode::percpu);
+    EXPECT_TRUE(cid::rseq_fell_back());
+    if (kEvents) EXPECT_EQ(ev(LockEvent::cid_fallback), 1u);
+    return;
+  }
+  EXPECT_EQ(m, CidMode::rseq);
+  EXPECT_FALSE(cid::rseq_fell_back());
+  EXPECT_EQ(static_cast<int>(cid::current()), arch::kernel_mm_cid());
+  EXPECT_LT(cid::current(), static_cast<uint32_t>(get_nprocs_conf()));
+}
+
+TEST_F(CidTest, RseqThreadsRunningAtOnceOnTwoCpusGetDistinctIds) {
+  if (!two_cpus_usable()) GTEST_SKIP() << "needs two CPUs";
+  if (cid::select(CidMode::rseq) != CidMode::rseq) GTEST_SKIP() << "no kernel mm_cid";
+  uint32_t ids[2] = {~0u, ~0u};
+  std::atomic<int> arrived{0}, done{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 2; ++i)
+    ts.emplace_back([&, i] {
+      ASSERT_TRUE(pin_to_cpu(i));
+      arrived.fetch_add(1);
+      while (arrived.load() < 2) {  // both running now
+      }
+      ids[i] = cid::current();
+      done.fetch_add(1);
+      while (done.load() < 2) {
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_NE(ids[0], ids[1]);
+}
+
+// --------------------------------------------------------------- thread
+
+TEST_F(CidTest, ThreadIdIsTheRegistryIdKeptAcrossSleepsAndRecycledAtExit) {
+  cid::select(CidMode::thread);
+  uint32_t a = ~0u, b = ~0u;
+  std::thread([&] {
+    a = cid::current();
+    EXPECT_EQ(a, self_slot().id - 1);
+    sleep_in_lockswap();
+    EXPECT_EQ(cid::current(), a);
+  }).join();
+  std::thread([&] { b = cid::current(); }).join();
+  EXPECT_EQ(b, a) << "the exited thread's id is the first one reused";
+  std::vector<uint32_t> ids = ids_held_at_once(8);
+  EXPECT_EQ(std::set<uint32_t>(ids.begin(), ids.end()).size(), ids.size());
+}
+
+}  // namespace
+}  // namespace lockswap

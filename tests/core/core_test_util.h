@@ -1,0 +1,78 @@
+// tests/core/core_test_util.h — helpers shared by the core unit tests.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <thread>
+
+#include "core/cid.h"
+#include "core/lock_events.h"
+#include "core/thread_registry.h"
+#include "core/wait_ctx.h"
+
+namespace lockswap::coretest {
+
+using namespace std::chrono_literals;
+
+// An absolute deadline `d` from now (d may be negative), normalised: a WaitCtx
+// must hold a valid timespec (0 <= tv_nsec < 1e9), or the futex says EINVAL.
+inline timespec clock_in(clockid_t clock, std::chrono::milliseconds d) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  long long ns = static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec +
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return ts;
+}
+inline timespec monotonic_in(std::chrono::milliseconds d) { return clock_in(CLOCK_MONOTONIC, d); }
+
+// Poll `pred` until true or `limit` passes.
+template <class F>
+bool eventually(F pred, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+// Lock event deltas since construction (process-wide, exited threads included).
+class Events {
+ public:
+  Events() {
+    for (uint32_t i = 0; i < kNumLockEvents; ++i) base_[i] = lockevent_total(static_cast<LockEvent>(i));
+  }
+  uint64_t operator()(LockEvent e) const { return lockevent_total(e) - base_[static_cast<uint32_t>(e)]; }
+
+ private:
+  uint64_t base_[kNumLockEvents];
+};
+inline constexpr bool kEvents = LOCKSWAP_LOCK_EVENTS != 0;
+
+// A WaitCtx sleep whose deadline has passed: the futex returns at once, but
+// the before-sleep hook runs, as before any real sleep in lockswap.
+inline void sleep_in_lockswap() {
+  std::atomic<uint32_t> word{0};
+  timespec past = monotonic_in(-1ms);
+  (void)WaitCtx::until(CLOCK_MONOTONIC, &past).sleep(&word, 0);
+}
+
+// Every concurrency-id allocator, for INSTANTIATE_TEST_SUITE_P.
+inline auto every_cid() {
+  return ::testing::Values(CidMode::global, CidMode::percpu, CidMode::rseq, CidMode::thread);
+}
+inline const char* cid_param_name(const ::testing::TestParamInfo<CidMode>& info) {
+  switch (info.param) {
+    case CidMode::global: return "global";
+    case CidMode::percpu: return "percpu";
+    case CidMode::rseq: return "rseq";
+    default: return "thread";
+  }
+}
+
+}  // namespace lockswap::coretest
