@@ -82,7 +82,19 @@ void ensure_exit_key() {
 }
 }  // namespace
 
+static ThreadSlot& attach_uncancellable();
+
 ThreadSlot& attach_current_thread() {
+  // Not even an asynchronous cancellation may end a thread here: it would
+  // die holding the registry lock, and every later thread would spin on it.
+  int old_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
+  ThreadSlot& s = attach_uncancellable();
+  pthread_setcancelstate(old_state, &old_state);
+  return s;
+}
+
+static ThreadSlot& attach_uncancellable() {
   ensure_exit_key();
   ThreadSlot* s = take_slot();
   if (s == nullptr) {

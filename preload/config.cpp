@@ -176,11 +176,11 @@ void load_config() {
   read_stats_file();
   // Parse every family before publishing any, so a bad LOCKSWAP_SEM stops the
   // program before a single lock has used another family's choice.
-#define FAMILY(Enum, field, env, LIST, dflt, what) Enum field = parse(secure_getenv(env), Enum{});
+#define FAMILY(Enum, field, env, LIST, dflt, what) Enum field##_choice = parse(secure_getenv(env), Enum{});
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
-  cid::select(cid);  // before the first fork: `global` maps its shared page here
-#define FAMILY(Enum, field, env, LIST, dflt, what) __atomic_store_n(&g_config.field, field, __ATOMIC_RELEASE);
+  cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
+#define FAMILY(Enum, field, env, LIST, dflt, what) __atomic_store_n(&g_config.field, field##_choice, __ATOMIC_RELEASE);
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   g_loaded.store(true, std::memory_order_release);

@@ -45,6 +45,6 @@ inline SemVariant sem_variant() {
 const char* variant_name(MutexVariant v);
 const char* variant_name(RwlockVariant v);
 const char* variant_name(SemVariant v);
-  CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
+const char* variant_name(CidMode m);
 
 }  // namespace lockswap

@@ -344,6 +344,23 @@ struct AsyncCancelAround {
   }
 };
 
+// A caller that enabled asynchronous cancellation may be cancelled at any
+// instruction; inside a wait that must happen only in the futex sleep, where
+// the waiting object's guard makes its state consistent (not, say, between
+// releasing the mutex and arming Cond::wait's guard). So a wait runs with
+// deferred cancellation and CancellableSleeper enables the asynchronous kind
+// around the system call alone. The caller's type is restored on a normal
+// return only (restoring it acts on a cancellation that arrived meanwhile, at
+// a point where the state is consistent); a forced unwind never comes back.
+template <class Wait>
+int with_deferred_cancellation(Wait&& wait) {
+  int old_type;
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_type);
+  int rc = wait();
+  if (old_type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(old_type, &old_type);
+  return rc;
+}
+
 template <class Plain>
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
@@ -355,8 +372,10 @@ struct CancellableSleeper {
 // The mutex is released and re-taken through the table, so every kind and
 // delegated object behaves as with a direct call.
 int cond_wait_native(pthread_cond_t* c, pthread_mutex_t* m, const WaitCtx& ctx) {
-  return cond_obj(c).wait<CancellableSleeper<PlainSleeper>>([m] { return g_ops.pthread_mutex_unlock(m); },
-                                              [m] { return g_ops.pthread_mutex_lock(m); }, ctx);
+  return with_deferred_cancellation([&] {
+    return cond_obj(c).wait<CancellableSleeper<PlainSleeper>>([m] { return g_ops.pthread_mutex_unlock(m); },
+                                                              [m] { return g_ops.pthread_mutex_lock(m); }, ctx);
+  });
 }
 
 int cond_init_native(pthread_cond_t* c, const pthread_condattr_t* attr) {
@@ -395,17 +414,22 @@ struct NativeSem {
   static int destroy(sem_t*) { return 0; }  // glibc checks nothing either
   static int wait(sem_t* s) {
     pthread_testcancel();
-    return sem_result(V::template wait<Sleeper>(s, WaitCtx::blocking()));
+    return take(s, WaitCtx::blocking());
   }
   static int trywait(sem_t* s) { return sem_result(V::trywait(s)); }
   static int timedwait(sem_t* s, const timespec* abs) {
     if (!valid_nsec(abs)) return sem_result(EINVAL);
     pthread_testcancel();
-    return sem_result(V::template wait<Sleeper>(s, WaitCtx::until(CLOCK_REALTIME, abs)));
+    return take(s, WaitCtx::until(CLOCK_REALTIME, abs));
   }
   static int clockwait(sem_t* s, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock) || !valid_nsec(abs)) return sem_result(EINVAL);
-    return sem_result(V::template wait<Sleeper>(s, WaitCtx::until(clock, abs)));
+    return take(s, WaitCtx::until(clock, abs));
+  }
+  // A unit at once, or the wait with deferred cancellation around it.
+  static int take(sem_t* s, WaitCtx ctx) {
+    if (__builtin_expect(V::trywait(s) == 0, 1)) return 0;
+    return sem_result(with_deferred_cancellation([&] { return V::template wait<Sleeper>(s, ctx); }));
   }
   static int post(sem_t* s) { return sem_result(V::post(s)); }
   static int getvalue(sem_t* s, int* value) {
