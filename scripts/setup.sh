@@ -13,8 +13,13 @@ PACKAGES=(
   mariadb-server mariadb-client
   postgresql-15
   memcached libmemcached-tools
+  libwiredtiger-dev rocksdb-tools
+  python3
   gnuplot-nox
   procps
+  spin                                   # tests/model: Promela model checking
+  clang libclang-rt-14-dev               # tests/fuzz: libFuzzer (runtime is only a Recommends of clang)
+  g++-aarch64-linux-gnu qemu-user-static # tests/aarch64: cross build, run under qemu
 )
 
 missing=()

@@ -12,8 +12,8 @@
 #      no contended acquisition would legitimately count none).
 #
 #   jemalloc.sh [--dir D] [--threads N] [--ops N] [VARIANT...]
-#     default variants: glibc futex rwsem rwsem-rspin; threads 16; ops 200000
-#     per thread.
+#     default variants: glibc futex rwsem rwsem-rspin lockref (names of the
+#     test matrix, see server_lib.sh); threads 16; ops 200000 per thread.
 # RESULT line per variant:
 #   RESULT bench=jemalloc variant=V mops=.. seconds=.. lock_events=.. status=ok|FAIL stats=FILE
 # plus  RESULT bench=jemalloc-bindings bound=N symbols=... status=..
@@ -22,8 +22,9 @@
 # Exit status 0 when every run completed, verified its memory and used jemalloc.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=../../scripts/lib.sh
-source "$HERE/../../scripts/lib.sh"
+SRV_NAME=jemalloc
+# shellcheck source=server_lib.sh
+source "$HERE/server_lib.sh"   # for srv_variant_envs: the test matrix's variants
 
 DIR=$BUILD_DIR/servers/jemalloc
 THREADS=16 OPS=200000
@@ -39,7 +40,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 VARIANTS=("$@")
-((${#VARIANTS[@]})) || VARIANTS=(glibc futex rwsem rwsem-rspin)
+((${#VARIANTS[@]})) || VARIANTS=(glibc futex rwsem rwsem-rspin lockref)
 require_library
 mkdir -p "$DIR"
 
@@ -85,11 +86,12 @@ echo "RESULT bench=jemalloc-control allocator=glibc-malloc variant=rwsem lock_ev
 
 # 2. The stress under each variant.
 for variant in "${VARIANTS[@]}"; do
-  check_variant "$variant"
-  tag=${variant//\//_}
+  envs_text=$(srv_variant_envs "$variant") || exit 2
+  mapfile -t envs <<<"$envs_text"
+  env "${envs[@]}" LD_PRELOAD="$LIBLOCKSWAP" /bin/true || die "variant '$variant' rejected by $LIBLOCKSWAP"
+  tag=$(srv_tag "$variant")
   stats=$DIR/stats-$tag.log out=$DIR/stress-$tag.log
   : >"$stats"
-  read -r -a envs <<<"$(variant_env "$variant")"
   log "jemalloc: $variant: $THREADS threads x $OPS malloc/free"
   run_rc=0
   timeout 300 env "${envs[@]}" LD_PRELOAD="$JEMALLOC $LIBLOCKSWAP" LOCKSWAP_STATS_FILE="$stats" \

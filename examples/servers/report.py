@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""examples/servers/report.py — the comparison table of one or more runs.tsv
+files written by the runners in examples/servers/ (server_lib.sh) and by
+scripts/demo.sh.
+
+    report.py [--title T] [--md F] [--csv F] [--png F] [--header F] [--events] [--event-detail]
+              [--baseline glibc] runs.tsv...
+
+One row per benchmark x variant, in the order the runs file(s) name them:
+median throughput over the repetitions, its ratio to the baseline's median
+from the same file, the spread of the runs ((max - min) / median), the median
+latency (p95 where the program reports one) and its ratio, errors and status.
+A ratio is marked `*` when every run of the variant lies above (or below)
+every run of the baseline: a difference larger than the run-to-run spread.
+--events adds a column of lock events per run (LOCKSWAP_STATS_FILE, summed
+over the processes of a run, median over the runs); --event-detail the top
+events of each row (and, where a run names an activity file, by process kind)."""
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from bench_common import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table, median  # noqa: E402
+
+
+def num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def fnum(x):
+    if x is None:
+        return "-"
+    return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def parse_stats(path):
+    """[(pid, {event: count}, [lines])], one block per process."""
+    blocks = []
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return blocks
+    for line in lines:
+        m = re.match(r"lockswap: pid (\d+)", line)
+        if m:
+            blocks.append((int(m.group(1)), {}, [line]))
+            continue
+        m = re.match(r"lockswap: (\S+)\s+(\d+)", line)
+        if m:
+            if not blocks:
+                blocks.append((0, {}, []))
+            ev = blocks[-1][1]
+            ev[m.group(1)] = ev.get(m.group(1), 0) + int(m.group(2))
+            blocks[-1][2].append(line)
+    return blocks
+
+
+def extra(r):
+    return dict(kv.split("=", 1) for kv in (r.get("extra") or "").split(";") if "=" in kv)
+
+
+def load(files):
+    runs = []
+    for i, f in enumerate(files):
+        with open(f) as fh:
+            for r in csv.DictReader(fh, delimiter="\t"):
+                r["_file"] = i
+                runs.append(r)
+    return runs
+
+
+def summarise(runs, base):
+    benches, order = {}, []
+    for r in runs:
+        key = (r["_file"], r["bench"])
+        if key not in benches:
+            benches[key] = {"label": r["label"] or r["bench"], "unit": r["unit"], "lat_kind": r["lat_kind"],
+                            "variants": {}}
+            order.append(key)
+        benches[key]["variants"].setdefault(r["variant"], []).append(r)
+    rows = []
+    for key in order:
+        b = benches[key]
+        vals = {v: [num(r["value"]) for r in rs if r["status"] == "ok" and num(r["value"]) is not None]
+                for v, rs in b["variants"].items()}
+        lats = {v: [num(r["lat"]) for r in rs if r["status"] == "ok" and num(r["lat"]) is not None]
+                for v, rs in b["variants"].items()}
+        bv, bl = vals.get(base, []), lats.get(base, [])
+        bmed, blat = median(bv), median(bl)
+        for v, rs in b["variants"].items():
+            vs, ls = vals[v], lats[v]
+            m, lm = median(vs), median(ls)
+            ratio = m / bmed if m is not None and bmed else None
+            lratio = lm / blat if lm is not None and blat else None
+            beyond = ""
+            if v != base and len(vs) >= 2 and len(bv) >= 2:
+                if min(vs) > max(bv):
+                    beyond = "+"
+                elif max(vs) < min(bv):
+                    beyond = "-"
+            bad = [r for r in rs if r["status"] != "ok"]
+            errs = [int(r["errors"]) for r in rs if (r["errors"] or "").isdigit()]
+            shut = sorted({r["shutdown"] for r in rs if r["shutdown"] and r["shutdown"] != "-"})
+            events = []
+            for r in rs:
+                tot = 0
+                for _, ev, _ in parse_stats(r["stats"]) if r["stats"] and r["stats"] != "-" else []:
+                    tot += sum(ev.values())
+                events.append(tot)
+            rows.append({
+                "bench": key[1], "label": b["label"], "variant": v, "runs": len(rs), "ok": len(rs) - len(bad),
+                "unit": b["unit"], "median": m, "ratio": ratio,
+                "spread": (max(vs) - min(vs)) / m if len(vs) >= 2 and m else None,
+                "min": min(vs) if vs else None, "max": max(vs) if vs else None,
+                "lat_kind": b["lat_kind"], "lat": lm, "lat_ratio": lratio, "beyond": beyond,
+                "errors": sum(errs) if errs else None, "shutdown": ",".join(shut),
+                "status": "ok" if not bad else f"{len(bad)} FAIL",
+                "events": median(events) if v != base and any(events) else None,
+                "each": [num(r["value"]) for r in rs], "base_median": bmed, "_runs": rs,
+            })
+    return rows
+
+
+def lat_label(kind):
+    if not kind or kind == "-":
+        return "latency"
+    name, _, unit = kind.rpartition("_")
+    return f"{name} {unit}" if name else kind
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--baseline", default="glibc")
+    ap.add_argument("--md")
+    ap.add_argument("--csv")
+    ap.add_argument("--png")
+    ap.add_argument("--header")
+    ap.add_argument("--events", action="store_true")
+    ap.add_argument("--event-detail", action="store_true")
+    a = ap.parse_args()
+    runs = load(a.runs)
+    if not runs:
+        print("(no runs)")
+        return 0
+    rows = summarise(runs, a.baseline)
+    nrep = max(int(r["rep"]) for r in runs if (r["rep"] or "").isdigit()) if runs else 0
+
+    out = []
+    if a.title:
+        out.append(f"## {a.title}\n\n")
+    if a.header and os.path.exists(a.header):
+        out.append("```\n" + open(a.header).read().rstrip() + "\n```\n\n")
+    table = []
+    for r in rows:
+        ratio = fmt(r["ratio"], "{:.3f}") + (" *" if r["beyond"] else "") if r["variant"] != a.baseline else "1"
+        lat = "-" if r["lat"] is None else f"{fnum(r['lat'])} {lat_label(r['lat_kind'])}"
+        table.append([r["label"], r["variant"], f"{r['ok']}/{r['runs']}", f"{fnum(r['median'])} {r['unit']}",
+                      ratio, fmt(r["spread"] and r["spread"] * 100, "{:.1f}%") if r["spread"] is not None else "-",
+                      lat, fmt(r["lat_ratio"], "{:.3f}") if r["variant"] != a.baseline else "1",
+                      "-" if r["errors"] is None else str(r["errors"]),
+                      r["shutdown"] or "-", r["status"]]
+                     + ([f"{r['events']:.0f}" if r["events"] is not None else "-"] if a.events else []))
+    header = ["benchmark", "variant", "runs ok", "throughput (median)", f"ratio to {a.baseline}", "spread",
+              "latency (median)", "latency ratio", "errors", "shutdown", "status"] + (
+                  ["lock events/run"] if a.events else [])
+    out.append(md_table(header, table, ["---", "---"] + ["---:"] * (len(header) - 2)))
+    beyond = [r for r in rows if r["beyond"]]
+    out.append(f"\nMedians over {nrep} interleaved repetition(s); spread = (max - min) / median of the runs; "
+               f"ratios against {a.baseline} from the same run. `*`: every run of the variant lies "
+               f"{'above or below'} every {a.baseline} run (a difference larger than the run-to-run spread).\n")
+    if nrep >= 2:
+        chance = 2 * math.factorial(nrep) ** 2 / math.factorial(2 * nrep)
+        out.append(f"With {nrep} runs each, two identical distributions give non-overlapping runs with probability "
+                   f"{chance:.2f} per comparison: read a lone `*` among many rows with that in mind.\n")
+    if beyond:
+        out.append("Differences larger than the spread: " + "; ".join(
+            f"{r['label']} {r['variant']} {r['ratio']:.3f} ({'faster' if r['beyond'] == '+' else 'slower'})"
+            for r in beyond) + ".\n")
+    elif nrep >= 2:
+        out.append("No difference is larger than the run-to-run spread.\n")
+    loads = [num(extra(r).get("loadavg")) for r in runs]
+    loads = [x for x in loads if x is not None]
+    if loads:
+        out.append(f"1-minute load average at the end of the runs: {min(loads):.1f} to {max(loads):.1f} "
+                   f"(median {median(loads):.1f}) on {os.cpu_count()} CPUs; a load above the CPU count means "
+                   f"other work competed with the measurement.\n")
+    fails = [r for r in rows if r["status"] != "ok"]
+    if fails:
+        out.append("FAILED runs: " + "; ".join(f"{r['label']} {r['variant']}: {r['status']}" for r in fails) + "\n")
+
+    if a.event_detail:
+        out.append(events_section(rows, a.baseline))
+    text = "".join(out)
+    print(text)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(text)
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["bench", "label", "variant", "runs", "ok", "unit", "median", "ratio", "spread", "min", "max",
+                        "beyond_spread", "lat_kind", "lat_median", "lat_ratio", "errors", "shutdown", "status",
+                        "lock_events_per_run", "each_run"])
+            for r in rows:
+                w.writerow([r["bench"], r["label"], r["variant"], r["runs"], r["ok"], r["unit"], r["median"],
+                            r["ratio"], r["spread"], r["min"], r["max"], r["beyond"], r["lat_kind"], r["lat"],
+                            r["lat_ratio"], r["errors"], r["shutdown"], r["status"], r["events"],
+                            " ".join(fnum(x) for x in r["each"])])
+    if a.png:
+        plot(rows, a.baseline, a.png, a.title)
+    return 0
+
+
+def events_section(rows, base):
+    s = []
+    for r in rows:
+        if r["variant"] == base:
+            continue
+        per_run = []
+        for run in r["_runs"]:
+            tot = {}
+            blocks = parse_stats(run["stats"]) if run["stats"] and run["stats"] != "-" else []
+            for _, ev, _ in blocks:
+                for k, c in ev.items():
+                    tot[k] = tot.get(k, 0) + c
+            per_run.append((len(blocks), tot))
+        names = {k for _, t in per_run for k in t}
+        if not names:
+            continue
+        med = {k: median([t.get(k, 0) for _, t in per_run]) for k in names}
+        top = sorted(((k, v) for k, v in med.items() if v), key=lambda kv: -kv[1])[:6]
+        s.append([r["label"], r["variant"], f"{median([n for n, _ in per_run]):.0f}",
+                  ", ".join(f"{k} {v:.0f}" for k, v in top)])
+    if not s:
+        return ""
+    text = ("\nLock events (LOCKSWAP_STATS_FILE; slow-path events, summed over the processes of a run, whole "
+            "server lifetime, median over runs; top 6):\n\n"
+            + md_table(["benchmark", "variant", "processes", "events"], s, ["---", "---", "---:", "---"]))
+    return text + process_kinds(rows, base)
+
+
+def process_kinds(rows, base):
+    """For a run whose extra names an activity file (pid<TAB>kind, e.g. PostgreSQL's pg_stat_activity):
+    its processes' events by kind, for the last run of the last non-baseline variant per benchmark."""
+    out = []
+    done = set()
+    for r in reversed(rows):
+        if r["variant"] == base or r["bench"] in done:
+            continue
+        run = next((x for x in reversed(r["_runs"]) if extra(x).get("activity")), None)
+        if not run:
+            continue
+        act = {}
+        try:
+            for line in open(extra(run)["activity"]):
+                p = line.rstrip("\n").split("\t")
+                if len(p) == 2 and p[0].isdigit():
+                    act[int(p[0])] = p[1]
+        except OSError:
+            continue
+        kinds = {}
+        for pid, ev, _ in parse_stats(run["stats"]):
+            k = kinds.setdefault(act.get(pid, "exited before the snapshot"), [0, {}])
+            k[0] += 1
+            for e, c in ev.items():
+                k[1][e] = k[1].get(e, 0) + c
+        if not kinds:
+            continue
+        done.add(r["bench"])
+        tab = [[kind, str(n), ", ".join(f"{e} {c}" for e, c in sorted(ev.items(), key=lambda kv: -kv[1])[:6])
+                or "(no events)"] for kind, (n, ev) in sorted(kinds.items())]
+        out.append(f"\n{r['label']}, variant {r['variant']}, run {run['rep']}: processes by kind "
+                   f"(from a mid-run snapshot):\n\n" + md_table(["process kind", "processes", "events (top 6)"], tab,
+                                                             ["---", "---:", "---"]))
+    return "".join(reversed(out))
+
+
+def plot(rows, base, png, title):
+    """Ratio to the baseline per benchmark (x) and variant (bars); error bars: each run / baseline median."""
+    per_bench = {}
+    for r in rows:
+        if r["variant"] != base:
+            per_bench.setdefault(r["label"], []).append(r["variant"])
+    variants = max(per_bench.values(), key=len, default=[])[:]  # the order of the fullest benchmark
+    for r in rows:
+        if r["variant"] != base and r["variant"] not in variants:
+            variants.append(r["variant"])
+    benches = []
+    for r in rows:
+        if r["label"] not in benches:
+            benches.append(r["label"])
+    if not variants or not benches:
+        return
+    data = png[:-4] + ".dat" if png.endswith(".png") else png + ".dat"
+    by = {(r["label"], r["variant"]): r for r in rows}
+    with open(data, "w") as f:
+        for b in benches:
+            cells = []
+            for v in variants:
+                r = by.get((b, v))
+                if r and r["ratio"] and r["base_median"]:
+                    lo, hi = r["min"] / r["base_median"], r["max"] / r["base_median"]
+                    cells += [f"{r['ratio']:.4f}", f"{lo:.4f}", f"{hi:.4f}"]
+                else:
+                    cells += ["NaN", "NaN", "NaN"]
+            f.write('"' + b.replace('"', "'") + '" ' + " ".join(cells) + "\n")
+    plots = ", ".join(
+        f"{gp_quote(data)} using {2 + 3 * i}:{3 + 3 * i}:{4 + 3 * i}{':xtic(1)' if i == 0 else ''} "
+        f"title {gp_quote(v)} lc rgb {gp_quote(GNUPLOT_COLORS[(i + 1) % len(GNUPLOT_COLORS)])}"
+        for i, v in enumerate(variants))
+    width = max(900, 110 * len(benches) * max(1, len(variants)) // 2 + 200)
+    gnuplot(png[:-4] + ".gp" if png.endswith(".png") else png + ".gp", f"""
+set terminal pngcairo size {width},600 noenhanced font ',10'
+set output {gp_quote(png)}
+set title {gp_quote((title + ': ' if title else '') + 'throughput relative to ' + base
+                    + ' (median; bars: min..max of the runs)')}
+set style data histogram
+set style histogram errorbars gap 2 lw 1
+set style fill solid 0.8 border -1
+set ylabel 'ratio to {base}'
+set yrange [0:*]
+set grid ytics
+set key outside right top
+set xtics rotate by -30
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#000000'
+plot {plots}
+""")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

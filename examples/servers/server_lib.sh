@@ -1,0 +1,464 @@
+# examples/servers/server_lib.sh — what every runner in examples/servers/
+# shares: the common options, variants, an unprivileged user and a private
+# temporary directory, start / ready / stop by PID, clean-up on any exit,
+# interleaved repetitions, the results file and the comparison table.
+# A runner sets SRV_NAME and its defaults, sources this file, parses its
+# arguments with srv_parse_common, calls srv_setup, then srv_matrix.
+# Defines functions and variables only.
+# shellcheck shell=bash
+#
+# COMMON OPTIONS (every runner)
+#   --variants LIST  comma or space list; glibc, the control, always runs.
+#                    A variant is a name of the test matrix (LOCKSWAP_TEST_VARIANTS
+#                    in tests/CMakeLists.txt: glibc futex rwsem rwsem-rspin lockref ...,
+#                    with that entry's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
+#                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
+#                    NAME:K=V:... adds settings to a name; `none` runs without the preload.
+#   --repeat N       repetitions; each runs every variant, the order rotated
+#   --time S         measured seconds per run     --warmup S   warm-up seconds
+#   --threads N      client threads
+#   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable)
+#   --check          check the data after each load (CHECK TABLE, amcheck, ...)
+#   --dir D          results directory [build/servers/<runner>/<date-time>]
+#   --port P         first TCP port to try on 127.0.0.1
+#   --user U         unprivileged user the server runs as when started by root
+#   --keep           keep the temporary data directory
+#   --no-plot        no PNG                     --quiet   no per-run progress
+#   --report D       print the tables of an earlier run (D/runs.tsv); run nothing
+# OUTPUT: progress on stderr; a RESULT line per run and the comparison table
+# on stdout; in --dir: runs.tsv (every run), results.md, results.csv,
+# results.png, the server and client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
+# EXIT STATUS: 0 when every run completed (load finished without errors,
+# checks clean, clean shutdown), 1 otherwise, 2 for bad arguments.
+
+SRV_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/lib.sh
+source "$SRV_HERE/../../scripts/lib.sh"
+
+: "${SRV_NAME:?set SRV_NAME before sourcing server_lib.sh}"
+SRV_VARIANTS=${SRV_VARIANTS:-futex,rwsem,rwsem-rspin,lockref}
+SRV_REPEAT=${SRV_REPEAT:-3} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
+SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000} SRV_USER=${SRV_USER:-nobody}
+SRV_DIR='' SRV_KEEP=0 SRV_CHECK=0 SRV_PLOT=1 SRV_QUIET=0 SRV_EXTRA_ENV=()
+SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
+SRV_STOP_SIGNAL=TERM SRV_VERDICT='' SRV_FAILED=0 SRV_ALL=()
+
+# srv_usage: the runner's header comment, then the common options above.
+srv_usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  echo
+  sed -n '/^# COMMON OPTIONS/,/^$/p' "$SRV_HERE/server_lib.sh" | sed '$d; s/^# \{0,1\}//'
+}
+
+# srv_parse_common ARGS...: consumes one common option; sets SRV_SHIFT to the
+# number of words used. Returns 1 when $1 is not a common option.
+srv_parse_common() {
+  SRV_SHIFT=1
+  local need2=(--variants --repeat --time --warmup --threads --env --dir --port --user --report)
+  if [[ " ${need2[*]} " == *" $1 "* ]]; then
+    [[ $# -ge 2 ]] || { echo "error: $1 needs a value" >&2; exit 2; }
+    SRV_SHIFT=2
+  fi
+  case "$1" in
+    --variants) SRV_VARIANTS=$2 ;;
+    --repeat) SRV_REPEAT=$2 ;;
+    --time) SRV_TIME=$2 ;;
+    --warmup) SRV_WARMUP=$2 ;;
+    --threads) SRV_THREADS=$2 ;;
+    --env) [[ "$2" == LOCKSWAP_*=* ]] || { echo "error: --env $2: expected LOCKSWAP_NAME=VALUE" >&2; exit 2; }
+           SRV_EXTRA_ENV+=("$2") ;;
+    --check) SRV_CHECK=1 ;;
+    --dir) SRV_DIR=$2 ;;
+    --port) SRV_PORT_BASE=$2 ;;
+    --user) SRV_USER=$2 ;;
+    --keep) SRV_KEEP=1 ;;
+    --no-plot) SRV_PLOT=0 ;;
+    --quiet) SRV_QUIET=1 ;;
+    --report) [[ -f "$2/runs.tsv" ]] || { echo "error: --report $2: no runs.tsv there" >&2; exit 2; }
+              SRV_DIR=$2; [[ " $* " != *" --no-plot "* ]] || SRV_PLOT=0; srv_report; exit 0 ;;
+    -h|--help) srv_usage; exit 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+srv_need_number() {  # srv_need_number NAME VALUE MIN
+  [[ "$2" =~ ^[0-9]+$ ]] && (($2 >= $3)) || { echo "error: $1 must be a number >= $3 (got '$2')" >&2; exit 2; }
+}
+
+# --- variants -----------------------------------------------------------
+
+# srv_matrix_entries: "name:K=V,K=V" per line, from the test matrix.
+srv_matrix_entries() {
+  local f=$LOCKSWAP_ROOT/tests/CMakeLists.txt
+  if [[ -f "$f" ]]; then
+    sed -n '/^set(LOCKSWAP_TEST_VARIANTS/,/^)/p' "$f" | grep -o '"[^"]*:[^"]*"' | tr -d '"'
+  else  # an installed copy without the tests: the matrix as of this writing
+    printf '%s\n' glibc:LOCKSWAP_MUTEX=glibc,LOCKSWAP_RWLOCK=glibc,LOCKSWAP_SEM=glibc \
+      futex:LOCKSWAP_MUTEX=futex,LOCKSWAP_RWLOCK=futex,LOCKSWAP_SEM=futex \
+      rwsem:LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem \
+      rwsem-rspin:LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin \
+      lockref:LOCKSWAP_MUTEX=futex,LOCKSWAP_RWLOCK=lockref,LOCKSWAP_SEM=lockref
+  fi
+}
+srv_matrix_names() { srv_matrix_entries | cut -d: -f1 | tr '\n' ' '; }
+
+# srv_variant_envs SPEC: the LOCKSWAP_* settings of a variant, one a line
+# (nothing for `none`). Later settings override earlier ones.
+srv_variant_envs() {
+  local spec=$1 parts entry x skip=1
+  [[ "$spec" == none ]] && return 0
+  IFS=':' read -r -a parts <<<"$spec"
+  if [[ "${parts[0]}" == *=* ]]; then
+    skip=0
+  elif [[ "${parts[0]}" == */* ]]; then
+    echo "LOCKSWAP_MUTEX=${parts[0]%%/*}"; echo "LOCKSWAP_RWLOCK=${parts[0]#*/}"
+  else
+    entry=$(srv_matrix_entries | grep -m1 "^${parts[0]}:" || true)
+    [[ -n "$entry" ]] || { echo "error: variant '${parts[0]}' is not in the test matrix ($(srv_matrix_names))" >&2; return 1; }
+    tr ',' '\n' <<<"${entry#*:}"
+  fi
+  for x in "${parts[@]:skip}"; do
+    [[ "$x" == LOCKSWAP_*=* ]] || { echo "error: variant $spec: '$x' is not LOCKSWAP_NAME=VALUE" >&2; return 1; }
+    echo "$x"
+  done
+  for x in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do echo "$x"; done
+}
+
+# srv_env VARIANT TAG: sets SRV_ENV (the preload, the variant's settings and
+# a statistics file in the private directory) and SRV_STATS_TMP.
+srv_env() {
+  local settings
+  SRV_ENV=() SRV_STATS_TMP=''
+  [[ -z "$1" || "$1" == none ]] && return 0
+  settings=$(srv_variant_envs "$1") || exit 2
+  mapfile -t SRV_ENV <<<"$settings"
+  [[ -n "${SRV_ENV[0]:-}" ]] || SRV_ENV=()
+  SRV_STATS_TMP=$SRV_TMP/stats-$2.txt
+  SRV_ENV=(LD_PRELOAD="$SRV_LIB" ${SRV_ENV[@]+"${SRV_ENV[@]}"} LOCKSWAP_STATS_FILE="$SRV_STATS_TMP")
+}
+
+# srv_tag TEXT: TEXT made safe for a file name.
+srv_tag() { local t=${1//[^A-Za-z0-9_.=-]/_}; echo "${t:0:120}"; }
+
+# --- set-up, clean-up ---------------------------------------------------
+
+# srv_setup [NEEDS_USER=1]: checks the variants against the library, makes
+# --dir and the private temporary directory (owned by the server's user),
+# installs the clean-up trap.
+srv_setup() {
+  require_library
+  local v out envs
+  IFS=', ' read -r -a envs <<<"$SRV_VARIANTS"
+  SRV_ALL=(glibc)
+  for v in ${envs[@]+"${envs[@]}"}; do
+    [[ -z "$v" || " ${SRV_ALL[*]} " == *" $v "* ]] || SRV_ALL+=("$v")
+  done
+  for v in "${SRV_ALL[@]}"; do
+    [[ "$v" == none ]] && continue
+    out=$(srv_variant_envs "$v") || exit 2
+    mapfile -t envs <<<"$out"
+    if ! out=$(env -i PATH="$PATH" "${envs[@]}" LD_PRELOAD="$LIBLOCKSWAP" /bin/true 2>&1); then
+      printf '%s\n' "$out" >&2
+      echo "error: variant '$v' rejected by $LIBLOCKSWAP" >&2; exit 2
+    fi
+  done
+  srv_need_number --repeat "$SRV_REPEAT" 1
+  srv_need_number --time "$SRV_TIME" 1
+  srv_need_number --warmup "$SRV_WARMUP" 0
+
+  SRV_DIR=${SRV_DIR:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
+  mkdir -p "$SRV_DIR"
+  SRV_DIR=$(cd "$SRV_DIR" && pwd)
+  SRV_AS=()
+  if [[ $(id -u) -eq 0 ]]; then
+    id "$SRV_USER" >/dev/null 2>&1 || die "user $SRV_USER does not exist (--user)"
+    # setpriv execs (no fork): the pid of a background job is the program's.
+    SRV_AS=(setpriv --reuid="$SRV_USER" --regid="$(id -g "$SRV_USER")" --init-groups --)
+  fi
+  SRV_TMP=$(mktemp -d "/tmp/lockswap-$SRV_NAME.XXXXXX")
+  trap srv_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  [[ ${#SRV_AS[@]} -eq 0 ]] || chown "$SRV_USER:" "$SRV_TMP"
+  chmod 700 "$SRV_TMP"
+  # The server's user must read the library; the build tree may be closed to it.
+  SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
+  srv_write_header
+}
+
+# srv_user_path FILE: FILE, or a copy of it in the private directory when the
+# server's user cannot read (and execute) it there.
+srv_user_path() {
+  if ${SRV_AS[@]+"${SRV_AS[@]}"} test -r "$1" && { [[ ! -x "$1" ]] || ${SRV_AS[@]+"${SRV_AS[@]}"} test -x "$1"; }; then
+    echo "$1"
+  else
+    cp "$1" "$SRV_TMP/$(basename "$1")" && chmod a+rX "$SRV_TMP/$(basename "$1")" && echo "$SRV_TMP/$(basename "$1")"
+  fi
+}
+
+srv_write_header() {
+  printf 'bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n' \
+    >"$SRV_DIR/runs.tsv"
+  {
+    echo "date:      $(date -Is)"
+    echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+    echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
+    echo "library:   $LIBLOCKSWAP"
+    [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (removed at exit unless --keep)"
+    echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
+    echo "runs:      repeat $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+  } >"$SRV_DIR/header.txt"
+  ((SRV_QUIET)) || cat "$SRV_DIR/header.txt" >&2
+}
+
+# Runs as the EXIT trap: stops a client and a server left running (by PID),
+# removes the private directory.
+srv_cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if pid_alive "$SRV_CLIENT_PID"; then kill -TERM "$SRV_CLIENT_PID" 2>/dev/null || true; fi
+  if pid_alive "$SRV_PID" "$SRV_COMM"; then
+    log "$SRV_NAME: stopping leftover $SRV_COMM $SRV_PID"
+    kill -"$SRV_STOP_SIGNAL" "$SRV_PID" 2>/dev/null || true
+    wait_until 30 eval "! pid_alive $SRV_PID" || kill -KILL "$SRV_PID" 2>/dev/null || true
+    wait "$SRV_PID" 2>/dev/null || true
+  fi
+  [[ -z "$SRV_DIR" ]] || rm -f "$SRV_DIR/server.pid"
+  if declare -F srv_on_exit >/dev/null; then srv_on_exit || true; fi
+  if [[ -n "$SRV_TMP" && -d "$SRV_TMP" ]]; then
+    if ((SRV_KEEP)); then log "$SRV_NAME: kept $SRV_TMP"; else rm -rf "$SRV_TMP"; fi
+  fi
+  exit "$rc"
+}
+
+# srv_data_snapshot / srv_data_reset: the prepared data directory
+# ($SRV_TMP/data) is copied once; every run starts from that copy.
+srv_data_snapshot() { rm -rf "$SRV_TMP/pristine" && cp -a "$SRV_TMP/data" "$SRV_TMP/pristine"; }
+srv_data_reset() {
+  rm -rf "$SRV_TMP/data" && cp -a "$SRV_TMP/pristine" "$SRV_TMP/data" ||
+    die "could not restore $SRV_TMP/data from its prepared copy"
+}
+
+# srv_as CMD...: CMD as the server's user, in a clean environment with SRV_ENV.
+srv_as() { srv_prefix; "${SRV_PREFIX[@]}" "$@"; }
+# srv_prefix: SRV_PREFIX, the words srv_as puts before a command.
+srv_prefix() {
+  SRV_PREFIX=(${SRV_AS[@]+"${SRV_AS[@]}"} env -i PATH="$PATH" LANG=C.UTF-8 HOME="$SRV_TMP" TMPDIR="$SRV_TMP"
+              ${SRV_ENV[@]+"${SRV_ENV[@]}"})
+}
+
+# --- start / stop ---------------------------------------------------------
+
+# srv_start COMM LOG READY_FN TIMEOUT_S -- CMD...: starts CMD (as the
+# server's user, with SRV_ENV) in the background and polls READY_FN until it
+# succeeds. COMM is the process name, checked before any signal. Sets
+# SRV_PID. Returns 1 (log tail on stderr) when the server exits or does not
+# become ready in time; the server is then stopped.
+srv_start() {
+  local comm=$1 errlog=$2 ready=$3 limit=$(( $4 * 10 )) i
+  shift 5
+  srv_prefix
+  # A simple command (not a function) in the background: bash forks once and
+  # execs, setpriv and env exec in turn, so $! is the server itself.
+  "${SRV_PREFIX[@]}" "$@" </dev/null >>"$errlog" 2>&1 &
+  SRV_PID=$! SRV_COMM=${comm:0:15}
+  echo "$SRV_PID $SRV_COMM" >"$SRV_DIR/server.pid"   # for a caller's last-resort clean-up
+  for ((i = 0; i < limit; i++)); do
+    if ! pid_alive "$SRV_PID"; then
+      wait "$SRV_PID" || true
+      log "$SRV_NAME: $comm exited during start-up; log: $errlog"
+      tail -15 "$errlog" >&2
+      SRV_PID=''; rm -f "$SRV_DIR/server.pid"
+      return 1
+    fi
+    if "$ready"; then return 0; fi
+    sleep 0.1
+  done
+  log "$SRV_NAME: $comm not ready within $(( limit / 10 )) s; log: $errlog"
+  tail -15 "$errlog" >&2
+  srv_stop "$SRV_STOP_SIGNAL" "$errlog"
+  return 1
+}
+
+# srv_stop HOW LOG [TIMEOUT_S]: HOW is a signal name (INT, TERM) or the name
+# of a function that asks the server to shut down. Waits (bounded) for the
+# process, reaps it. Sets SRV_VERDICT: clean (exit status 0 and the runner's
+# srv_log_ok LOG, if defined, is content), unclean, or timeout (killed).
+# Must run in the shell that started the server (only it can reap it).
+srv_stop() {
+  local how=$1 errlog=$2 limit=${3:-60} rc=0 verdict=clean
+  if [[ -z "$SRV_PID" ]]; then SRV_VERDICT=unclean; return 0; fi
+  if declare -F "$how" >/dev/null; then
+    "$how" || { log "$SRV_NAME: $how failed; sending $SRV_STOP_SIGNAL"; kill -"$SRV_STOP_SIGNAL" "$SRV_PID" 2>/dev/null || true
+                verdict=unclean; }
+  else
+    kill -"$how" "$SRV_PID" 2>/dev/null || verdict=unclean
+  fi
+  if ! wait_until "$limit" eval "! pid_alive $SRV_PID"; then
+    log "$SRV_NAME: $SRV_COMM still running $limit s after the shutdown request; killing it"
+    kill -KILL "$SRV_PID" 2>/dev/null || true
+    verdict=timeout
+  fi
+  wait "$SRV_PID" || rc=$?
+  SRV_PID=''
+  rm -f "$SRV_DIR/server.pid"
+  if ((rc != 0)) && [[ "$verdict" == clean ]]; then
+    log "$SRV_NAME: server exited with status $rc"; verdict=unclean
+  fi
+  if declare -F srv_log_ok >/dev/null && ! srv_log_ok "$errlog"; then
+    [[ "$verdict" != clean ]] || verdict=unclean
+  fi
+  SRV_VERDICT=$verdict
+}
+
+# srv_stats TAG LOG: moves the run's statistics file into --dir (blocks a
+# process wrote to stderr instead, i.e. into LOG, are collected too); prints
+# the new path.
+srv_stats() {
+  local dst=$SRV_DIR/stats-$1.txt
+  if [[ -n "$SRV_STATS_TMP" && -f "$SRV_STATS_TMP" ]]; then mv "$SRV_STATS_TMP" "$dst"; else : >"$dst"; fi
+  if [[ -n "${2:-}" && -f "$2" ]] && grep -q '^lockswap: pid ' "$2"; then
+    grep '^lockswap: ' "$2" >>"$dst" || true
+  fi
+  echo "$dst"
+}
+
+# srv_client_bg CMD...: runs a load generator in the background (so a signal
+# interrupts the wait); SRV_CLIENT_PID is killed on exit. srv_client_wait
+# returns its exit status.
+srv_client_bg() { "$@" & SRV_CLIENT_PID=$!; }
+srv_client_wait() { local rc=0; wait "$SRV_CLIENT_PID" || rc=$?; SRV_CLIENT_PID=''; return "$rc"; }
+
+# --- sysbench -------------------------------------------------------------
+
+# srv_sysbench_parse OUT: sets SB_TPS SB_QPS SB_P95 SB_ERRORS SB_RECONNECTS
+# from a sysbench run's output.
+srv_sysbench_parse() {
+  SB_TPS=$(sed -n 's/.*transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$1")
+  SB_QPS=$(sed -n 's/.*queries: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$1")
+  SB_P95=$(sed -n 's/.*95th percentile: *\([0-9.]*\).*/\1/p' "$1")
+  SB_ERRORS=$(sed -n 's/.*ignored errors: *\([0-9]*\).*/\1/p' "$1")
+  SB_RECONNECTS=$(sed -n 's/.*reconnects: *\([0-9]*\).*/\1/p' "$1")
+}
+
+# srv_sysbench_one BENCH LABEL WORKLOAD THREADS VARIANT REP TAG: one sysbench
+# run against a database server, from a fresh copy of the prepared data. The
+# runner defines db_start LOG (start with SRV_ENV; returns 1 on failure),
+# sb_args WORKLOAD (sets SB_ARGS for the running server), db_check (prints a
+# verdict; a word with FAIL fails the run), SRV_DB_STOP (srv_stop's HOW) and
+# may define db_midrun TAG (called halfway through the measured run; may set
+# SRV_RUN_EXTRA=k=v;...). Warm-up, measured run, --check, shutdown, RESULT.
+SRV_DB_STOP=TERM SRV_RUN_EXTRA=''
+srv_sysbench_one() {
+  local bench=$1 label=$2 w=$3 t=$4 v=$5 rep=$6 tag=$7
+  local errlog=$SRV_DIR/server-$tag.log out=$SRV_DIR/sysbench-$tag.log sb_rc=0 check=- status=ok stats
+  SRV_RUN_EXTRA=''
+  srv_data_reset
+  srv_env "$v" "$tag"
+  ((SRV_QUIET)) || log "$SRV_NAME: ${SRV_PROGRESS:-} $w $t threads $v: start"
+  if ! db_start "$errlog"; then
+    srv_record bench="$bench" label="$label" variant="$v" rep="$rep" unit=tps lat_kind=p95_ms \
+      shutdown=start-failed status=FAIL stats="$(srv_stats "$tag" "$errlog")"
+    return 0
+  fi
+  sb_args "$w"
+  if ((SRV_WARMUP > 0)); then
+    timeout $((SRV_WARMUP + 120)) sysbench "${SB_ARGS[@]}" --threads="$t" --time="$SRV_WARMUP" run \
+      >"$out.warmup" 2>&1 || sb_rc=$?
+  fi
+  if ((sb_rc == 0)); then
+    srv_client_bg timeout $((SRV_TIME + 120)) sysbench "${SB_ARGS[@]}" --threads="$t" --time="$SRV_TIME" \
+      --percentile=95 run >"$out" 2>&1
+    if declare -F db_midrun >/dev/null; then
+      sleep "$(( SRV_TIME / 2 > 0 ? SRV_TIME / 2 : 1 ))"
+      db_midrun "$tag"
+    fi
+    srv_client_wait || sb_rc=$?
+  else
+    cp "$out.warmup" "$out"
+  fi
+  ((SRV_CHECK)) && check=$(db_check)
+  srv_stop "$SRV_DB_STOP" "$errlog" 90
+  stats=$(srv_stats "$tag" "$errlog")
+  srv_sysbench_parse "$out"
+  if ((sb_rc != 0)) || [[ -z "$SB_TPS" ]]; then
+    log "$SRV_NAME: $v: sysbench failed (status $sb_rc):"; tail -15 "$out" >&2; status=FAIL
+  fi
+  # "ignored errors" are SQL errors sysbench retries by design (deadlocks,
+  # lock-wait timeouts): reported, not failures. A reconnect is a failure.
+  [[ "${SB_RECONNECTS:-0}" == 0 && "$SRV_VERDICT" == clean && "$check" != *FAIL* ]] || status=FAIL
+  srv_record bench="$bench" label="$label" variant="$v" rep="$rep" value="$SB_TPS" unit=tps \
+    lat="$SB_P95" lat_kind=p95_ms errors="$SB_ERRORS" shutdown="$SRV_VERDICT" status="$status" stats="$stats" \
+    extra="qps=$SB_QPS;reconnects=$SB_RECONNECTS;check=$check${SRV_RUN_EXTRA:+;$SRV_RUN_EXTRA}"
+}
+
+# srv_port_ready: something listens on 127.0.0.1:$PORT (a readiness test).
+srv_port_ready() { port_in_use "$PORT"; }
+
+# srv_note TEXT: a line for the run's header (header.txt and stderr).
+srv_note() { echo "$*" | tee -a "$SRV_DIR/header.txt" >&2; }
+
+# --- the run matrix and the results --------------------------------------
+
+# srv_matrix LOAD...: for each repetition, each LOAD, each variant (order
+# rotated by one per repetition so no variant always runs first):
+# run_one LOAD VARIANT REP (defined by the runner).
+srv_matrix() {
+  local n=${#SRV_ALL[@]} rep i load total done=0 t0 eta
+  total=$(( SRV_REPEAT * $# * n ))
+  t0=$(date +%s)
+  for ((rep = 1; rep <= SRV_REPEAT; rep++)); do
+    for load in "$@"; do
+      for ((i = 0; i < n; i++)); do
+        SRV_PROGRESS="[$((done + 1))/$total rep $rep/$SRV_REPEAT]"
+        run_one "$load" "${SRV_ALL[$(( (i + rep - 1) % n ))]}" "$rep"
+        done=$((done + 1))
+        if ((!SRV_QUIET && done < total)); then
+          eta=$(( ($(date +%s) - t0) * (total - done) / done ))
+          log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
+        fi
+      done
+    done
+  done
+}
+
+# srv_record key=value...: one run's outcome. Keys: bench (an id), label (for
+# the table), variant, rep, value (throughput), unit, lat, lat_kind (e.g.
+# p95_ms), errors, shutdown, status (ok|FAIL), stats (file), extra (k=v;...).
+# Appends to runs.tsv, prints the RESULT line, logs progress.
+srv_record() {
+  local -A r=([bench]='' [label]='' [variant]='' [rep]='' [value]='' [unit]='' [lat]='' [lat_kind]=''
+              [errors]='' [shutdown]='' [status]=FAIL [stats]='' [extra]='')
+  local kv k
+  for kv in "$@"; do r[${kv%%=*}]=${kv#*=}; done
+  [[ "${r[status]}" == ok ]] || SRV_FAILED=1
+  # the 1-minute load average as the run ends: other work on the machine is noise
+  r[extra]="${r[extra]:+${r[extra]};}loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  local cols=()
+  for k in bench label variant rep value unit lat lat_kind errors shutdown status stats extra; do
+    cols+=("${r[$k]//$'\t'/ }")
+  done
+  (IFS=$'\t'; echo "${cols[*]}") >>"$SRV_DIR/runs.tsv"
+  echo "RESULT bench=${r[bench]} variant=${r[variant]} rep=${r[rep]} ${r[unit]:-value}=${r[value]:-0}" \
+       "${r[lat_kind]:-lat}=${r[lat]:--} errors=${r[errors]:--} shutdown=${r[shutdown]:--}" \
+       "status=${r[status]} stats=${r[stats]:--}"
+  ((SRV_QUIET)) || log "$SRV_NAME: ${SRV_PROGRESS:-} ${r[label]:-${r[bench]}} ${r[variant]}:" \
+    "${r[value]:-?} ${r[unit]} ${r[lat_kind]:-lat} ${r[lat]:--} errors ${r[errors]:--}" \
+    "shutdown ${r[shutdown]:--} ${r[status]}"
+}
+
+# srv_report [TITLE]: the comparison table of --dir/runs.tsv on stdout;
+# results.md, results.csv and (unless --no-plot) results.png in --dir.
+srv_report() {
+  local args=(--md "$SRV_DIR/results.md" --csv "$SRV_DIR/results.csv" --events --event-detail)
+  ((SRV_PLOT)) && args+=(--png "$SRV_DIR/results.png")
+  [[ -f "$SRV_DIR/header.txt" ]] && args+=(--header "$SRV_DIR/header.txt")
+  python3 "$SRV_HERE/report.py" "${args[@]}" --title "${1:-$SRV_NAME}" "$SRV_DIR/runs.tsv"
+}
+
+# srv_finish: the table, the exit status.
+srv_finish() {
+  srv_report "$@"
+  ((SRV_QUIET)) || log "$SRV_NAME: results in $SRV_DIR (runs.tsv, results.md/.csv/.png, logs, stats-*.txt)"
+  return "$SRV_FAILED"
+}
