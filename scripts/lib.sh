@@ -14,18 +14,21 @@ require_library() {
   [[ -f "$LIBLOCKSWAP" ]] || die "$LIBLOCKSWAP not found: run scripts/build.sh first"
 }
 
-# variant_env NAME -> prints "LOCKSWAP_MUTEX=<m> LOCKSWAP_RWLOCK=<r>".
-# NAME is a variant of the test matrix (glibc, futex, rwsem, rwsem-rspin: the
-# last is the v5.10 rwlock with the rwsem mutex) or an explicit MUTEX/RWLOCK
-# pair such as glibc/rwsem.
+# variant_env NAME -> prints the LOCKSWAP_* settings of a variant.
+# NAME is a column of the test matrix (glibc, futex, rwsem, rwsem-rspin,
+# lockref, percid[-ALLOCATOR]) or an explicit MUTEX/RWLOCK pair such as
+# glibc/rwsem.
 variant_env() {
-  local v=$1 m r
+  local v=$1
   case "$v" in
-    */*) m=${v%%/*}; r=${v#*/} ;;
-    rwsem-rspin) m=rwsem; r=rwsem-rspin ;;
-    *) m=$v; r=$v ;;
+    */*) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "${v%%/*}" "${v#*/}" ;;
+    rwsem-rspin) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=rwsem-rspin\n' ;;
+    lockref) printf 'LOCKSWAP_MUTEX=futex LOCKSWAP_RWLOCK=lockref LOCKSWAP_SEM=lockref\n' ;;
+    percid) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=percid\n' ;;
+    percid-*) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=percid LOCKSWAP_CID=%s\n' "${v#percid-}" ;;
+    glibc|futex) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s LOCKSWAP_SEM=%s\n' "$v" "$v" "$v" ;;
+    *) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "$v" "$v" ;;
   esac
-  printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "$m" "$r"
 }
 
 # check_variant NAME: the library itself validates the names (exit 2 with
