@@ -26,6 +26,11 @@ LOCK_EVENT(rwsem_rlock_bias_drop, "2016 option: failed fast-path reader dropped 
 LOCK_EVENT(rwsem_wlock,         "writer acquired after queueing")
 LOCK_EVENT(rwsem_wlock_fail,    "writer gave up (timeout or trylock)")
 LOCK_EVENT(rwsem_wlock_handoff, "writer set the handoff bit")
+LOCK_EVENT(rwsem_rlock_reader_pref, "default-kind reader entered past queued writers: a read holder sleeps in lockswap")
+LOCK_EVENT(rwsem_rlock_reader_pref_wait, "default-kind reader entered past queued writers after the reader-preference bound")
+LOCK_EVENT(rwsem_rlock_rt,      "SCHED_FIFO/RR reader above every queued writer entered a read-held lock")
+LOCK_EVENT(rwsem_cancel,        "a cancelled thread left the queue, or gave back what it had been granted")
+LOCK_EVENT(rwsem_wait_lock_recover, "a wait_lock held by a thread lost in fork() was taken over in the child")
 
 // --- futex reference variant (core/futex_mutex.h, core/futex_rwlock.h) ---
 LOCK_EVENT(futex_mutex_sleep,   "futex mutex: lock() slept in the kernel")
@@ -63,6 +68,7 @@ LOCK_EVENT(lockref_fallback,    "retry bound reached: the update was done under 
 LOCK_EVENT(lockref_lock_sleep,  "lockref lock half: lock() slept in the kernel")
 LOCK_EVENT(lockref_rlock_sleep, "lockref rwlock: a reader slept on the lock half")
 LOCK_EVENT(lockref_rlock_recursive, "lockref rwlock: a reader holding read locks entered past a writer")
+LOCK_EVENT(lockref_rlock_reader_pref, "lockref rwlock: a reader entered a read-held lock past a draining writer (reader preference)")
 LOCK_EVENT(lockref_wlock_sleep, "lockref rwlock: a writer slept on the lock half")
 LOCK_EVENT(lockref_drain_sleep, "lockref rwlock: a writer slept on the count half until readers drained")
 LOCK_EVENT(lockref_read_turn,   "lockref rwlock: a write unlock found sleeping readers and gave them the next turn")

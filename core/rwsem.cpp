@@ -5,13 +5,19 @@
 // function names the kernel function it stands for.
 #include "core/rwsem.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <ctime>
+#include <new>
 
 #include "arch/futex.h"
 #include "arch/relax.h"
+#include "core/read_pref.h"
 
 namespace lockswap {
 
@@ -40,18 +46,68 @@ constexpr uint64_t kRspinBaseNs = 10'000;
 constexpr uint64_t kRspinPerReaderNs = 500;
 constexpr uint64_t kRspinMaxReaders = 30;
 
-// Waiting for another thread's store when preemption cannot be disabled: after
-// this many polls that thread is probably preempted, so give it our CPU.
+// Waiting for another thread's store when preemption cannot be disabled:
+// spin, then yield (that thread is probably preempted), then sleep with a
+// growing pause. Never an unbounded busy loop: a yield does not let a lower
+// SCHED_FIFO/RR priority holder run on our CPU, a sleep does. The sleep is a
+// raw system call, not nanosleep(), which is a cancellation point.
 constexpr unsigned kPollsBeforeYield = 64;
+constexpr unsigned kYieldsBeforeSleep = 64;
+constexpr long kBackoffSleepMinNs = 10'000;
+constexpr long kBackoffSleepMaxNs = 1'000'000;
 struct Backoff {
   unsigned polls = 0;
+  long sleep_ns = kBackoffSleepMinNs;
   void pause() {
-    if (++polls > kPollsBeforeYield)
-      sched_yield();
-    else
+    ++polls;
+    if (polls <= kPollsBeforeYield) {
       arch::cpu_relax();
+    } else if (polls <= kPollsBeforeYield + kYieldsBeforeSleep) {
+      sched_yield();
+    } else {
+      timespec ts{0, sleep_ns};
+      syscall(SYS_nanosleep, &ts, nullptr);
+      sleep_ns = std::min(sleep_ns * 2, kBackoffSleepMaxNs);
+    }
   }
 };
+
+// ---------------------------------------------------------------------------
+// Cancellation
+// ---------------------------------------------------------------------------
+
+// The slow paths run with deferred cancellation, so an asynchronous
+// cancellation can never land while this thread holds the wait_lock, is in
+// the OSQ, or is half-way through a list update. The caller's type is put
+// back on a normal exit only (never from an unwind).
+class CancelScope {
+ public:
+  CancelScope() { pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_); }
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+  bool async() const { return old_ == PTHREAD_CANCEL_ASYNCHRONOUS; }
+  // May act on a cancellation that arrived meanwhile, right here.
+  void restore() const {
+    int t;
+    if (async()) pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  }
+
+ private:
+  int old_ = PTHREAD_CANCEL_DEFERRED;
+};
+
+// The one place an asynchronous cancellation may land: the futex sleep of a
+// queued waiter. A function with no cleanups of its own (no LSDA), so the
+// unwind goes straight to the caller's QueueGuard; the type is deferred again
+// before anything else runs.
+__attribute__((noinline)) int sleep_async_cancellable(const WaitCtx& ctx, const std::atomic<uint32_t>* word,
+                                                      uint32_t seen) {
+  int t;
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  int rc = ctx.sleep(word, seen);
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &t);
+  return rc;
+}
 
 // ---------------------------------------------------------------------------
 // Wait list (the kernel's wait_lock + wait_list) and wake queue
@@ -60,17 +116,22 @@ struct Backoff {
 enum class WaitType : uint8_t { write, read };
 enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
 
-struct alignas(8) Waiter {
-  Waiter(ThreadSlot& s, WaitType t, uint64_t timeout_ns)
-      : slot(&s), task(&s), timeout(timeout_ns),
+// One waiter. It normally lives in its thread's type-stable ThreadSlot
+// (rwsem_waiter), not on the stack: a thread waits on one lock at a time, and
+// a record that a fork ghost left linked stays readable in the child however
+// the child reuses the ghosts' stacks.
+struct alignas(64) Waiter {
+  Waiter(ThreadSlot& s, WaitType t, uint64_t now)
+      : slot(&s), task(&s), queued_at(now), timeout(now + g_rwsem_tunables.handoff_ns),
         generation(registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
 
   Waiter* prev = nullptr;        // list links: under wait_lock
   Waiter* next = nullptr;
   ThreadSlot* slot;              // parker; type-stable, so safe after we are gone
   // Non-null while a reader waits; its granter stores nullptr (release) as the
-  // very last access to this record, which lives on the waiter's stack.
+  // very last access to this record.
   std::atomic<ThreadSlot*> task;
+  uint64_t queued_at;            // steady ns at enqueue (reader preference bound)
   uint64_t timeout;              // steady ns after which we may ask for HANDOFF
   uint64_t last_rowner = 0;      // v5.10: owner seen at slow-path entry
   uint32_t generation;           // fork generation at enqueue (ghost detection)
@@ -78,9 +139,40 @@ struct alignas(8) Waiter {
   // Set (under wait_lock) on the first waiter when it owns the HANDOFF bit; the
   // waiter itself reads it without the lock.
   std::atomic<bool> handoff_set{false};
+  // Writers (under wait_lock): a batch of readers already entered past this
+  // writer after the reader-preference bound; no second batch until the lock
+  // has been free for it (mark_wake() clears it when it wakes this writer).
+  std::atomic<bool> pref_blocked{false};
+  bool in_use = true;            // owner only: the slot's record is taken
 };
-static_assert(alignof(Waiter) > 1, "bit 0 of a Waiter* is free for the wait_lock");
-constexpr uint64_t kWaitLockBit = 1;
+static_assert(sizeof(Waiter) <= sizeof(ThreadSlot::rwsem_waiter), "the record fits its slot line");
+static_assert(alignof(Waiter) == 64, "6 low bits of a Waiter* are free in the waitq word");
+
+// The slot's record, or one on the stack when the slot's is taken (a wait
+// nested in a signal handler that interrupted another wait).
+class WaiterRecord {
+ public:
+  WaiterRecord(ThreadSlot& me, WaitType t, uint64_t now) {
+    void* mem = me.rwsem_waiter;
+    if (std::launder(reinterpret_cast<Waiter*>(mem))->in_use) mem = stack_;
+    w_ = new (mem) Waiter(me, t, now);
+  }
+  ~WaiterRecord() { w_->in_use = false; }
+  WaiterRecord(const WaiterRecord&) = delete;
+  WaiterRecord& operator=(const WaiterRecord&) = delete;
+  Waiter& get() { return *w_; }
+
+ private:
+  Waiter* w_;
+  alignas(Waiter) unsigned char stack_[sizeof(Waiter)];
+};
+
+// waitq word: Waiter* head | bits 1-5 fork-generation tag of the wait_lock
+// holder | bit 0 wait_lock.
+constexpr uint64_t kWaitLockBit = wait_lock::kLockBit;
+constexpr uint64_t kTagMask = wait_lock::kTagMask;
+constexpr uint64_t kWordFlags = kWaitLockBit | kTagMask;
+static_assert(alignof(Waiter) > kWordFlags, "the flag bits sit below a Waiter*");
 
 // A waiter queued before a fork() into this process: its thread is gone.
 bool ghost(const Waiter& w) { return w.generation != registry::g_fork_generation.load(arch::mo_hint); }
@@ -88,26 +180,33 @@ bool ghost(const Waiter& w) { return w.generation != registry::g_fork_generation
 // Holds the wait_lock (bit 0 of waitq) and caches the list head meanwhile.
 class WaitList {
  public:
-  explicit WaitList(std::atomic<uint64_t>& word) : word_(word) { lock(); }
+  explicit WaitList(const Ref& r) : word_(r.waitq), count_(&r.count) { lock(); }
+  WaitList(std::atomic<uint64_t>& word, std::atomic<uint64_t>* count) : word_(word), count_(count) { lock(); }
   ~WaitList() {
     if (held_) unlock();
   }
   WaitList(const WaitList&) = delete;
   WaitList& operator=(const WaitList&) = delete;
 
+  // Test-and-test-and-set with a bounded spin (Backoff). The holder's fork
+  // generation goes into the word with the lock bit.
   void lock() {
+    const uint64_t mine = kWaitLockBit | wait_lock::tag(registry::g_fork_generation.load(arch::mo_hint));
     for (Backoff b;; b.pause()) {
-      if (word_.load(arch::mo_hint) & kWaitLockBit) continue;
-      uint64_t old = word_.fetch_or(kWaitLockBit, arch::mo_lock);
-      if (!(old & kWaitLockBit)) {
-        head_ = reinterpret_cast<Waiter*>(old);
+      uint64_t v = word_.load(arch::mo_hint);
+      if (v & kWaitLockBit) {
+        if ((v & kTagMask) != (mine & kTagMask) && recover(v, mine)) return;
+        continue;
+      }
+      if (word_.compare_exchange_weak(v, v | mine, arch::mo_lock, arch::mo_hint)) {
+        head_ = reinterpret_cast<Waiter*>(v & ~kWordFlags);
         held_ = true;
         return;
       }
     }
   }
   // Nobody else writes the word while we hold it, so a store both publishes
-  // the new head and drops the lock.
+  // the new head and drops the lock (and the tag).
   void unlock() {
     held_ = false;
     word_.store(reinterpret_cast<uint64_t>(head_), arch::mo_unlock);
@@ -144,7 +243,24 @@ class WaitList {
   }
 
  private:
+  // The lock is held with another fork generation's tag: its holder is a
+  // thread that did not survive fork() (generations only change in a child,
+  // and the forking thread never forks while holding it). Nothing in this
+  // process can queue without the lock, so every waiter it guards is a ghost
+  // too: take the lock over with an empty list, which needs neither WAITERS
+  // nor HANDOFF. (A reader bias such a ghost was giving back is not
+  // recovered; a lock it held stays held, as with glibc.)
+  bool recover(uint64_t v, uint64_t mine) {
+    if (!word_.compare_exchange_strong(v, mine, arch::mo_lock, arch::mo_hint)) return false;
+    head_ = nullptr;
+    held_ = true;
+    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+    lockevent_inc(LockEvent::rwsem_wait_lock_recover);
+    return true;
+  }
+
   std::atomic<uint64_t>& word_;
+  std::atomic<uint64_t>* count_;
   Waiter* head_ = nullptr;
   bool held_ = false;
 };
@@ -169,10 +285,16 @@ constexpr uint32_t kSleepingOn = 1u << 31;
 constexpr uint32_t sleep_token(uint32_t park_value) { return park_value | kSleepingOn; }
 static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked");
 
-void park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool& timed_out) {
+// Returns 0 or ETIMEDOUT. `async`: the caller had asynchronous cancellation
+// enabled, which is allowed to act during the system call only. While asleep
+// a thread holding read locks counts as a sleeping read holder (reader
+// preference rule (a), core/read_pref.h).
+int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool async) {
+  read_pref::ReadHolderSleep holder_asleep;
   me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
-  timed_out = ctx.sleep(&me.park, seen) == ETIMEDOUT;
+  int rc = async ? sleep_async_cancellable(ctx, &me.park, seen) : ctx.sleep(&me.park, seen);
   me.blocked.store(0, arch::mo_hint);
+  return rc;
 }
 
 void wake_parked(ThreadSlot& s) {
@@ -278,6 +400,40 @@ uint32_t collect_readers(WaitList& wl, Waiter*& chain) {
   return woken;
 }
 
+// Grant every queued reader (up to kMaxReadersWakeup, skipping writers), in
+// one count update with the flag changes, then publish the grants.
+// `pregranted`: a bias the caller already added for the first of them.
+// `clear_handoff`: readers got the lock, so writers need not be forced any
+// more (mark_wake); the reader-preference batch keeps the writer's HANDOFF.
+void grant_readers(const Ref& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q) {
+  Waiter* chain = nullptr;
+  uint32_t woken = collect_readers(wl, chain);
+  lockevent_add(LockEvent::rwsem_wake_reader, woken);
+
+  // One count update for all grants and flags (unsigned wrap-around is the
+  // intended two's-complement arithmetic). WAITERS and HANDOFF only change
+  // under wait_lock, so reading them here and subtracting later is safe.
+  uint64_t adjustment = woken * kReaderBias - pregranted;
+  uint64_t old = r.count.load(arch::mo_hint);
+  if (wl.empty()) {
+    adjustment -= kFlagWaiters;
+    if (old & kFlagHandoff) adjustment -= kFlagHandoff;
+  } else if (clear_handoff && woken != 0 && (old & kFlagHandoff)) {
+    adjustment -= kFlagHandoff;
+  }
+  if (adjustment != 0) r.count.fetch_add(adjustment, arch::mo_handover);
+
+  // Second pass, only now that the count covers every granted reader: one of
+  // them may run and unlock as soon as it sees its grant.
+  for (Waiter* w = chain; w != nullptr;) {
+    Waiter* next = w->next;
+    ThreadSlot* s = w->slot;
+    w->task.store(nullptr, arch::mo_unlock);  // last touch of *w
+    q.add(s);
+    w = next;
+  }
+}
+
 template <class P>
 void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
   Waiter* first = first_live(r, wl);
@@ -287,6 +443,9 @@ void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
     // Not a grant: the writer must still win the lock, so a spinner may steal
     // it meanwhile (readers cannot: WAITERS is set).
     if (type == WakeType::any) {
+      // The lock is free for it now: a reader-preference batch may pass it
+      // again only in a later read phase (see read_pref_queued()).
+      first->pref_blocked.store(false, arch::mo_hint);
       q.add(first->slot);
       lockevent_inc(LockEvent::rwsem_wake_writer);
     }
@@ -314,33 +473,7 @@ void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
     }
     set_reader_owned<P>(r.owner, who);
   }
-
-  Waiter* chain = nullptr;
-  uint32_t woken = collect_readers(wl, chain);
-  lockevent_add(LockEvent::rwsem_wake_reader, woken);
-
-  // One count update for all grants and flags (unsigned wrap-around is the
-  // intended two's-complement arithmetic). WAITERS and HANDOFF only change
-  // under wait_lock, so reading them here and subtracting later is safe.
-  uint64_t adjustment = woken * kReaderBias - pregranted;
-  uint64_t old = r.count.load(arch::mo_hint);
-  if (wl.empty()) {
-    adjustment -= kFlagWaiters;
-    if (old & kFlagHandoff) adjustment -= kFlagHandoff;
-  } else if (woken != 0 && (old & kFlagHandoff)) {
-    adjustment -= kFlagHandoff;  // readers got it: no need to force writers any more
-  }
-  if (adjustment != 0) r.count.fetch_add(adjustment, arch::mo_handover);
-
-  // Second pass, only now that the count covers every granted reader: one of
-  // them may run and unlock as soon as it sees its grant.
-  for (Waiter* w = chain; w != nullptr;) {
-    Waiter* next = w->next;
-    ThreadSlot* s = w->slot;
-    w->task.store(nullptr, arch::mo_unlock);  // last touch of *w
-    q.add(s);
-    w = next;
-  }
+  grant_readers(r, wl, pregranted, true, q);
 }
 
 // rwsem_cond_wake_waiter() (v5.19+): wake what the current count allows.
@@ -368,10 +501,96 @@ template <class P>
 void wake_queue(const Ref& r, WakeType type) {
   WakeQ q;
   {
-    WaitList wl(r.waitq);
+    WaitList wl(r);
     if (!wl.empty()) mark_wake<P>(r, wl, type, q);
   }
   q.wake();
+}
+
+// up_read() / up_write() from inside the slow paths (a cancelled or
+// cancellation-pending thread gives back what it was granted).
+template <class P>
+void read_unlock_ref(const Ref& r) {
+  uint64_t c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
+  if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
+    clear_nonspinnable<P>(r);
+    wake_queue<P>(r, WakeType::any);
+  }
+}
+template <class P>
+void write_unlock_ref(const Ref& r) {
+  r.owner.store(0, arch::mo_hint);
+  uint64_t expected = kWriterLocked;
+  if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return;
+  // Waiters queued: release under the wait_lock (see Slow::write_unlock_slow()).
+  WakeQ q;
+  {
+    WaitList wl(r);
+    uint64_t old = r.count.fetch_sub(kWriterLocked, arch::mo_unlock);
+    if ((old & kFlagWaiters) && !wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
+  }
+  q.wake();
+}
+
+// A queued waiter is being unwound by a cancellation (its futex sleep is the
+// only place one can land: see CancelScope). Leave exactly as a timed-out
+// waiter does, or, for a reader whose grant was already published, give the
+// read lock back. Never called with the wait_lock held.
+template <class P>
+__attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
+  w.slot->blocked.store(0, arch::mo_hint);
+  WakeQ q;
+  bool granted;
+  {
+    WaitList wl(r);
+    granted = w.type == WaitType::read && w.task.load(arch::mo_lock) == nullptr;
+    if (!granted) del_wake_waiter<P>(r, wl, &w, q);
+  }
+  q.wake();
+  if (granted) read_unlock_ref<P>(r);
+  lockevent_inc(LockEvent::rwsem_cancel);
+}
+
+// Armed while a waiter is queued and may sleep; its destructor runs only when
+// a cancellation unwinds through the wait (every normal exit disarms it).
+template <class P>
+struct QueueGuard {
+  const Ref& r;
+  Waiter& w;
+  bool armed = true;
+  ~QueueGuard() {
+    if (armed) leave_cancelled<P>(r, w);
+  }
+};
+
+// The lock is ours and the caller's asynchronous type is being restored: a
+// cancellation that arrived while we were deferred acts now, and this guard
+// gives the lock back first (as if it had acted while we still waited).
+template <class P>
+struct HeldGuard {
+  const Ref& r;
+  bool write;
+  bool armed = true;
+  ~HeldGuard() {
+    if (!armed) return;
+    if (write)
+      write_unlock_ref<P>(r);
+    else
+      read_unlock_ref<P>(r);
+    lockevent_inc(LockEvent::rwsem_cancel);
+  }
+};
+
+template <class P>
+void restore_cancel(const CancelScope& cs, const Ref& r, int rc, bool write) {
+  if (!cs.async()) return;
+  if (rc != 0) {
+    cs.restore();
+    return;
+  }
+  HeldGuard<P> g{r, write};
+  cs.restore();
+  g.armed = false;
 }
 
 // ---------------------------------------------------------------------------
@@ -662,39 +881,204 @@ bool read_spin(const Ref& r, bool& have_bias, uint64_t& last_rowner) {
   return false;
 }
 
+// ---------------------------------------------------------------------------
+// Reader preference (not in the kernel; core/read_pref.h), default kind only
+// ---------------------------------------------------------------------------
+
+// Read-held: no writer, and readers besides `own_bias` of ours.
+bool read_held(uint64_t c, uint64_t own_bias) { return !(c & kWriterLocked) && reader_count(c) > own_bias; }
+
+// The highest SCHED_FIFO/RR priority among the queued (blocked) writers, 0 if
+// none is real-time; INT_MAX when there are too many to ask (conservative).
+// Asked only for a real-time reader; the priorities are read outside the
+// wait_lock (two system calls per writer).
+int max_queued_writer_rt_priority(const Ref& r) {
+  constexpr unsigned kMaxAsked = 16;
+  pid_t tids[kMaxAsked];
+  unsigned n = 0;
+  {
+    WaitList wl(r);
+    for (Waiter* w = wl.first(); w != nullptr; w = wl.after(w)) {
+      if (w->type != WaitType::write || ghost(*w)) continue;
+      if (n == kMaxAsked) return INT_MAX;
+      tids[n++] = w->slot->tid;
+    }
+  }
+  int max = 0;
+  for (unsigned i = 0; i < n; ++i) max = std::max(max, read_pref::rt_priority_of_tid(tids[i]));  // -1: gone
+  return max;
+}
+
+// Rule (c): a real-time reader above every queued writer. A normal-policy
+// thread pays one compare (the policy is cached per thread).
+bool rt_reader_beats_writers(const Ref& r, uint64_t now) {
+  int me = read_pref::self_rt_priority(now);
+  if (me <= 0) return false;
+  CancelScope cs;  // takes the wait_lock (read_try runs without a scope)
+  int writers = max_queued_writer_rt_priority(r);
+  cs.restore();
+  return me > writers;
+}
+
+// A reader about to queue (no record yet): rules (a) and (c). With our bias
+// still in the count and no writer in it we already hold a read lock; without
+// one (drop_bias_early, v5.10 spinners) take it back by CAS while read-held.
+template <class P>
+bool read_pref_arrival(const Ref& r, uint64_t count, bool have_bias) {
+  if (!read_held(have_bias ? count : r.count.load(arch::mo_hint), have_bias ? 1 : 0)) return false;
+  LockEvent ev;
+  if (read_pref::read_holder_asleep_on(&r.count))
+    ev = LockEvent::rwsem_rlock_reader_pref;
+  else if (rt_reader_beats_writers(r, now_ns()))
+    ev = LockEvent::rwsem_rlock_rt;
+  else
+    return false;
+  if (!have_bias) {
+    uint64_t c = r.count.load(arch::mo_hint);
+    do {
+      if (!read_held(c, 0)) return false;
+    } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
+  }
+  set_reader_owned<P>(r.owner, owner_value(self_slot()));
+  lockevent_inc(ev);
+  return true;
+}
+
+// The first queued writer that is not a ghost, or nullptr.
+Waiter* first_writer(const WaitList& wl) {
+  for (Waiter* w = wl.first(); w != nullptr; w = wl.after(w))
+    if (w->type == WaitType::write && !ghost(*w)) return w;
+  return nullptr;
+}
+
+enum class Admit : uint8_t { none, granted, asleep, waited, rt };
+
+// A queued reader re-checks rules (a), (b) and (c). On success it has left the
+// queue holding a read lock. Rule (b) also lets in every other queued reader
+// (the program may wait for more than one), and then no further batch until
+// the lock has been free for the first queued writer (pref_blocked, cleared
+// when mark_wake() wakes that writer): one batch per read phase. A writer
+// that then loses the free lock to a stealing reader sets HANDOFF once it is
+// overdue, and takes the lock the next time it is free.
+template <class P>
+Admit read_pref_queued(const Ref& r, Waiter& w, uint64_t now, WakeQ& q) {
+  if (!read_held(r.count.load(arch::mo_hint), 0)) return Admit::none;
+  Admit why = Admit::none;
+  if (read_pref::read_holder_asleep_on(&r.count))
+    why = Admit::asleep;
+  else if (rt_reader_beats_writers(r, now))
+    why = Admit::rt;
+  else if (now - w.queued_at >= tunables().reader_pref_ns)
+    why = Admit::waited;
+  if (why == Admit::none) return Admit::none;
+
+  WaitList wl(r);
+  if (w.task.load(arch::mo_lock) == nullptr) return Admit::granted;
+  if (why == Admit::waited) {
+    Waiter* fw = first_writer(wl);
+    if (fw != nullptr && fw->pref_blocked.load(arch::mo_hint)) return Admit::none;
+  }
+  uint64_t c = r.count.load(arch::mo_hint);
+  do {
+    if (!read_held(c, 0)) return Admit::none;
+  } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
+  bool was_first = first_live(r, wl) == &w;
+  if (why == Admit::waited) {
+    wl.remove(&w);
+    if (Waiter* fw = first_writer(wl)) fw->pref_blocked.store(true, arch::mo_hint);
+    grant_readers(r, wl, 0, false, q);  // clears WAITERS (and HANDOFF) if the queue empties
+  } else if (del_waiter(r, wl, &w) && was_first) {
+    mark_wake<P>(r, wl, WakeType::read_owned, q);
+  }
+  set_reader_owned<P>(r.owner, owner_value(*w.slot));
+  return why;
+}
+
+// Queued default-kind readers sleep at most this long at a time, to re-check
+// the rules (rule (a) also unparks them at once when a holder falls asleep).
+constexpr uint64_t kPrefSliceMinNs = 100'000;
+constexpr unsigned kPrefSliceMaxShift = 4;  // slices double up to 16 bounds
+
+uint64_t ns_until(const WaitCtx& ctx) {
+  timespec now;
+  clock_gettime(ctx.clock, &now);
+  int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
+  return left < 0 ? 0 : static_cast<uint64_t>(left);
+}
+
+timespec monotonic_at(uint64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
+// ---------------------------------------------------------------------------
+// Queued readers
+// ---------------------------------------------------------------------------
+
 // Sleep until granted; on timeout leave the queue unless a grant raced in.
 template <class P>
-int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx) {
+int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref, bool async) {
   ThreadSlot& me = *w.slot;
+  QueueGuard<P> guard{r, w};
+  read_pref::PrefWaiter watch;
+  const uint64_t bound = std::max(tunables().reader_pref_ns, kPrefSliceMinNs);
+  uint64_t slice = bound;
+  LockEvent got = LockEvent::rwsem_rlock;
   bool timed_out = false;
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the check: see header
     if (w.task.load(arch::mo_lock) == nullptr) break;
+    uint64_t now = 0;
+    if (pref) {
+      now = now_ns();
+      // Register before checking rule (a) (Dekker pair with ReadHolderSleep).
+      if (read_held(r.count.load(arch::mo_hint), 0)) watch.register_for(me, &r.count);
+      WakeQ q;
+      Admit a = read_pref_queued<P>(r, w, now, q);
+      q.wake();
+      if (a == Admit::granted) break;
+      if (a != Admit::none) {
+        got = a == Admit::asleep ? LockEvent::rwsem_rlock_reader_pref
+              : a == Admit::rt   ? LockEvent::rwsem_rlock_rt
+                                 : LockEvent::rwsem_rlock_reader_pref_wait;
+        break;
+      }
+    }
     if (timed_out) {
-      WaitList wl(r.waitq);
+      WaitList wl(r);
       if (w.task.load(arch::mo_lock) == nullptr) break;  // granted meanwhile: keep it
       WakeQ q;
       del_wake_waiter<P>(r, wl, &w, q);
       wl.unlock();
       q.wake();
+      guard.armed = false;
       lockevent_inc(LockEvent::rwsem_rlock_fail);
       return ctx.give_up_code();
     }
-    park_sleep(me, seen, ctx, timed_out);
+    if (pref && (ctx.mode == WaitCtx::Mode::forever || ns_until(ctx) > slice)) {
+      // A bounded sleep; its end is not the caller's timeout.
+      timespec end = monotonic_at(now + slice);
+      park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end), async);
+      timed_out = ctx.mode == WaitCtx::Mode::until && ctx.expired();
+      slice = std::min(slice * 2, bound << kPrefSliceMaxShift);
+    } else {
+      timed_out = park_sleep(me, seen, ctx, async) == ETIMEDOUT;
+    }
     lockevent_inc(LockEvent::rwsem_sleep_reader);
   }
-  lockevent_inc(LockEvent::rwsem_rlock);
+  guard.armed = false;
+  lockevent_inc(got);
   return 0;
 }
 
 template <class P>
-int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx) {
+int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, unsigned flags, bool async) {
   ThreadSlot& me = self_slot();
-  Waiter w(me, WaitType::read, now_ns() + tunables().handoff_ns);
+  WaiterRecord rec(me, WaitType::read, now_ns());
+  Waiter& w = rec.get();
   w.last_rowner = last_rowner;
   uint64_t adjustment = have_bias ? 0 - kReaderBias : 0;
 
-  WaitList wl(r.waitq);
+  WaitList wl(r);
   if (wl.empty()) {
     // Nobody queued and no writer: the bias we still hold is a read lock.
     // (HANDOFF is always clear with an empty queue.) An acquire load rather
@@ -715,7 +1099,7 @@ int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx
   cond_wake_waiter<P>(r, wl, c, q);  // giving back our bias may have freed the lock
   wl.unlock();
   q.wake();
-  return read_wait<P>(r, w, ctx);
+  return read_wait<P>(r, w, ctx, (flags & kReadReaderPref) != 0, async);
 }
 
 // ---------------------------------------------------------------------------
@@ -771,11 +1155,12 @@ bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
 }
 
 template <class P>
-int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
+int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin, bool async) {
   ThreadSlot& me = self_slot();
-  Waiter w(me, WaitType::write, now_ns() + tunables().handoff_ns);
+  WaiterRecord rec(me, WaitType::write, now_ns());
+  Waiter& w = rec.get();
 
-  WaitList wl(r.waitq);
+  WaitList wl(r);
   wl.add_tail(&w);
   if (first_live(r, wl) != &w) {
     WakeQ q;
@@ -789,6 +1174,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
     r.count.fetch_or(kFlagWaiters, arch::mo_handover);
   }
 
+  QueueGuard<P> guard{r, w};  // the wait_lock is never held where it can fire
   bool timed_out = false;
   uint64_t spin_deadline = 0;
   for (;;) {
@@ -801,16 +1187,18 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
       del_wake_waiter<P>(r, wl, &w, q);
       wl.unlock();
       q.wake();
+      guard.armed = false;
       lockevent_inc(LockEvent::rwsem_wlock_fail);
       return ctx.give_up_code();
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      park_sleep(me, seen, ctx, timed_out);
+      timed_out = park_sleep(me, seen, ctx, async) == ETIMEDOUT;
       lockevent_inc(LockEvent::rwsem_sleep_writer);
     }
     wl.lock();
   }
+  guard.armed = false;
   if (disable_rspin) {  // v5.10 rwsem_disable_reader_optspin()
     r.owner.fetch_or(P::kRdNonspinnable, arch::mo_hint);
     lockevent_inc(LockEvent::rwsem_opt_norspin);
@@ -827,8 +1215,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
 // ---------------------------------------------------------------------------
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads,
-                                            bool behind_writers) {
+int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags, bool async) {
   bool have_bias = true;
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
@@ -837,33 +1224,87 @@ __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCt
     have_bias = false;
     lockevent_inc(LockEvent::rwsem_rlock_bias_drop);
   }
-  if (caller_holds_reads && read_recursive<P>(r, count, have_bias)) return 0;
+  if ((flags & kReadHoldsThis) && read_recursive<P>(r, count, have_bias)) return 0;
 
   uint64_t last_rowner = 0;
   // glibc's writer-nonrecursive kind: a queued writer keeps new readers out,
   // so neither v5.11 stealing nor v5.10 spinning may pass the queue.
-  if (behind_writers && (count & kFlagWaiters)) return read_queue<P>(r, have_bias, last_rowner, ctx);
+  if ((flags & kReadBehindWriters) && (count & kFlagWaiters))
+    return read_queue<P>(r, have_bias, last_rowner, ctx, flags, async);
   if constexpr (P::reader_spinning) {
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {
     if (read_steal<P>(r, count, have_bias)) return 0;
   }
-  return read_queue<P>(r, have_bias, last_rowner, ctx);
+  if ((flags & kReadReaderPref) && read_pref_arrival<P>(r, count, have_bias)) return 0;
+  return read_queue<P>(r, have_bias, last_rowner, ctx, flags, async);
 }
 
-// down_read_trylock() (v5.16+: read the count first), plus the recursive rule.
 template <class P>
-__attribute__((noinline)) int Slow<P>::read_try(const Ref& r, bool caller_holds_reads) {
+__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags) {
+  CancelScope cs;
+  int rc = read_impl<P>(r, count, ctx, flags, cs.async());
+  restore_cancel<P>(cs, r, rc, false);
+  return rc;
+}
+
+// Would a blocking reader take this lock at once, without queueing? `c` has
+// no WRITER, HANDOFF or READFAIL. v5.11: it steals unless the lock is very
+// likely reader-owned already; v5.10: it spins, unless reader spinning is off.
+template <class P>
+bool unqueued_reader_would_get_it(const Ref& r, uint64_t c) {
+  uint64_t o = r.owner.load(arch::mo_hint);
+  if constexpr (P::reader_spinning)
+    return tunables().writer_spin && !(o & P::kRdNonspinnable);
+  else
+    return !((o & kReaderOwned) && reader_count(c) >= 1);
+}
+
+// down_read_trylock() (v5.16+: read the count first). Not in the kernel: it
+// succeeds wherever a blocking reader would get in without sleeping —
+// recursion, v5.11 stealing / v5.10 spinning past queued waiters, and the
+// reader-preference rules (a) and (c) — so a lock nobody holds is not EBUSY
+// just because waiters are queued (glibc's default rwlock succeeds there).
+template <class P>
+__attribute__((noinline)) int Slow<P>::read_try(const Ref& r, unsigned flags) {
+  enum class Why : uint8_t { plain, recursive, steal, asleep, rt };
+  const bool holds = flags & kReadHoldsThis, behind = flags & kReadBehindWriters, pref = flags & kReadReaderPref;
+  int pref_rule = -1;  // lazily: 0 none, 1 (a), 2 (c)
   uint64_t c = r.count.load(arch::mo_hint);
   for (;;) {
-    bool plain = !(c & kReadFailedMask);
-    bool recursive = caller_holds_reads && !(c & kWriterLocked) && reader_count(c) >= 1;
-    if (!plain && !recursive) break;
-    if (r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint)) {
-      set_reader_owned<P>(r.owner, owner_value(self_slot()));
-      if (!plain) lockevent_inc(LockEvent::rwsem_rlock_recursive);
-      return 0;
+    Why why;
+    if (!(c & kReadFailedMask)) {
+      why = Why::plain;
+    } else if (holds && read_held(c, 0)) {
+      why = Why::recursive;
+    } else if (!(c & (kWriterLocked | kFlagHandoff | kFlagReadFail)) && !(behind && (c & kFlagWaiters)) &&
+               unqueued_reader_would_get_it<P>(r, c)) {
+      why = Why::steal;
+    } else if (pref && !(c & kFlagReadFail) && read_held(c, 0)) {
+      if (pref_rule < 0)
+        pref_rule = read_pref::read_holder_asleep_on(&r.count) ? 1 : rt_reader_beats_writers(r, now_ns()) ? 2 : 0;
+      if (pref_rule == 0) break;
+      why = pref_rule == 1 ? Why::asleep : Why::rt;
+    } else {
+      break;
     }
+    if (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint)) continue;
+    set_reader_owned<P>(r.owner, owner_value(self_slot()));
+    switch (why) {
+      case Why::plain: break;
+      case Why::recursive: lockevent_inc(LockEvent::rwsem_rlock_recursive); break;
+      case Why::steal: lockevent_inc(LockEvent::rwsem_rlock_steal); break;
+      case Why::asleep: lockevent_inc(LockEvent::rwsem_rlock_reader_pref); break;
+      case Why::rt: lockevent_inc(LockEvent::rwsem_rlock_rt); break;
+    }
+    // First reader in past queued waiters: bring the queued readers along,
+    // as a stealing reader does.
+    if (why == Why::steal && reader_count(c) == 0 && (c & kFlagWaiters)) {
+      CancelScope cs;
+      wake_readers_behind_me<P>(r);
+      restore_cancel<P>(cs, r, 0, false);
+    }
+    return 0;
   }
   lockevent_inc(LockEvent::rwsem_rlock_fail);
   return EBUSY;
@@ -876,36 +1317,61 @@ __attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
     lockevent_inc(LockEvent::rwsem_wlock_fail);
     return EBUSY;
   }
-  if (tunables().writer_spin && can_spin_on_owner<P>(r, P::kWrNonspinnable) && optimistic_spin<P, true>(r))
-    return 0;
-  // v5.10: having seen spinning disabled, disable reader spinning once we own it.
-  bool disable_rspin = P::reader_spinning && (r.owner.load(arch::mo_hint) & P::kNonspinnable) != 0;
-  return write_queue<P>(r, ctx, disable_rspin);
+  CancelScope cs;
+  int rc = 0;
+  if (!(tunables().writer_spin && can_spin_on_owner<P>(r, P::kWrNonspinnable) && optimistic_spin<P, true>(r))) {
+    // v5.10: having seen spinning disabled, disable reader spinning once we own it.
+    bool disable_rspin = P::reader_spinning && (r.owner.load(arch::mo_hint) & P::kNonspinnable) != 0;
+    rc = write_queue<P>(r, ctx, disable_rspin, cs.async());
+  }
+  restore_cancel<P>(cs, r, rc, true);
+  return rc;
 }
 
 template <class P>
 __attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
+  CancelScope cs;
   wake_queue<P>(r, WakeType::any);
+  cs.restore();
+}
+
+// up_write() + rwsem_wake() with the release inside the wait_lock: a queued
+// waiter can only take the lock through the wait_lock (spinners that take it
+// meanwhile are not its last user while waiters are queued), so nobody can
+// destroy the lock before the store that drops the wait_lock, this thread's
+// last access to it. The wakeups go to thread slots afterwards.
+template <class P>
+__attribute__((noinline)) void Slow<P>::write_unlock_slow(const Ref& r) {
+  CancelScope cs;
+  write_unlock_ref<P>(r);
+  cs.restore();
 }
 
 template <class P>
 __attribute__((noinline)) void Slow<P>::read_unlock_wake(const Ref& r) {
+  CancelScope cs;
   clear_nonspinnable<P>(r);
   wake_queue<P>(r, WakeType::any);
+  cs.restore();
 }
 
 template <class P>
 __attribute__((noinline)) void Slow<P>::downgrade_wake(const Ref& r) {
+  CancelScope cs;
   wake_queue<P>(r, WakeType::read_owned);
+  cs.restore();
 }
 
 template struct Slow<RwsemSteal>;
 template struct Slow<RwsemReaderSpin>;
 
-std::size_t queued_waiters(std::atomic<uint64_t>& waitq) {
-  WaitList wl(waitq);
+std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count) {
+  CancelScope cs;
+  WaitList wl(waitq, count);
   std::size_t n = 0;
   for (Waiter* w = wl.first(); w != nullptr; w = wl.after(w)) ++n;
+  wl.unlock();
+  cs.restore();
   return n;
 }
 

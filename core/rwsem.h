@@ -40,9 +40,12 @@
 //                bit 1      NONSPINNABLE   (v5.10: RD_NONSPINNABLE) spinning on
 //                                          this reader-owned lock timed out
 //                bit 2      v5.10 only: WR_NONSPINNABLE
-//   waitq (u64)  head of a circular doubly linked list of waiter records on
-//                the waiters' stacks | bit 0 = wait_lock (a spinlock that
-//                guards the list, WAITERS and HANDOFF transitions)
+//   waitq (u64)  head of a circular doubly linked list of waiter records
+//                (64-byte aligned; each lives in its thread's type-stable
+//                ThreadSlot, on the stack only for a wait nested in a signal
+//                handler) | bits 1-5: fork generation of the wait_lock
+//                holder, mod 32 | bit 0 = wait_lock (a spinlock that guards
+//                the list, WAITERS and HANDOFF transitions)
 //   osq   (u32)  slot id of the last optimistic spinner (MCS tail), 0 = none
 //
 // Transitions (B = BIAS; "slow" = noinline code in core/rwsem.cpp):
@@ -65,33 +68,74 @@
 // acquire RMW or acquire load that sees the lock free synchronizes with the
 // last release (the empty-queue reader shortcut uses an acquire load where the
 // kernel has a relaxed load + smp_acquire__after_ctrl_dep()). Lock RMWs are acquire, unlock RMWs are
-// release. A granted reader does not touch `count` itself: the granter's
+// release; that includes the reader-preference, recursive and tryrdlock CASes
+// that add a bias. A granted reader does not touch `count` itself: the granter's
 // count RMW is acquire, and its release store of waiter.task pairs with the
 // reader's acquire load, so the reader's critical section follows the last
 // writer's. `owner` is only a hint and is accessed relaxed; the wait_lock is
-// taken with acquire and dropped with release. Parking: a sleeper reads its
+// taken with an acquire CAS (also when recovered from a fork ghost) and
+// dropped with a release store of the head. Parking: a sleeper reads its
 // park word (acquire) before re-checking its condition, sets its slot's
 // `blocked` flag and futex-waits on the value it read; a waker bumps the word
 // after changing the condition and makes the futex_wake syscall only if it is
 // the one that clears `blocked` (a seq_cst Dekker pair with the sleeper's
 // flag store and futex_wait's barrier), so a wakeup is never lost and a
-// runnable waiter is not woken again by every unlock.
+// runnable waiter is not woken again by every unlock. Reader preference rule
+// (a) adds a second Dekker pair (core/read_pref.h): a queued reader registers
+// (seq_cst) and then reads the asleep count; a read holder going to sleep
+// bumps the asleep count (seq_cst) and then reads the registrations and
+// unparks; other unparks only bump the park word, which the protocol above
+// tolerates (a spurious wakeup re-checks and sleeps again).
+//
+// Cancellation: the slow paths run with deferred cancellation (CancelScope in
+// core/rwsem.cpp), so an asynchronous cancellation can land only inside the
+// futex sleep of a queued waiter, never with the wait_lock held or inside the
+// OSQ. Around that sleep the caller's asynchronous type is enabled in a
+// function without cleanups; the unwind then runs the waiter's QueueGuard,
+// which leaves the queue exactly as a timed-out waiter does (HANDOFF and
+// wakeups passed on) or, for a reader whose grant was already published,
+// gives the read lock back. A cancellation that arrived while deferred acts
+// when the caller's type is restored at the end of the slow path; if the
+// lock was taken, HeldGuard releases it first. Fast paths make no calls.
 //
 // Deviations from the kernel (userspace has no scheduler hooks):
 //   * owner_on_cpu() -> may_be_running(owner slot) and !blocked and !ghost;
 //     need_resched() -> a total spin budget of owner_spin_ns; preemption is
-//     not disabled, so loops that wait for another thread's store yield after
-//     64 polls. No rt_task(): HANDOFF is requested only on timeout.
+//     not disabled, so loops that wait for another thread's store (wait_lock,
+//     OSQ neighbours) spin 64 polls, yield 64 times, then sleep 10 us
+//     doubling to 1 ms: never an unbounded busy loop. No rt_task(): HANDOFF
+//     is requested only on timeout.
 //   * write trylock succeeds whenever a spinner could take the lock (no lock
 //     bits, no HANDOFF), not only from count == 0, so a free lock with a
 //     waiter being woken does not report EBUSY (POSIX: fail only if held).
-//   * caller_holds_reads (not in the kernel): a thread that already holds read
-//     locks re-enters a read-held lock even past queued writers or HANDOFF.
+//     Read trylock likewise succeeds wherever a blocking reader would get in
+//     without sleeping (v5.11 steal / v5.10 spin past queued waiters, the
+//     recursive rule, reader preference (a) and (c)); the kernel's fails on
+//     any WAITERS bit.
+//   * caller_holds_reads (not in the kernel): a thread that holds a read lock
+//     of this lock re-enters it while read-held, even past queued writers or
+//     HANDOFF (POSIX recursive reads). "Of this lock" is per lock bucket of
+//     core/read_pref.h (64 per thread): a hold of another lock in the same
+//     bucket counts too, costing fairness only.
+//   * reader preference (glibc's default kinds only, reader_pref): a reader
+//     that would queue behind writers on a read-held lock enters when (a) a
+//     thread holding a read lock of it sleeps inside lockswap, or (c) it is
+//     SCHED_FIFO/RR above every queued writer (POSIX); a queued one also
+//     after (b) reader_pref_ns (4 ms) of waiting, bringing every queued reader
+//     along, once per read phase (pref_blocked on the first queued writer,
+//     cleared when that writer is woken to a free lock). Queued default-kind
+//     readers sleep in slices (the bound, doubling to 16 bounds) to re-check.
+//     Each entry is a lock event (rwsem_rlock_reader_pref, _reader_pref_wait,
+//     rwsem_rlock_rt). The writer-nonrecursive kind keeps the kernel's rules.
 //   * drop_bias_early: the 2016 RFC "stop active read lock ASAP", applied to
 //     this slow path (bias dropped first, re-taken by CAS when stealing).
-//   * Waiters whose thread did not survive fork() are unlinked when met; a
-//     ghost tail in `osq` is reset. (A wait_lock held by a thread that did not
-//     survive fork() is not recovered: the child would spin on it.)
+//   * fork(): waiters whose thread did not survive are unlinked when met (their
+//     records, in ghost slots, stay readable); a ghost tail in `osq` is reset;
+//     a wait_lock whose holder tag is another fork generation is taken over
+//     with an empty list (only ghosts can be queued behind a lost holder).
+//     Tags are 5 bits: 32 nested forks with the same lock held across the
+//     first would be missed. A reader bias a lost thread was giving back is
+//     not recovered, and a lock a lost thread held stays held (as glibc).
 //   * RwsemReaderSpin uses the current handoff and wake rules, not v5.10's
 //     writer_wait_state (d257cc8cb8d5 was backported to 5.10.y anyway). Its
 //     rwsem_set_nonspinnable() sets RD|WR unless both are already set (the
@@ -119,6 +163,10 @@ struct RwsemTunables {
   uint64_t owner_spin_ns = 5'000;
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
+  // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
+  // only): a queued reader that waited this long while readers held the lock
+  // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.
+  uint64_t reader_pref_ns = 4'000'000;
 };
 extern RwsemTunables g_rwsem_tunables;
 
@@ -190,6 +238,25 @@ struct RwsemWords {
 
 namespace rwsem_detail {
 
+// How a reader may enter (not in the kernel; see "Deviations").
+enum ReadFlags : unsigned {
+  kReadHoldsThis = 1,      // the caller holds a read lock of this lock: recursive read
+  kReadBehindWriters = 2,  // glibc's writer-nonrecursive kind: never pass queued waiters
+  kReadReaderPref = 4,     // default kind: reader preference rules (core/read_pref.h)
+};
+inline constexpr unsigned read_flags(bool holds_this, bool behind_writers, bool reader_pref) {
+  return (holds_this ? kReadHoldsThis : 0u) | (behind_writers ? kReadBehindWriters : 0u) |
+         (reader_pref ? kReadReaderPref : 0u);
+}
+
+// waitq word: Waiter* (64-byte aligned) | bits 1-5: fork generation of the
+// wait_lock holder (mod 32) | bit 0: wait_lock.
+namespace wait_lock {
+inline constexpr uint64_t kLockBit = 1;
+inline constexpr uint64_t kTagMask = 0x3e;
+inline constexpr uint64_t tag(uint32_t generation) { return (uint64_t{generation} << 1) & kTagMask; }
+}  // namespace wait_lock
+
 // The four words of one lock, whatever struct the caller keeps them in.
 struct Ref {
   std::atomic<uint64_t>& count;
@@ -203,10 +270,13 @@ template <class Policy>
 struct Slow {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
   // WaitCtx by value (16 bytes, two registers): the fast path never spills it.
-  static int read(const Ref& r, uint64_t count, WaitCtx ctx, bool caller_holds_reads, bool behind_writers);
-  static int read_try(const Ref& r, bool caller_holds_reads);
+  static int read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags);  // flags: ReadFlags
+  static int read_try(const Ref& r, unsigned flags);
   static int write(const Ref& r, WaitCtx ctx);
-  static void wake(const Ref& r);              // after up_write found WAITERS
+  static void wake(const Ref& r);              // rwsem_wake()
+  // up_write() when the count is not exactly WRITER_LOCKED (waiters queued):
+  // the release happens under the wait_lock (see write_unlock()).
+  static void write_unlock_slow(const Ref& r);
   static void read_unlock_wake(const Ref& r);  // after up_read left only WAITERS
   static void downgrade_wake(const Ref& r);
 };
@@ -215,7 +285,9 @@ extern template struct Slow<RwsemSteal>;
 extern template struct Slow<RwsemReaderSpin>;
 
 // Waiters currently queued (takes the wait_lock; for tests and diagnostics).
-std::size_t queued_waiters(std::atomic<uint64_t>& waitq);
+// `count`, if given, gets its queue flags fixed should the wait_lock have to
+// be recovered from a thread lost in fork().
+std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count = nullptr);
 
 // Mark the lock reader-owned by `who` (slot pointer, maybe with flag bits),
 // keeping the bit that tells readers not to spin (v5.11: NONSPINNABLE,
@@ -233,13 +305,17 @@ inline uint64_t owner_value(const ThreadSlot& s) { return reinterpret_cast<uint6
 template <class Policy, class S>
 struct Rwsem {
   // 0, or ctx.give_up_code() (EBUSY for try_once, ETIMEDOUT for until).
-  // behind_writers (not in the kernel): glibc's writer-nonrecursive kind —
-  // with waiters queued, never steal or spin past them; queue.
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false) {
-    if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, caller_holds_reads);
+  // Not in the kernel: caller_holds_reads — the caller holds a read lock of
+  // this lock (recursive read: enter past queued writers and HANDOFF);
+  // behind_writers — glibc's writer-nonrecursive kind: with waiters queued,
+  // never steal or spin past them; reader_pref — glibc's default kinds: the
+  // reader preference rules of core/read_pref.h.
+  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false,
+                       bool reader_pref = false) {
+    if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, caller_holds_reads, behind_writers, reader_pref);
     uint64_t c;
     if (__builtin_expect(read_fast(s, c), 1)) return 0;
-    return read_slow(s, c, ctx, caller_holds_reads, behind_writers);
+    return read_slow(s, c, ctx, caller_holds_reads, behind_writers, reader_pref);
   }
 
   // down_read's fast path on its own, for callers that keep per-thread
@@ -255,11 +331,12 @@ struct Rwsem {
   // Out-of-line bridges to the slow paths: the Ref (four references) is built
   // here, not in the inline fast paths, so those need no stack frame.
   __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads,
-                                                 bool behind_writers = false) {
-    return Slow::read(ref(s), c, ctx, caller_holds_reads, behind_writers);
+                                                 bool behind_writers = false, bool reader_pref = false) {
+    return Slow::read(ref(s), c, ctx, rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
   }
-  __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads) {
-    return Slow::read_try(ref(s), caller_holds_reads);
+  __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads, bool behind_writers = false,
+                                                bool reader_pref = false) {
+    return Slow::read_try(ref(s), rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
   }
 
   static int write_lock(S& s, const WaitCtx& ctx) {
@@ -281,10 +358,17 @@ struct Rwsem {
       read_unlock_wake(s);
   }
 
+  // Not the kernel's fetch_sub-then-wake: with waiters queued, the release
+  // happens while the wait_lock is held, so that no queued waiter can take
+  // the lock, release it, destroy and unmap it (POSIX allows that to the last
+  // user) before this thread's wakeup has stopped touching the lock's memory.
+  // The uncontended path is one CAS, as many instructions as the fetch_sub.
   static void write_unlock(S& s) {
     s.owner.store(0, arch::mo_hint);  // ordered before the release below
-    uint64_t old = s.count.fetch_sub(rwsem::kWriterLocked, arch::mo_unlock);
-    if (__builtin_expect((old & rwsem::kFlagWaiters) != 0, 0)) wake(s);
+    uint64_t expected = rwsem::kWriterLocked;
+    if (__builtin_expect(s.count.compare_exchange_strong(expected, rwsem::kUnlocked, arch::mo_unlock, arch::mo_hint), 1))
+      return;
+    write_unlock_slow(s);
   }
 
   // Write -> read without a window in which another writer could get in.
@@ -297,14 +381,14 @@ struct Rwsem {
   static bool write_locked(const S& s) { return (s.count.load(arch::mo_hint) & rwsem::kWriterLocked) != 0; }
   // Reader biases in the count (includes readers about to back out).
   static uint64_t readers(const S& s) { return rwsem::reader_count(s.count.load(arch::mo_hint)); }
-  static std::size_t waiters(S& s) { return rwsem_detail::queued_waiters(s.waitq); }
+  static std::size_t waiters(S& s) { return rwsem_detail::queued_waiters(s.waitq, &s.count); }
 
  private:
   using Slow = rwsem_detail::Slow<Policy>;
   static rwsem_detail::Ref ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
   __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) { return Slow::write(ref(s), ctx); }
   __attribute__((noinline)) static void read_unlock_wake(S& s) { Slow::read_unlock_wake(ref(s)); }
-  __attribute__((noinline)) static void wake(S& s) { Slow::wake(ref(s)); }
+  __attribute__((noinline)) static void write_unlock_slow(S& s) { Slow::write_unlock_slow(ref(s)); }
 };
 
 }  // namespace lockswap

@@ -63,11 +63,16 @@ struct alignas(64) ThreadSlot {
   alignas(64) std::atomic<uint32_t> osq_next{0};    // successor's slot id, 0 = none
   std::atomic<uint32_t> osq_prev{0};                // predecessor's slot id
   std::atomic<uint32_t> osq_locked{0};              // set by the predecessor: our turn
+  // rwsem waiter record (core/rwsem.cpp owns the layout): a thread waits on
+  // one rwsem at a time, and a record here, unlike one on the stack, stays
+  // readable after its thread is gone (a fork ghost met by a later wakeup).
+  alignas(64) unsigned char rwsem_waiter[64];
   // Lock event counters: written only by the owning thread, read at exit.
   alignas(64) std::atomic<uint64_t> events[kNumLockEvents];
 };
 static_assert(offsetof(ThreadSlot, osq_next) == 64, "fields other threads poll share one cache line");
-static_assert(offsetof(ThreadSlot, events) == 128, "the OSQ node has a cache line of its own");
+static_assert(offsetof(ThreadSlot, rwsem_waiter) == 128, "the OSQ node has a cache line of its own");
+static_assert(offsetof(ThreadSlot, events) == 192, "the rwsem waiter record has a cache line of its own");
 
 namespace registry {
 inline constexpr uint32_t kSlotsPerChunkShift = 10;

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 
+#include "core/read_pref.h"
 #include "core/rwsem.h"
 #include "preload/abi.h"
 
@@ -57,20 +58,24 @@ struct RwsemMutexVariant {
 // Recursive read locks: the rwsem is writer-fair, so a reader may wait behind
 // a queued writer, which would deadlock a thread that already holds a read
 // lock on the same rwlock (POSIX allows recursive reads on glibc's default
-// kinds). Each thread counts the read locks it holds (t_local.read_held, one
-// TLS add per lock/unlock); a thread holding any takes a read-owned lock at
-// once (core: caller_holds_reads). Everyone else keeps the kernel's fairness.
-// The writer-nonrecursive kind keeps readers behind writers, as glibc does.
+// kinds). Each thread counts the read locks it holds per lock bucket
+// (core/read_pref.h: one TLS add per lock/unlock); a thread that holds one of
+// this lock (or of a lock in its bucket) takes a read-owned lock at once
+// (core: caller_holds_reads). Default kinds also get the reader-preference
+// rules of core/read_pref.h; everyone else keeps the kernel's fairness. The
+// writer-nonrecursive kind keeps readers behind writers, as glibc does. The
+// bucket key is the lock word's address, which core/rwsem.cpp also uses.
 template <class Policy>
 struct RwsemRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Sem = Rwsem<Policy, RwsemRwlockWords>;
   static RwsemRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<RwsemRwlockWords*>(&o); }
+  static const void* key(abi::RwlockObject& o) { return &at(o).count; }
 
   static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
     uint64_t c = 0;
     if (__builtin_expect(ctx.mode != WaitCtx::Mode::try_once && Sem::read_fast(at(o), c), 1)) {
-      ++t_local.read_held;
+      read_pref::note_read_acquired(key(o));
       return 0;
     }
     return rdlock_slow(o, c, ctx, writer_preferring);
@@ -79,17 +84,19 @@ struct RwsemRwlockVariant {
   static bool write_held(abi::RwlockObject& o) { return Sem::write_locked(at(o)); }
   static void read_unlock(abi::RwlockObject& o) {
     Sem::read_unlock(at(o));
-    if (t_local.read_held != 0) --t_local.read_held;
+    read_pref::note_read_released(key(o));  // the address only: the lock may be gone already
   }
   static void write_unlock(abi::RwlockObject& o) { Sem::write_unlock(at(o)); }
 
  private:
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, uint64_t c, WaitCtx ctx,
                                                    bool writer_preferring) {
-    bool holds_reads = !writer_preferring && t_local.read_held != 0;
-    int rc = ctx.mode == WaitCtx::Mode::try_once ? Sem::read_lock(at(o), ctx, holds_reads)
-                                                 : Sem::read_slow(at(o), c, ctx, holds_reads, writer_preferring);
-    if (rc == 0) ++t_local.read_held;
+    bool holds_this = !writer_preferring && read_pref::holds_read_of(key(o));
+    bool reader_pref = !writer_preferring;
+    int rc = ctx.mode == WaitCtx::Mode::try_once
+                 ? Sem::read_try(at(o), holds_this, writer_preferring, reader_pref)
+                 : Sem::read_slow(at(o), c, ctx, holds_this, writer_preferring, reader_pref);
+    if (rc == 0) read_pref::note_read_acquired(key(o));
     return rc;
   }
 };
