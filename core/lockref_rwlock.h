@@ -121,6 +121,8 @@
 #include "arch/relax.h"
 #include "core/lockref.h"
 #include "core/thread_registry.h"
+#include "core/read_pref.h"
+#include "core/rwsem.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -284,12 +286,14 @@ class LockrefRwlock {
   __attribute__((noinline)) int read_slow(WaitCtx ctx, bool caller_holds_reads, bool wp, Entry e, uint64_t old) {
     using namespace lockref_rw;
     unsigned polls = 0;
+    uint64_t blocked_since = 0;  // monotonic ns when a draining writer first held us off
     for (;;) {
       if (e == Entry::exhausted) {
         e = read_fallback(wp);
         old = word_.load(arch::mo_hint);
       }
       if (e == Entry::blocked && caller_holds_reads && readers_of(old) != 0) e = read_recursive();
+      if (e == Entry::blocked && !wp && readers_of(old) != 0 && reader_preferred(blocked_since)) e = read_recursive();
       if (e == Entry::entered) return 0;
       if (e == Entry::overflow) return EAGAIN;
       // Blocked; `old` says by what. kReaderLock alone is a reader about to
@@ -304,12 +308,46 @@ class LockrefRwlock {
         if (reader_blocked(seen, wp)) {
           lockevent_inc(LockEvent::lockref_rlock_sleep);
           WaitCtx sctx = ctx.may_block() ? ctx : WaitCtx::blocking();
-          if (sctx.sleep(lockref::lock_futex(word_), lockref::high_of(seen), kShared) == ETIMEDOUT) return ETIMEDOUT;
+          if (!wp && readers_of(seen) != 0) {
+            // Held off by a writer draining a read-held lock: re-check the
+            // reader-preference rules at least every kReaderPrefPollNs.
+            if (sleep_reader_pref(seen, sctx) == ETIMEDOUT) return ETIMEDOUT;
+          } else if (sctx.sleep(lockref::lock_futex(word_), lockref::high_of(seen), kShared) == ETIMEDOUT) {
+            return ETIMEDOUT;
+          }
         }
       }
       e = try_enter(wp, old);
     }
   }
+
+  // Reader preference where a program may depend on it (default kinds only;
+  // core/read_pref.h): a reader held off by a writer that is draining a
+  // read-held lock enters anyway when (a) a thread holding a read lock of
+  // this lock sleeps inside lockswap — it may be waiting for us — or (b) it
+  // has been held off for reader_pref_ns (4 ms, the rwsem's bound). Everyone
+  // else keeps the writer gate.
+  bool reader_preferred(uint64_t& blocked_since) {
+    if (read_pref::read_holder_asleep_on(this)) {
+      lockevent_inc(LockEvent::lockref_rlock_reader_pref);
+      return true;
+    }
+    uint64_t now = now_ns();
+    if (blocked_since == 0) blocked_since = now;
+    if (now - blocked_since < g_rwsem_tunables.reader_pref_ns) return false;
+    lockevent_inc(LockEvent::lockref_rlock_reader_pref);
+    return true;
+  }
+
+  int sleep_reader_pref(uint64_t seen, const WaitCtx& ctx) {
+    uint64_t wake = now_ns() + kReaderPrefPollNs;
+    timespec until{static_cast<time_t>(wake / 1'000'000'000), static_cast<long>(wake % 1'000'000'000)};
+    if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
+    run_before_sleep_hook();
+    arch::futex_wait(lockref::lock_futex(word_), lockref::high_of(seen), CLOCK_MONOTONIC, &until, kShared);
+    return ctx.mode == WaitCtx::Mode::until && ctx.expired() ? ETIMEDOUT : 0;
+  }
+  static constexpr uint64_t kReaderPrefPollNs = 1'000'000;
 
   __attribute__((noinline)) int write_slow(WaitCtx ctx) {
     using namespace lockref_rw;

@@ -199,7 +199,7 @@ struct PercidRwlock {
       index = percid::assign_block(s.index, &s);
       if (read_fast(s)) return 0;
     }
-    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, caller_holds_reads, behind_writers);
+    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers);
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
     if (ctx.may_block() && !behind_writers && wait_out_short_writer(s)) return 0;
     return read_after_writer(s, index, ctx, caller_holds_reads, behind_writers);
@@ -284,7 +284,7 @@ struct PercidRwlock {
   // rwsem for reading no writer can be pending, so our count is safe to add.
   static int read_after_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads,
                                bool behind_writers) {
-    if (int rc = Sem::read_lock(s, ctx, caller_holds_reads, behind_writers)) return rc;
+    if (int rc = Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers)) return rc;
     percid::my_slot(index).readers.fetch_add(1, arch::mo_dekker);
     Sem::read_unlock(s);
     lockevent_inc(LockEvent::percid_rlock_slow);

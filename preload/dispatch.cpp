@@ -24,6 +24,7 @@
 #include <atomic>
 
 #include "core/cond.h"
+#include "core/read_pref.h"
 #include "core/sem.h"
 #include "core/thread_registry.h"
 #include "core/wait_ctx.h"
@@ -365,6 +366,9 @@ template <class Plain>
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
                                              const WaitCtx& ctx, bool shared) {
+    // A read holder asleep here may be what a reader blocked on its rwlock
+    // waits for (core/read_pref.h rule (a)).
+    read_pref::ReadHolderSleep holder_asleep;
     return Plain::sleep_around(word, expected, ctx, shared, AsyncCancelAround{});
   }
 };

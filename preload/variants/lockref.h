@@ -3,9 +3,11 @@
 //
 // Rwlock (LOCKSWAP_RWLOCK=lockref): core/lockref_rwlock.h in word A (offset
 // 0). Readers enter by a bounded lock-free get, writers take the lock half and
-// drain the count. Recursive reads keep the foundation's rule: a thread that
-// holds read locks (t_local.read_held) re-enters past a draining writer; the
-// writer-nonrecursive kind keeps readers behind writers, as glibc does.
+// drain the count. Recursive reads keep the foundation's rule, scoped to the
+// lock (core/read_pref.h hold buckets, keyed by the object's address like the
+// rwsem's): a thread holding a read lock of this rwlock re-enters past a
+// draining writer; the writer-nonrecursive kind keeps readers behind writers,
+// as glibc does.
 //
 // Semaphore (LOCKSWAP_SEM=lockref): core/sem.h's LockrefSem over glibc's
 // sem_t layout (value in the low half of the word at offset 0, so sem_open's
@@ -14,6 +16,7 @@
 #include <semaphore.h>
 
 #include "core/lockref_rwlock.h"
+#include "core/read_pref.h"
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/variants/sem.h"
@@ -32,9 +35,9 @@ struct LockrefRwlockVariant {
   }
 
   static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_pref) {
-    bool holds_reads = !writer_pref && t_local.read_held != 0;
+    bool holds_reads = !writer_pref && read_pref::holds_read_of(&o);
     int rc = at(o).read_lock(ctx, holds_reads, writer_pref);
-    if (rc == 0) ++t_local.read_held;
+    if (rc == 0) read_pref::note_read_acquired(&o);
     return rc;
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }
@@ -44,7 +47,7 @@ struct LockrefRwlockVariant {
   static bool write_held(abi::RwlockObject& o) { return at(o).write_locked() && at(o).readers() == 0; }
   static void read_unlock(abi::RwlockObject& o) {
     at(o).read_unlock();
-    if (t_local.read_held != 0) --t_local.read_held;
+    read_pref::note_read_released(&o);
   }
   static void write_unlock(abi::RwlockObject& o) { at(o).write_unlock(writer_preferring(o)); }
 };

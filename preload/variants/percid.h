@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "core/percid_rwlock.h"
+#include "core/read_pref.h"
 #include "preload/abi.h"
 
 namespace lockswap {
@@ -31,8 +32,10 @@ static_assert(offsetof(PercidRwlockWords, state) + sizeof(uint32_t) <= offsetof(
               "both words stay in the free bytes before __flags");
 
 // Recursive reads follow RwsemRwlockVariant's rule (see there): a thread that
-// holds read locks (t_local.read_held) may pass a pending writer, except on
-// the writer-nonrecursive kind.
+// holds a read lock of this rwlock (core/read_pref.h hold buckets, keyed by
+// the object's address) may pass a pending writer, except on the
+// writer-nonrecursive kind; readers that fall back to the rwsem get its
+// reader-preference rules on the default kinds.
 struct PercidRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Lock = PercidRwlock<PercidRwlockWords>;
@@ -42,7 +45,7 @@ struct PercidRwlockVariant {
   // constant there and nothing is spilled around the fast path.
   __attribute__((always_inline)) static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_preferring) {
     if (__builtin_expect(Lock::read_fast(at(o)), 1)) {
-      ++t_local.read_held;
+      read_pref::note_read_acquired(&o);
       return 0;
     }
     return rdlock_slow(o, ctx, writer_preferring);
@@ -51,16 +54,16 @@ struct PercidRwlockVariant {
   static bool write_held(abi::RwlockObject& o) { return Lock::write_locked(at(o)); }
   __attribute__((always_inline)) static void read_unlock(abi::RwlockObject& o) {
     Lock::read_unlock(at(o));
-    if (t_local.read_held != 0) --t_local.read_held;
+    read_pref::note_read_released(&o);
   }
   static void write_unlock(abi::RwlockObject& o) { Lock::write_unlock(at(o)); }
   static void destroy(abi::RwlockObject& o) { Lock::destroy(at(o)); }
 
  private:
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, WaitCtx ctx, bool writer_preferring) {
-    bool holds_reads = !writer_preferring && t_local.read_held != 0;
+    bool holds_reads = !writer_preferring && read_pref::holds_read_of(&o);
     int rc = Lock::read_slow(at(o), ctx, holds_reads, writer_preferring);
-    if (rc == 0) ++t_local.read_held;
+    if (rc == 0) read_pref::note_read_acquired(&o);
     return rc;
   }
 };
