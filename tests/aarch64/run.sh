@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/aarch64/run.sh — cross-build lockswap for aarch64 and run its tests
+# under qemu-user. Called by the host build's ctest entry `aarch64`; can be
+# run by hand:
+#
+#   bash tests/aarch64/run.sh --source . --build build-aarch64 \
+#        --targets lockswap,core_tests,behaviour_mutex [--ctest-args "-R mutex"]
+#
+# Exit 77 (ctest SKIP_RETURN_CODE) with a printed reason when the cross
+# compiler, qemu or googletest's sources are missing. The cross build
+# directory is reused: googletest is built and installed into it once, the
+# project is configured once, and later runs rebuild only what changed.
+# Environment: JOBS (default nproc), AARCH64_GTEST_SRC (default
+# /usr/src/googletest, from Debian's `googletest` package).
+set -euo pipefail
+
+src= build= targets= ctest_args=
+while (($#)); do
+  case $1 in
+    --source) src=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --targets) targets=$2; shift 2 ;;
+    --ctest-args) ctest_args=$2; shift 2 ;;
+    *) echo "aarch64: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $src && -n $build && -n $targets ]] || { echo "usage: run.sh --source DIR --build DIR --targets a,b,c" >&2; exit 2; }
+src=$(cd "$src" && pwd)
+jobs=${JOBS:-$(nproc)}
+gtest_src=${AARCH64_GTEST_SRC:-/usr/src/googletest}
+triple=aarch64-linux-gnu
+
+skip() { echo "aarch64: SKIPPED: $*"; exit 77; }
+command -v ${triple}-g++ >/dev/null || skip "no ${triple}-g++ (Debian package g++-aarch64-linux-gnu)"
+command -v qemu-aarch64-static >/dev/null || command -v qemu-aarch64 >/dev/null ||
+  skip "no qemu-aarch64 (Debian package qemu-user-static or qemu-user)"
+[[ -f $gtest_src/CMakeLists.txt ]] || skip "no googletest sources at $gtest_src (Debian package googletest)"
+[[ -d /usr/$triple/lib ]] || skip "no aarch64 sysroot at /usr/$triple (Debian package libc6-dev-arm64-cross)"
+
+t0=$(date +%s)
+mkdir -p "$build"
+toolchain=$src/cmake/aarch64-linux-gnu.cmake
+# Optimised like the release library (the point is the compiled memory
+# ordering), without debug info: it only slows the compile.
+common=(-DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release
+        -DCMAKE_CXX_FLAGS_RELEASE=-O2 -DCMAKE_C_FLAGS_RELEASE=-O2)
+
+# 1. googletest for aarch64, once per build directory.
+gtest_prefix=$build/gtest-install
+if [[ ! -f $gtest_prefix/.done ]]; then
+  echo "aarch64: building googletest for aarch64"
+  cmake -S "$gtest_src" -B "$build/gtest-build" "${common[@]}" -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON \
+        -DCMAKE_INSTALL_PREFIX="$gtest_prefix" >"$build/gtest-configure.log" 2>&1 ||
+    { cat "$build/gtest-configure.log"; exit 1; }
+  cmake --build "$build/gtest-build" -j"$jobs" >"$build/gtest-build.log" 2>&1 || { tail -50 "$build/gtest-build.log"; exit 1; }
+  cmake --install "$build/gtest-build" >/dev/null
+  touch "$gtest_prefix/.done"
+fi
+
+# 2. lockswap for aarch64 (configure once; CMake re-runs itself when a
+#    CMakeLists.txt changes).
+proj=$build/lockswap
+if [[ ! -f $proj/CMakeCache.txt ]]; then
+  cmake -S "$src" -B "$proj" "${common[@]}" -DCMAKE_PREFIX_PATH="$gtest_prefix" \
+        -DLOCKSWAP_TESTS=ON -DLOCKSWAP_EXAMPLES=OFF >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log"; exit 1; }
+fi
+IFS=, read -r -a tlist <<<"$targets"
+echo "aarch64: building ${tlist[*]}"
+cmake --build "$proj" -j"$jobs" --target "${tlist[@]}" >"$build/build.log" 2>&1 || { grep -B2 -A12 -m5 'error' "$build/build.log" || tail -60 "$build/build.log"; exit 1; }
+t1=$(date +%s)
+readelf -h "$proj/preload/liblockswap.so" 2>/dev/null | grep -q 'Machine:.*AArch64' || { echo "aarch64: liblockswap.so is not an aarch64 object" >&2; exit 1; }
+echo "aarch64: cross build done in $((t1 - t0)) s"
+
+# 3. run under qemu-user.
+# shellcheck disable=SC2086
+rc=0
+ctest --test-dir "$proj" -L qemu --output-on-failure -j"$jobs" --timeout 900 $ctest_args </dev/null || rc=$?
+echo "aarch64: qemu tests finished in $(( $(date +%s) - t1 )) s (total $(( $(date +%s) - t0 )) s)"
+exit $rc

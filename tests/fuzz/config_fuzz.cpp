@@ -1,0 +1,247 @@
+// tests/fuzz/config_fuzz.cpp — libFuzzer target for preload/config.cpp, the
+// LOCKSWAP_* environment parser, with a differential oracle.
+//
+// Input: an environment block, entries separated by '\n' or NUL. The harness
+// points `environ` at it, calls load_config(), and checks the outcome against
+// a reference reading of the rules (README "Variants and environment"):
+//   * every LOCKSWAP_* name (up to '=') is known;
+//   * the first NAME= entry of a tunable is a non-empty decimal in [lo, hi]
+//     (leading zeros allowed);
+//   * the first LOCKSWAP_STATS_FILE= value is shorter than 4096 bytes;
+//   * the first NAME= entry of a family (MUTEX, RWLOCK, SEM) is empty or a
+//     variant name.
+// Accepted: load_config() returns, with the variants and statistics settings
+// the reference expects. Rejected: it exits with status 2 after a message
+// that starts with "lockswap: ", names the variable and lists the valid
+// settings. Any disagreement, crash, or ASan/UBSan report is a finding.
+//
+// The seam, without touching config.cpp: config.cpp is included into this
+// translation unit after every header it includes, with `_exit` and `write`
+// renamed by macros, so that its exit returns here (longjmp) and its message
+// is captured; its file-local state (anonymous namespace) is then reachable
+// and reset before each input. Nothing else of the library is linked in but
+// lockswap_core (for the tunables' definitions).
+#include <sched.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+// preload/config.{h,cpp} apply __atomic_load_n/__atomic_store_n to scoped
+// enums, a GCC extension clang rejects. Until they go through the enum's
+// underlying type, route the two builtins through a wrapper that does so
+// (defined before the macros, so it uses the real builtins).
+template <class T>
+inline T fuzz_atomic_load_n(const T* p, int mo) {
+  if constexpr (std::is_enum_v<T>)
+    return static_cast<T>(__atomic_load_n(reinterpret_cast<const std::underlying_type_t<T>*>(p), mo));
+  else
+    return __atomic_load_n(p, mo);
+}
+template <class T, class V>
+inline void fuzz_atomic_store_n(T* p, V v, int mo) {
+  if constexpr (std::is_enum_v<T>)
+    __atomic_store_n(reinterpret_cast<std::underlying_type_t<T>*>(p), static_cast<std::underlying_type_t<T>>(v), mo);
+  else
+    __atomic_store_n(p, v, mo);
+}
+#define __atomic_load_n(p, mo) fuzz_atomic_load_n(p, mo)
+#define __atomic_store_n(p, v, mo) fuzz_atomic_store_n(p, v, mo)
+
+#include "core/lockref.h"
+#include "core/rwsem.h"
+#include "preload/config.h"
+
+namespace fuzz {
+jmp_buf g_exit_jmp;
+int g_exit_code = -1;
+std::string g_msg;
+}  // namespace fuzz
+
+extern "C" [[noreturn]] void lockswap_fuzz_exit(int code) {
+  fuzz::g_exit_code = code;
+  longjmp(fuzz::g_exit_jmp, 1);
+}
+extern "C" ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) {
+  if (fd == 2) fuzz::g_msg.append(static_cast<const char*>(buf), n);
+  return static_cast<ssize_t>(n);
+}
+
+#define _exit(code) lockswap_fuzz_exit(code)
+#define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
+#include "preload/config.cpp"
+#undef write
+#undef _exit
+#undef __atomic_load_n
+#undef __atomic_store_n
+
+namespace {
+
+using lockswap::g_config;
+
+struct Tunable {
+  const char* name;
+  uint64_t lo, hi;
+};
+const Tunable kTunables[] = {
+#define X(env, lo, hi, meaning, apply) {#env, lo, hi},
+    LOCKSWAP_TUNABLES(X)
+#undef X
+};
+
+const char* const kMutexNames[] = {
+#define N(id, name, type, desc) name,
+    LOCKSWAP_MUTEX_VARIANTS(N)
+#undef N
+};
+const char* const kRwlockNames[] = {
+#define N(id, name, type, desc) name,
+    LOCKSWAP_RWLOCK_VARIANTS(N)
+#undef N
+};
+const char* const kSemNames[] = {
+#define N(id, name, type, desc) name,
+    LOCKSWAP_SEM_VARIANTS(N)
+#undef N
+};
+
+// The first "name=" entry's value, as getenv() finds it.
+const std::string* first_value(const std::vector<std::string>& env, std::string_view name, std::string* out) {
+  for (const std::string& e : env)
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+      *out = e.substr(name.size() + 1);
+      return out;
+    }
+  return nullptr;
+}
+
+bool number_ok(const std::string& v, uint64_t lo, uint64_t hi) {
+  if (v.empty()) return false;
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  size_t i = v.find_first_not_of('0');
+  std::string digits = i == std::string::npos ? "0" : v.substr(i);
+  if (digits.size() > 19) return false;  // > 10^19: beyond every range
+  uint64_t n = std::stoull(digits);
+  return n >= lo && n <= hi;
+}
+
+// Index+1 of the variant named `v` ("" = glibc = index 1), or 0 if unknown.
+template <size_t N>
+int variant_index(const char* const (&names)[N], const std::string* v) {
+  if (v == nullptr || v->empty()) return 1;  // unset or empty: glibc, the first
+  for (size_t i = 0; i < N; ++i)
+    if (*v == names[i]) return static_cast<int>(i) + 1;
+  return 0;
+}
+
+bool known_name(std::string_view name) {
+  if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" ||
+      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_LIB")
+    return true;
+  for (const Tunable& t : kTunables)
+    if (name == t.name) return true;
+  return false;
+}
+
+[[noreturn]] void finding(const char* what, const std::vector<std::string>& env) {
+  fprintf(stderr, "config_fuzz: %s\nconfig_fuzz: environment (%zu entries):\n", what, env.size());
+  for (const std::string& e : env) fprintf(stderr, "  [%s]\n", e.c_str());
+  fprintf(stderr, "config_fuzz: library said: [%s] exit=%d\n", fuzz::g_msg.c_str(), fuzz::g_exit_code);
+  abort();
+}
+
+void reset_parser_state() {
+  g_config = lockswap::Config{};
+  lockswap::g_rwsem_tunables = lockswap::RwsemTunables{};
+  lockswap::g_lockref_tunables = lockswap::LockrefTunables{};
+  lockswap::g_loading.store(0);
+  lockswap::g_loaded.store(false);
+  lockswap::g_stats_path[0] = '\0';
+  fuzz::g_msg.clear();
+  fuzz::g_exit_code = -1;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Split into entries; at most 64, as a real environment block would be short.
+  std::vector<std::string> env;
+  std::string cur;
+  for (size_t i = 0; i < size && env.size() < 64; ++i) {
+    char c = static_cast<char>(data[i]);
+    if (c == '\n' || c == '\0') {
+      env.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty() && env.size() < 64) env.push_back(cur);
+
+  // Reference verdict.
+  bool expect_ok = true;
+  for (const std::string& e : env) {
+    if (e.compare(0, 9, "LOCKSWAP_") != 0) continue;
+    size_t eq = e.find('=');
+    if (!known_name(std::string_view(e).substr(0, eq == std::string::npos ? e.size() : eq))) expect_ok = false;
+  }
+  std::string tmp;
+  for (const Tunable& t : kTunables)
+    if (first_value(env, t.name, &tmp) && !number_ok(tmp, t.lo, t.hi)) expect_ok = false;
+  std::string stats_file;
+  bool have_stats_file = first_value(env, "LOCKSWAP_STATS_FILE", &stats_file) && !stats_file.empty();
+  if (have_stats_file && stats_file.size() >= 4096) expect_ok = false;
+  std::string vm, vr, vs;
+  int im = variant_index(kMutexNames, first_value(env, "LOCKSWAP_MUTEX", &vm));
+  int ir = variant_index(kRwlockNames, first_value(env, "LOCKSWAP_RWLOCK", &vr));
+  int is = variant_index(kSemNames, first_value(env, "LOCKSWAP_SEM", &vs));
+  if (im == 0 || ir == 0 || is == 0) expect_ok = false;
+  std::string stats;
+  bool stats_on = (first_value(env, "LOCKSWAP_STATS", &stats) && number_ok(stats, 1, 1)) || have_stats_file;
+
+  // The environment block, as the C library sees it.
+  std::vector<char*> block;
+  for (std::string& e : env) block.push_back(e.data());
+  block.push_back(nullptr);
+
+  reset_parser_state();
+  char** saved = environ;
+  environ = block.data();
+  volatile bool returned = false;
+  if (setjmp(fuzz::g_exit_jmp) == 0) {
+    lockswap::load_config();
+    returned = true;
+  }
+  environ = saved;
+
+  if (returned) {
+    if (!expect_ok) finding("accepted an environment the rules reject", env);
+    if (!fuzz::g_msg.empty()) finding("accepted, but printed a message", env);
+    if (static_cast<int>(g_config.mutex) != im || static_cast<int>(g_config.rwlock) != ir ||
+        static_cast<int>(g_config.sem) != is)
+      finding("accepted, but chose other variants than the ones named", env);
+    if (g_config.stats != stats_on) finding("LOCKSWAP_STATS / LOCKSWAP_STATS_FILE not applied", env);
+    if (have_stats_file != (g_config.stats_file != nullptr) ||
+        (have_stats_file && stats_file != g_config.stats_file))
+      finding("LOCKSWAP_STATS_FILE not copied exactly", env);
+  } else {
+    if (expect_ok) finding("rejected an environment the rules accept", env);
+    if (fuzz::g_exit_code != 2) finding("rejected with an exit status other than 2", env);
+    if (fuzz::g_msg.compare(0, 10, "lockswap: ") != 0 ||
+        fuzz::g_msg.find("lockswap: valid settings:\n") == std::string::npos || fuzz::g_msg.back() != '\n')
+      finding("rejected without the message and the list of valid settings", env);
+  }
+  return 0;
+}
