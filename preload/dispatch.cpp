@@ -362,6 +362,17 @@ int with_deferred_cancellation(Wait&& wait) {
   return rc;
 }
 
+// The frame in which asynchronous cancellation is enabled must have no
+// cleanups: an unwind that starts at an arbitrary instruction of a frame with
+// cleanups finds no call-site entry there and terminates the process.
+template <class Plain>
+struct AsyncCancelSleep {
+  __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
+                                             const WaitCtx& ctx, bool shared) {
+    return Plain::sleep_around(word, expected, ctx, shared, AsyncCancelAround{});
+  }
+};
+
 template <class Plain>
 struct CancellableSleeper {
   __attribute__((noinline)) static int sleep(const std::atomic<uint32_t>* word, uint32_t expected,
@@ -369,7 +380,7 @@ struct CancellableSleeper {
     // A read holder asleep here may be what a reader blocked on its rwlock
     // waits for (core/read_pref.h rule (a)).
     read_pref::ReadHolderSleep holder_asleep;
-    return Plain::sleep_around(word, expected, ctx, shared, AsyncCancelAround{});
+    return AsyncCancelSleep<Plain>::sleep(word, expected, ctx, shared);
   }
 };
 
