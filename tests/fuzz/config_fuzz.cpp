@@ -115,6 +115,11 @@ const char* const kSemNames[] = {
     LOCKSWAP_SEM_VARIANTS(N)
 #undef N
 };
+const char* const kCidNames[] = {
+#define N(id, name, type, desc) name,
+    LOCKSWAP_CID_VARIANTS(N)
+#undef N
+};
 
 // The first "name=" entry's value, as getenv() finds it.
 const std::string* first_value(const std::vector<std::string>& env, std::string_view name, std::string* out) {
@@ -148,7 +153,7 @@ int variant_index(const char* const (&names)[N], const std::string* v) {
 
 bool known_name(std::string_view name) {
   if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" ||
-      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_LIB")
+      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB")
     return true;
   for (const Tunable& t : kTunables)
     if (name == t.name) return true;
@@ -207,7 +212,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int im = variant_index(kMutexNames, first_value(env, "LOCKSWAP_MUTEX", &vm));
   int ir = variant_index(kRwlockNames, first_value(env, "LOCKSWAP_RWLOCK", &vr));
   int is = variant_index(kSemNames, first_value(env, "LOCKSWAP_SEM", &vs));
-  if (im == 0 || ir == 0 || is == 0) expect_ok = false;
+  std::string vc;
+  if (im == 0 || ir == 0 || is == 0 || variant_index(kCidNames, first_value(env, "LOCKSWAP_CID", &vc)) == 0)
+    expect_ok = false;
   std::string stats;
   bool stats_on = (first_value(env, "LOCKSWAP_STATS", &stats) && number_ok(stats, 1, 1)) || have_stats_file;
 
