@@ -19,34 +19,18 @@
 #include <vector>
 
 #include "core/lockref_rwlock.h"
+#include "tests/core/core_test_util.h"
 
 namespace lockswap {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace coretest;
 namespace rw = lockref_rw;
 
 // --- helpers ---------------------------------------------------------------
 
-timespec monotonic_in(std::chrono::milliseconds d) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  long long ns = static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec +
-                 std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  return ts;
-}
 
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 5000ms) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
 
 // Objects are laid over zeroed bytes, as preload does with static initializers.
 template <class T>

@@ -22,31 +22,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "tests/core/core_test_util.h"
 
 namespace lockswap {
 namespace {
 
 using namespace std::chrono_literals;
+using namespace coretest;
 
-timespec clock_in(clockid_t clock, std::chrono::milliseconds d) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  long long ns = static_cast<long long>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec +
-                 std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  return ts;
-}
 
-template <class F>
-bool eventually(F pred, std::chrono::milliseconds limit = 5000ms) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
 
 #if defined(__SANITIZE_THREAD__)
 #define SEM_TEST_UNDER_TSAN 1
