@@ -1,0 +1,1081 @@
+#!/usr/bin/python3
+"""lockswap report / lockswap compare — the Python half of the `lockswap` command.
+
+preload/cli/lockswap.in (the bash wrapper) dispatches `lockswap report ...` and
+`lockswap compare ...` here, passing its own path with --wrapper so compare can
+run each variant through it. Standard library only (argparse, json, csv,
+subprocess); matplotlib is imported only for --png and its absence is reported,
+not fatal. The statistics file format is the library's contract, version 1
+(lockswap-v1 records, see `lockswap report --help`).
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+PROG = "lockswap"
+RECORD_PREFIX = "lockswap-v1 "
+HIST_BUCKETS = 48             # log2 buckets of nanoseconds, i = 0..47
+FAMILIES = ("mutex", "rwlock", "cond", "sem")
+VARIANT_KEYS = ("mutex", "rwlock", "sem", "cid")
+SORT_KEYS = ("wait", "contended", "hold", "acq")
+PERCENTILE_NOTE = ("percentiles (p50, p99) come from log2 histograms: the value shown is the upper "
+                   "bound 2^(i+1)-1 ns of the bucket holding that rank, capped at the observed max, "
+                   "so it over-states by at most 2x")
+HIDDEN_FRAME_PREFIX = "liblockswap"   # the library's own frames say nothing about the program
+
+
+def warn(msg):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------
+# Statistics file parsing (format version 1)
+# --------------------------------------------------------------------------
+
+def parse_number(text):
+    """Decimal unless prefixed 0x (the format's rule); None if not a number."""
+    try:
+        return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+    except ValueError:
+        return None
+
+
+def parse_hist(text):
+    """"i:count;i:count" or "-" -> list of HIST_BUCKETS counts; bad entries are skipped."""
+    hist = [0] * HIST_BUCKETS
+    if not text or text == "-":
+        return hist
+    for item in text.split(";"):
+        idx, _, count = item.partition(":")
+        i, n = parse_number(idx), parse_number(count)
+        if i is not None and n is not None and 0 <= i < HIST_BUCKETS:
+            hist[i] += n
+    return hist
+
+
+def unescape_path(text):
+    return text.replace("%20", " ")
+
+
+def parse_record(line):
+    """'lockswap-v1 TYPE k=v ...' anywhere in LINE -> (TYPE, {k: v}) or None."""
+    at = line.find(RECORD_PREFIX)
+    if at < 0:
+        return None
+    words = line[at + len(RECORD_PREFIX):].split()
+    if not words:
+        return None
+    fields = {}
+    for word in words[1:]:
+        key, eq, value = word.partition("=")
+        if eq:
+            fields[key] = value
+    return words[0], fields
+
+
+class Dump:
+    """One complete (or truncated) statistics snapshot of one process."""
+
+    def __init__(self, fields, path, order):
+        self.pid = parse_number(fields.get("pid", "")) or 0
+        self.seq = parse_number(fields.get("seq", "")) or 0
+        self.start_ns = parse_number(fields.get("start_ns", "")) or 0
+        self.now_ns = parse_number(fields.get("now_ns", "")) or 0
+        self.variants = {k: fields.get(k, "?") for k in VARIANT_KEYS}
+        self.exe = unescape_path(fields.get("exe", "?"))
+        self.path = path
+        self.order = order            # position among all dumps read: later wins ties
+        self.complete = False
+        self.calls = {}
+        self.events = {}
+        self.locks = {}               # lock id -> fields
+        self.sites = []
+        self.maps = []                # (start, end, offset, path)
+        self.dropped = {"locks": 0, "sites": 0}
+
+    @property
+    def key(self):
+        return (self.pid, self.start_ns)
+
+    def add(self, rtype, f):
+        num = lambda k: parse_number(f.get(k, "0")) or 0
+        if rtype == "calls" and "family" in f:
+            self.calls[f["family"]] = self.calls.get(f["family"], 0) + num("calls")
+        elif rtype == "event" and "name" in f:
+            self.events[f["name"]] = self.events.get(f["name"], 0) + num("count")
+        elif rtype == "lock" and "id" in f:
+            self.locks[f["id"]] = f
+        elif rtype == "site":
+            self.sites.append(f)
+        elif rtype == "map":
+            start, end = parse_number(f.get("start", "")), parse_number(f.get("end", ""))
+            if start is not None and end is not None and "path" in f:
+                self.maps.append((start, end, num("offset"), unescape_path(f["path"])))
+        elif rtype == "dropped":
+            for k in ("locks", "sites"):
+                self.dropped[k] += num(k)
+        # anything else: a newer writer's record, ignored by contract
+
+
+def read_dumps(paths):
+    """All dumps in PATHS, in file order. Records outside begin..end are ignored."""
+    dumps, order = [], 0
+    for path in paths:
+        current = None
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    rec = parse_record(line)
+                    if rec is None:
+                        continue
+                    rtype, fields = rec
+                    if rtype == "begin":
+                        if current is not None:
+                            dumps.append(current)      # truncated: kept, marked incomplete
+                        current = Dump(fields, path, order)
+                        order += 1
+                    elif rtype == "end":
+                        if current is not None:
+                            current.complete = True
+                            dumps.append(current)
+                        current = None
+                    elif current is not None:
+                        current.add(rtype, fields)
+        except OSError as e:
+            raise SystemExit(f"{PROG} report: {path}: {e.strerror}")
+        if current is not None:
+            dumps.append(current)
+    return dumps
+
+
+def last_dump_per_process(dumps):
+    """The newest snapshot of each (pid, start_ns): complete over truncated, then highest seq,
+    then the one read last."""
+    best = {}
+    for d in dumps:
+        rank = (d.complete, d.seq, d.order)
+        if d.key not in best or rank > best[d.key][0]:
+            best[d.key] = (rank, d)
+    return sorted((d for _, d in best.values()), key=lambda d: (d.start_ns, d.pid))
+
+
+# --------------------------------------------------------------------------
+# Address -> (file, offset) -> symbol
+# --------------------------------------------------------------------------
+
+def locate(maps, ip):
+    """ip -> (path, file offset) through the process's executable mappings, or (None, ip)."""
+    for start, end, offset, path in maps:
+        if start <= ip < end:
+            return path, ip - start + offset
+    return None, ip
+
+
+def elf_load_segments(path):
+    """[(p_offset, p_vaddr, p_filesz)] of PT_LOAD segments of an ELF file, or [] if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            ident = fh.read(64)
+            if len(ident) < 64 or ident[:4] != b"\x7fELF":
+                return []
+            is64, endian = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            if is64:
+                phoff, = struct.unpack_from(endian + "Q", ident, 32)
+                phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
+            else:
+                phoff, = struct.unpack_from(endian + "I", ident, 28)
+                phentsize, phnum = struct.unpack_from(endian + "HH", ident, 42)
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+    except OSError:
+        return []
+    segs = []
+    for i in range(phnum):
+        base = i * phentsize
+        if is64:
+            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIQQQQ", table, base)
+        else:
+            p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIIII", table, base)
+        if p_type == 1:   # PT_LOAD
+            segs.append((p_offset, p_vaddr, p_filesz))
+    return segs
+
+
+def offset_to_vaddr(segs, offset):
+    """addr2line wants the link-time address; a file offset maps through its PT_LOAD segment."""
+    for p_offset, p_vaddr, p_filesz in segs:
+        if p_offset <= offset < p_offset + p_filesz:
+            return offset - p_offset + p_vaddr
+    return offset
+
+
+def run_addr2line(path, vaddrs):
+    """{vaddr: [(function, 'file:line'), ...innermost inline first]} from one addr2line process."""
+    if not vaddrs:
+        return {}
+    cmd = ["addr2line", "-a", "-f", "-C", "-i", "-e", path] + [hex(a) for a in vaddrs]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    result, current, lines = {}, None, out.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("0x") and re.fullmatch(r"0x[0-9a-fA-F]+", line):
+            current = int(line, 16)
+            result[current] = []
+            i += 1
+            continue
+        if current is not None and i + 1 < len(lines):
+            result[current].append((line, lines[i + 1]))
+        i += 2
+    return result
+
+
+class Symbolizer:
+    """Batches (file, offset) lookups: one addr2line process per file."""
+
+    def __init__(self):
+        self.pending = {}     # path -> set(offset)
+        self.done = {}        # (path, offset) -> frame dict
+
+    def want(self, path, offset):
+        if path is not None:
+            self.pending.setdefault(path, set()).add(offset)
+
+    def resolve(self):
+        for path, offsets in self.pending.items():
+            segs = elf_load_segments(path) if os.path.isfile(path) else []
+            # A return address: the call is the byte before it.
+            vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in offsets}
+            answers = run_addr2line(path, sorted(set(vaddr.values()))) if segs else {}
+            for off in offsets:
+                self.done[(path, off)] = self.frame(path, off, answers.get(vaddr[off], []))
+        self.pending = {}
+
+    @staticmethod
+    def frame(path, offset, frames):
+        inlined = []
+        for fn, where in frames:
+            fn = None if fn == "??" else fn
+            where = None if where.startswith("??") else re.sub(r" \(discriminator \d+\)$", "", where)
+            if fn or where:
+                inlined.append({"function": fn, "source": where})
+        return {"module": path, "offset": offset,
+                "function": inlined[-1]["function"] if inlined else None,
+                "source": inlined[-1]["source"] if inlined else None,
+                # innermost first; the last entry is the real (non-inlined) function
+                "inlined": inlined[:-1]}
+
+    def get(self, path, offset):
+        if path is None:
+            return {"module": None, "offset": offset, "function": None, "source": None, "inlined": []}
+        return self.done[(path, offset)]
+
+
+def frame_text(fr, addr=None):
+    """'function (file.c:12)', 'function [lib.so+0x1f0]' or 'lib.so+0x1f0'; inlined callees first."""
+    where = (f"{os.path.basename(fr['module'])}+{fr['offset']:#x}" if fr["module"]
+             else f"{addr if addr is not None else fr['offset']:#x}")
+    if fr["function"] and fr["source"]:
+        text = f"{fr['function']} ({os.path.basename(fr['source'])})"
+    elif fr["function"]:
+        text = f"{fr['function']} [{where}]"
+    else:
+        text = where
+    inlined = [f"{i['function'] or '??'} ({os.path.basename(i['source'] or '??')})" for i in fr["inlined"]]
+    return ", inlined in ".join(inlined + [text])
+
+
+# --------------------------------------------------------------------------
+# Merging
+# --------------------------------------------------------------------------
+
+def new_side():
+    return {"total_ns": 0, "max_ns": 0, "hist": [0] * HIST_BUCKETS}
+
+
+def add_side(side, f, prefix):
+    side["total_ns"] += parse_number(f.get(f"{prefix}_ns", "0")) or 0
+    side["max_ns"] = max(side["max_ns"], parse_number(f.get(f"{prefix}_max_ns", "0")) or 0)
+    for i, n in enumerate(parse_hist(f.get(f"{prefix}_hist", "-"))):
+        side["hist"][i] += n
+
+
+def percentile(hist, q, max_ns):
+    total = sum(hist)
+    if total == 0:
+        return 0
+    rank, seen = max(1, math.ceil(q * total)), 0
+    for i, n in enumerate(hist):
+        seen += n
+        if seen >= rank:
+            upper = (1 << (i + 1)) - 1
+            return min(upper, max_ns) if max_ns else upper
+    return max_ns
+
+
+def finish_side(side, fallback_count):
+    count = sum(side["hist"]) or fallback_count
+    side["count"] = count
+    side["avg_ns"] = side["total_ns"] // count if count else 0
+    side["p50_ns"] = percentile(side["hist"], 0.50, side["max_ns"])
+    side["p99_ns"] = percentile(side["hist"], 0.99, side["max_ns"])
+    return side
+
+
+COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
+
+
+def new_stat(**ident):
+    stat = dict(ident)
+    stat.update({k: 0 for k in COUNTERS})
+    stat.update({"pids": [], "wait": new_side(), "hold": new_side()})
+    return stat
+
+
+def add_stat(stat, f, pid):
+    for k in COUNTERS:
+        stat[k] += parse_number(f.get(k, "0")) or 0
+    add_side(stat["wait"], f, "wait")
+    add_side(stat["hold"], f, "hold")
+    if pid not in stat["pids"]:
+        stat["pids"].append(pid)
+
+
+def finish_stat(stat):
+    stat["contended_pct"] = round(100.0 * stat["contended"] / stat["acq"], 2) if stat["acq"] else 0.0
+    finish_side(stat["wait"], stat["contended"])
+    finish_side(stat["hold"], 0)
+    return stat
+
+
+def merge(dumps, symbolizer):
+    """Processes' snapshots -> totals, locks and sites. Locks at the same address in processes of
+    the same executable are summed (forked workers inherit their parent's objects); sites are
+    summed by (file, offset, op), i.e. by code location, across processes."""
+    totals = {"calls": {f: 0 for f in FAMILIES}, "events": {}, "dropped": {"locks": 0, "sites": 0}}
+    locks, sites = {}, {}
+    for d in dumps:
+        for fam, n in d.calls.items():
+            totals["calls"][fam] = totals["calls"].get(fam, 0) + n
+        for name, n in d.events.items():
+            totals["events"][name] = totals["events"].get(name, 0) + n
+        for k, n in d.dropped.items():
+            totals["dropped"][k] += n
+        addr_of = {}
+        for lid, f in d.locks.items():
+            addr = parse_number(f.get("addr", "")) or 0
+            kind = f.get("kind", "?")
+            addr_of[lid] = addr
+            key = (d.exe, addr, kind)
+            if key not in locks:
+                locks[key] = new_stat(addr=addr, kind=kind, exe=d.exe)
+            add_stat(locks[key], f, d.pid)
+        for f in d.sites:
+            ip = parse_number(f.get("ip", "")) or 0
+            module, offset = locate(d.maps, ip)
+            op = f.get("op", "?")
+            key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
+            if key not in sites:
+                sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
+                                      lock_kind=None, bt=[], bt_pid=None)
+            s = sites[key]
+            add_stat(s, f, d.pid)
+            lock = d.locks.get(f.get("lock"))
+            if lock is not None:
+                s["lock_kind"] = s["lock_kind"] or lock.get("kind")
+                if addr_of[f["lock"]] not in s["lock_addrs"]:
+                    s["lock_addrs"].append(addr_of[f["lock"]])
+            bt = [parse_number(x) for x in f.get("bt", "").split(",") if parse_number(x)]
+            if bt and not s["bt"]:
+                s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in bt]
+                s["bt_pid"] = d.pid
+            symbolizer.want(module, offset)
+            for _, mod, off in s["bt"]:
+                symbolizer.want(mod, off)
+    for stat in list(locks.values()) + list(sites.values()):
+        finish_stat(stat)
+    return totals, list(locks.values()), list(sites.values())
+
+
+def sort_key(name):
+    return {"wait": lambda s: (s["wait"]["total_ns"], s["contended"]),
+            "contended": lambda s: (s["contended"], s["wait"]["total_ns"]),
+            "hold": lambda s: (s["hold"]["total_ns"], s["acq"]),
+            "acq": lambda s: (s["acq"], s["contended"])}[name]
+
+
+def site_frames(site, symbolizer):
+    """The site's location, then its sampled backtrace (library frames dropped)."""
+    where = symbolizer.get(site["module"], site["offset"])
+    where["addr"] = site["ip"]
+    frames = []
+    for ip, mod, off in site["bt"]:
+        if mod and os.path.basename(mod).startswith(HIDDEN_FRAME_PREFIX):
+            continue
+        fr = dict(symbolizer.get(mod, off))
+        fr["addr"] = ip
+        frames.append(fr)
+    return where, frames
+
+
+# --------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------
+
+REPORT_EPILOG = f"""\
+Input: files written by the library with LOCKSWAP_STATS=1 and LOCKSWAP_STATS_FILE
+(`%p` in the name gives one file per process), or captured stderr. Lines that
+are not `lockswap-v1` records are skipped, as are unknown record types and keys.
+The last dump of each process (pid + start time; a dump on the statistics signal
+and another at exit) is used; processes are summed into totals.
+
+Times: wait = start of a contended acquisition to success (so its average is
+over contended acquisitions); hold = acquisition to release of exclusive holds.
+{PERCENTILE_NOTE}.
+Backtraces are symbolized with `addr2line -f -C -i` (one process per file) on
+the files named by the dump's `map` records; a file without debug info gives a
+function name only, a missing file gives file+offset.
+
+--json schema ("schema": "lockswap-report-v1"): files; percentile_method;
+processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
+calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
+totals {{processes, calls, events, dropped, acq, contended}};
+locks_total, sites_total (before --top); sort;
+locks[] {{addr, kind, exe, pids[], acq, contended, contended_pct, rd_acq,
+rd_contended, wait, hold}}; sites[] {{rank, op, addr, module, offset, lock_addrs[],
+lock_kind, pids[], acq, contended, contended_pct, wait, hold, where, backtrace[],
+backtrace_pid}}; cond_locks[], cond_sites[] (same shapes: condition
+variables and their wait sites, ranked apart because a condition wait is idle
+time, not contention), cond_locks_total, cond_sites_total. wait/hold = {{count, total_ns, avg_ns, p50_ns, p99_ns, max_ns,
+hist[48]}} with hist[i] = samples in [2^i, 2^(i+1)) ns (bucket 0 also holds 0).
+A frame (where, backtrace[]) = {{addr, module, offset, function, source,
+inlined[]}}; function/source are null when unknown.
+
+examples:
+  {PROG} --stats-file /tmp/st.%p -- ./server ...; {PROG} report /tmp/st.*
+  {PROG} report --top 5 --sort contended --png waits.png /tmp/st.*
+  {PROG} report --json /tmp/st.* | jq '.sites[0].where'
+"""
+
+
+def report_parser():
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} report", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Merge lockswap statistics files (one per process) into a table of the "
+                    "most contended locks and call sites, in the spirit of mutrace and "
+                    "/proc/lock_stat.", epilog=REPORT_EPILOG)
+    p.add_argument("files", nargs="+", metavar="FILE", help="statistics file(s)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="locks and sites to show (default 10; 0 = all)")
+    p.add_argument("--sort", choices=SORT_KEYS, default="wait",
+                   help="rank by total wait time (default), contended acquisitions, "
+                        "total hold time or acquisitions")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--png", metavar="FILE", help="plot the wait-time histograms of the top sites")
+    p.add_argument("--per-process", action="store_true",
+                   help="list every process (default: only when there are at most 16)")
+    return p
+
+
+def fmt_ns(ns):
+    if ns < 1000:
+        return f"{ns}ns"
+    for unit, scale in (("us", 1e3), ("ms", 1e6), ("s", 1e9)):
+        v = ns / scale
+        if v < 1000 or unit == "s":
+            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
+    return f"{ns}ns"
+
+
+def variant_text(v):
+    return " ".join(f"{k}={v[k]}" for k in VARIANT_KEYS)
+
+
+def build_report(args):
+    dumps = last_dump_per_process(read_dumps(args.files))
+    symbolizer = Symbolizer()
+    totals, locks, sites = merge(dumps, symbolizer)
+    symbolizer.resolve()
+    key = sort_key(args.sort)
+    locks.sort(key=key, reverse=True)
+    sites.sort(key=key, reverse=True)
+    top = args.top if args.top > 0 else None
+    # A condition wait is idle time, not contention: ranked on its own.
+    cond_locks = [s for s in locks if s["kind"] == "cond"]
+    locks = [s for s in locks if s["kind"] != "cond"]
+    cond_sites = [s for s in sites if is_cond_site(s)]
+    sites = [s for s in sites if not is_cond_site(s)]
+    procs = []
+    for d in dumps:
+        lock_vals = d.locks.values()
+        procs.append({"pid": d.pid, "start_ns": d.start_ns, "seq": d.seq, "complete": d.complete,
+                      "file": d.path, "exe": d.exe, "variants": d.variants,
+                      "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
+                      "events": d.events, "dropped": d.dropped,
+                      "acq": sum(parse_number(f.get("acq", "0")) or 0 for f in lock_vals),
+                      "contended": sum(parse_number(f.get("contended", "0")) or 0 for f in lock_vals)})
+    totals.update(processes=len(procs), acq=sum(p["acq"] for p in procs),
+                  contended=sum(p["contended"] for p in procs))
+    return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
+            "sort": args.sort, "processes": procs, "totals": totals,
+            "locks_total": len(locks), "sites_total": len(sites),
+            "cond_locks_total": len(cond_locks), "cond_sites_total": len(cond_sites),
+            "locks": locks[:top], "sites": out_sites(sites[:top], symbolizer),
+            "cond_locks": cond_locks[:top], "cond_sites": out_sites(cond_sites[:top], symbolizer)}
+
+
+def is_cond_site(site):
+    return site["lock_kind"] == "cond" or (site["lock_kind"] is None and site["op"] == "wait")
+
+
+def out_sites(sites, symbolizer):
+    result = []
+    for rank, s in enumerate(sites, 1):
+        where, frames = site_frames(s, symbolizer)
+        result.append({"rank": rank, "op": s["op"], "addr": s["ip"], "module": s["module"],
+                       "offset": s["offset"], "lock_addrs": s["lock_addrs"],
+                       "lock_kind": s["lock_kind"], "pids": s["pids"],
+                       **{k: s[k] for k in COUNTERS}, "contended_pct": s["contended_pct"],
+                       "wait": s["wait"], "hold": s["hold"], "where": where,
+                       "backtrace": frames, "backtrace_pid": s["bt_pid"]})
+    return result
+
+
+def side_cols(side):
+    return [fmt_ns(side["total_ns"]), fmt_ns(side["avg_ns"]), fmt_ns(side["p50_ns"]),
+            fmt_ns(side["p99_ns"]), fmt_ns(side["max_ns"])]
+
+
+def table(rows, right_from=0):
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [str(c).rjust(w) if i >= right_from else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def header_lines(rep):
+    procs, totals = rep["processes"], rep["totals"]
+    out = [f"lockswap report: {len(rep['files'])} file(s), {len(procs)} process(es)"
+           + (f" (pids {', '.join(str(p['pid']) for p in procs[:12])}"
+              + (", ..." if len(procs) > 12 else "") + ")" if procs else "")]
+    variants = {}
+    for p in procs:
+        variants.setdefault(variant_text(p["variants"]), []).append(p["pid"])
+    for text, pids in variants.items():
+        out.append(f"  variants: {text}  ({len(pids)} process(es))")
+    calls = totals["calls"]
+    out.append("  calls: " + ", ".join(f"{f} {calls.get(f, 0)}" for f in calls))
+    if procs and all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
+        out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
+                   "the mutex and rwlock variants cannot change this program")
+    else:
+        idle = [f for f in FAMILIES if calls.get(f, 0) == 0]
+        if procs and idle:
+            out.append(f"  no calls of: {', '.join(idle)}")
+    out.append(f"  lock objects: {rep['locks_total']} (+{rep['cond_locks_total']} condition variables), "
+               f"call sites: {rep['sites_total']} (+{rep['cond_sites_total']} condition waits), "
+               f"acquisitions {totals['acq']}, contended {totals['contended']}")
+    dropped = totals["dropped"]
+    if dropped["locks"] or dropped["sites"]:
+        out.append(f"  DROPPED (tables full, not in this report): {dropped['locks']} locks, "
+                   f"{dropped['sites']} sites")
+    incomplete = [p["pid"] for p in procs if not p["complete"]]
+    if incomplete:
+        out.append(f"  truncated dumps (no end record) used for pids {incomplete}")
+    out.append(f"  {PERCENTILE_NOTE}")
+    return out
+
+
+def process_lines(rep):
+    rows = [["pid", "exe", "variants", *FAMILIES, "acq", "contended", "file"]]
+    for p in rep["processes"]:
+        rows.append([p["pid"], os.path.basename(p["exe"]), variant_text(p["variants"]),
+                     *[p["calls"].get(f, 0) for f in FAMILIES], p["acq"], p["contended"], p["file"]])
+    return ["", "processes:"] + table(rows, right_from=3)
+
+
+def event_lines(rep):
+    events = rep["totals"]["events"]
+    if not events:
+        return ["", "lock events: none (only slow-path events are counted; glibc counts none)"]
+    rows = [[name, n] for name, n in sorted(events.items(), key=lambda kv: -kv[1])]
+    return ["", "lock events (all processes):"] + table(rows, right_from=1)
+
+
+TIME_HEAD = ["total", "avg", "p50", "p99", "max"]
+
+
+def lock_lines(rep):
+    if not rep["locks"]:
+        return ["", "locks: none recorded"]
+    rows = [["addr", "kind", "procs", "acq", "contended", "%cont", *[f"wait.{h}" for h in TIME_HEAD],
+             *[f"hold.{h}" for h in TIME_HEAD]]]
+    for s in rep["locks"]:
+        rows.append([f"{s['addr']:#x}", s["kind"], len(s["pids"]), s["acq"], s["contended"],
+                     f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
+    return ["", f"top {len(rep['locks'])} of {rep['locks_total']} locks by {rep['sort']}:"] + \
+        table(rows, right_from=2)
+
+
+def cond_lines(rep):
+    """Condition waits are idle time (a thread waiting for work), so they are not ranked with
+    contention; shown with their wait-time columns only."""
+    if not rep["cond_sites"]:
+        return []
+    rows = [["#", "site", "cond", "waits", *[f"wait.{h}" for h in TIME_HEAD]]]
+    for s in rep["cond_sites"]:
+        lock = ",".join(f"{a:#x}" for a in s["lock_addrs"][:2])
+        rows.append([s["rank"], site_name(s), lock or "?", s["acq"], *side_cols(s["wait"])])
+    return ["", f"condition waits (idle time, not contention; top {len(rep['cond_sites'])} of "
+                f"{rep['cond_sites_total']} by {rep['sort']}):"] + table(rows, right_from=3)
+
+
+def site_name(s):
+    fr = s["where"]
+    return (fr["function"] or (f"{os.path.basename(fr['module'])}+{fr['offset']:#x}"
+                               if fr["module"] else f"{s['addr']:#x}"))[:48]
+
+
+def site_lines(rep):
+    if not rep["sites"]:
+        return ["", "call sites: none recorded"]
+    out = ["", f"top {len(rep['sites'])} of {rep['sites_total']} call sites by {rep['sort']}:"]
+    rows = [["#", "site", "op", "lock", "acq", "contended", "%cont",
+             *[f"wait.{h}" for h in TIME_HEAD], *[f"hold.{h}" for h in TIME_HEAD]]]
+    for s in rep["sites"]:
+        name = site_name(s)
+        lock = ",".join(f"{a:#x}" for a in s["lock_addrs"][:2]) + ("..." if len(s["lock_addrs"]) > 2 else "")
+        rows.append([s["rank"], name, s["op"], lock or "?", s["acq"], s["contended"],
+                     f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
+    out += table(rows, right_from=4)
+    out += ["", "call sites with backtraces (innermost first):"]
+    for s in rep["sites"]:
+        out.append(f"  #{s['rank']} {s['op']} at {frame_text(s['where'], s['addr'])}  "
+                   f"[{s['addr']:#x}]")
+        if s["backtrace"]:
+            out.append(f"     sampled backtrace (pid {s['backtrace_pid']}):")
+            for fr in s["backtrace"]:
+                out.append(f"       {fr['addr']:#014x} {frame_text(fr, fr['addr'])}")
+        else:
+            out.append("     (no backtrace sampled: backtraces are taken on contended acquisitions)")
+    return out
+
+
+def text_report(rep, per_process):
+    out = header_lines(rep)
+    if per_process or len(rep["processes"]) <= 16:
+        out += process_lines(rep)
+    out += event_lines(rep) + lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    return "\n".join(out)
+
+
+def import_pyplot():
+    """matplotlib's pyplot with a file-only backend, or (None, reason)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt, None
+    except ImportError as e:
+        return None, f"matplotlib is not available for {sys.executable} ({e}); " \
+                     "install python3-matplotlib (scripts/setup.sh does)"
+
+
+def report_png(rep, path):
+    plt, why = import_pyplot()
+    if plt is None:
+        warn(f"report: PNG {path} skipped: {why}")
+        return
+    sites = [s for s in rep["sites"] if sum(s["wait"]["hist"])][:8]
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    if not sites:
+        ax.text(0.5, 0.5, "no contended acquisitions recorded", ha="center", va="center")
+    for s in sites:
+        hist = s["wait"]["hist"]
+        total = sum(hist)
+        xs = [1 << i for i in range(HIST_BUCKETS)]
+        name = s["where"]["function"] or f"{s['addr']:#x}"
+        ax.step(xs, [100.0 * n / total for n in hist], where="post",
+                label=f"#{s['rank']} {name[:40]} {s['op']} (n={total}, total {fmt_ns(s['wait']['total_ns'])})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("wait time, ns (log2 buckets: [2^i, 2^(i+1)))")
+    ax.set_ylabel("% of the site's contended acquisitions")
+    ax.set_title(f"lockswap: wait-time distribution of the top call sites ({len(rep['processes'])} processes)")
+    if sites:
+        lo = min(min(i for i, n in enumerate(s["wait"]["hist"]) if n) for s in sites)
+        hi = max(max(i for i, n in enumerate(s["wait"]["hist"]) if n) for s in sites)
+        ax.set_xlim(1 << max(lo - 1, 0), 1 << min(hi + 2, HIST_BUCKETS))
+        ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"{PROG}: report: wrote {path}", file=sys.stderr)
+
+
+def cmd_report(argv):
+    args = report_parser().parse_args(argv)
+    rep = build_report(args)
+    if not rep["processes"]:
+        raise SystemExit(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
+                         "(run with --stats and --stats-file)")
+    if args.json:
+        json.dump(rep, sys.stdout, indent=1)
+        print()
+    else:
+        print(text_report(rep, args.per_process))
+    if args.png:
+        report_png(rep, args.png)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------
+
+COMPARE_EPILOG = f"""\
+Runs COMMAND once per variant per repetition, each run as
+`{PROG} [--lib L] <variant options> [--set ...] -- COMMAND`. Repetition r runs
+the variants in the listed order rotated by r, so drift (a warming cache, a
+noisy neighbour) does not always hit the same variant. glibc is the baseline:
+it is added in front when not listed (--no-glibc: then the first listed variant
+is the baseline, and the table says so).
+
+Variants: the names of `{PROG} --variant` (glibc, futex, rwsem, rwsem-rspin,
+lockref, percid), percid-ALLOCATOR (--variant percid --cid ALLOCATOR), or
+MUTEX/RWLOCK (--mutex MUTEX --rwlock RWLOCK).
+
+The metric is the command's wall time in seconds (--time, the default; it
+includes the wrapper's start, a few ms, the same for every variant), or with
+--metric REGEX the first number in the first group of the first match of REGEX
+in the command's stdout+stderr (the whole match if the regex has no group).
+Direction: --time is lower-is-better; --metric defaults to higher-is-better
+(throughput) -- pass --lower-is-better for latencies.
+
+A run that exits non-zero, times out or prints no metric is reported with its
+exit status and the tail of its output, and compare exits 1 at the end.
+
+examples:
+  {PROG} compare --variants futex,rwsem --repeat 5 --metric 'events per second: *([0-9.]+)' \\
+      -- sysbench mutex --threads=16 run
+  {PROG} compare --variants rwsem,rwsem-rspin --time --csv t.csv --png t.png -- ./app
+  {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --repeat 3 -- ./bench
+"""
+
+
+def compare_parser():
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} compare", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage=f"{PROG} compare [options] -- COMMAND [ARGS...]",
+        description="Run a command under several lock variants, interleaved and rotated over "
+                    "repetitions, and compare a metric: median, spread and ratio to glibc.",
+        epilog=COMPARE_EPILOG)
+    p.add_argument("--variants", default="glibc,futex,rwsem", metavar="V1,V2,...",
+                   help="comma-separated variants (default: glibc,futex,rwsem)")
+    p.add_argument("--repeat", type=int, default=3, metavar="N", help="repetitions (default 3)")
+    m = p.add_mutually_exclusive_group()
+    m.add_argument("--metric", metavar="REGEX", help="extract the metric from the output")
+    m.add_argument("--time", action="store_true", help="measure wall time (the default)")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--higher-is-better", dest="higher", action="store_true", default=None)
+    d.add_argument("--lower-is-better", dest="higher", action="store_false")
+    p.add_argument("--no-glibc", action="store_true",
+                   help="do not add glibc; the first listed variant is the baseline")
+    p.add_argument("--csv", metavar="FILE", help="write every run and the summary as CSV")
+    p.add_argument("--png", metavar="FILE", help="plot every run and the medians per variant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a LOCKSWAP_* setting for every run (repeatable), as `lockswap --set`")
+    p.add_argument("--lib", metavar="PATH", help="liblockswap.so to use (passed to the wrapper)")
+    p.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds (a failure)")
+    p.add_argument("--tail", type=int, default=15, metavar="LINES",
+                   help="output lines shown for a failed run (default 15)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    return p
+
+
+def variant_options(v):
+    if "/" in v:
+        mutex, rwlock = v.split("/", 1)
+        return ["--mutex", mutex, "--rwlock", rwlock]
+    if v.startswith("percid-"):
+        return ["--variant", "percid", "--cid", v[len("percid-"):]]
+    return ["--variant", v]
+
+
+def number_in(text):
+    m = re.search(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", text.replace(",", ""))
+    return float(m.group(0)) if m else None
+
+
+def extract_metric(regex, output):
+    m = regex.search(output)
+    if not m:
+        return None
+    return number_in(m.group(1) if regex.groups else m.group(0))
+
+
+class Run:
+    def __init__(self, index, rep, position, variant):
+        self.index, self.rep, self.position, self.variant = index, rep, position, variant
+        self.rc = None
+        self.value = None
+        self.wall_s = None
+        self.error = None
+        self.output = ""
+
+    @property
+    def ok(self):
+        return self.error is None
+
+
+def execute(run, argv, args, regex):
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        run.error, run.rc = f"cannot start: {e.strerror}", 127
+        return
+    try:
+        out, _ = proc.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        run.error = f"timed out after {args.timeout:g}s"
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    run.wall_s = time.monotonic() - start
+    run.rc = proc.returncode
+    run.output = out.decode("utf-8", errors="replace")
+    if run.error:
+        return
+    if run.rc != 0:
+        run.error = f"exit status {run.rc}" if run.rc > 0 else f"killed by signal {-run.rc}"
+        return
+    run.value = run.wall_s if regex is None else extract_metric(regex, run.output)
+    if run.value is None:
+        run.error = f"metric /{regex.pattern}/ not found in the output"
+
+
+def summarize(runs, variants, baseline, higher):
+    rows = []
+    base_vals = [r.value for r in runs if r.variant == baseline and r.ok]
+    base_med = statistics.median(base_vals) if base_vals else None
+    for v in variants:
+        vals = sorted(r.value for r in runs if r.variant == v and r.ok)
+        row = {"variant": v, "n": len(vals), "failed": sum(1 for r in runs if r.variant == v and not r.ok)}
+        if vals:
+            med = statistics.median(vals)
+            row.update(median=med, min=vals[0], max=vals[-1],
+                       spread_pct=100.0 * (vals[-1] - vals[0]) / abs(med) if med else 0.0)
+            if base_med and v != baseline:
+                row["ratio"] = med / base_med
+                overlap = vals[0] <= max(base_vals) and min(base_vals) <= vals[-1]
+                better = (med > base_med) == bool(higher)
+                row["verdict"] = "within noise" if overlap else ("better" if better else "worse")
+            elif v == baseline:
+                row["ratio"], row["verdict"] = 1.0, "baseline"
+        rows.append(row)
+    return rows
+
+
+def fmt_val(x):
+    if x is None:
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.0f}"
+
+
+def compare_table(rows, metric_name, baseline, higher, note):
+    out = [f"metric: {metric_name}, {'higher' if higher else 'lower'} is better; "
+           f"ratio = median / median({baseline}); spread = (max-min)/median"]
+    if note:
+        out.append(note)
+    table_rows = [["variant", "n", "median", "min", "max", "spread", f"vs {baseline}", "verdict", "failed"]]
+    for r in rows:
+        table_rows.append([r["variant"], r["n"], fmt_val(r.get("median")), fmt_val(r.get("min")),
+                           fmt_val(r.get("max")),
+                           f"{r['spread_pct']:.1f}%" if "spread_pct" in r else "-",
+                           f"{r['ratio']:.3f}" if "ratio" in r else "-",
+                           r.get("verdict", "-"), r["failed"] or ""])
+    return out + table(table_rows, right_from=1)
+
+
+def write_csv(path, runs, rows, metric_name, baseline, higher):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["record", "variant", "rep", "position", "status", "exit_status", "value", "wall_s",
+                    "n", "median", "min", "max", "spread_pct", "ratio", "baseline", "metric", "direction"])
+        direction = "higher" if higher else "lower"
+        for r in runs:
+            w.writerow(["run", r.variant, r.rep, r.position, "ok" if r.ok else r.error,
+                        "" if r.rc is None else r.rc, "" if r.value is None else repr(r.value),
+                        "" if r.wall_s is None else f"{r.wall_s:.6f}",
+                        "", "", "", "", "", "", baseline, metric_name, direction])
+        for s in rows:
+            w.writerow(["summary", s["variant"], "", "", "", "", "", "", s["n"],
+                        *[("" if s.get(k) is None else repr(s[k])) for k in
+                          ("median", "min", "max", "spread_pct", "ratio")],
+                        baseline, metric_name, direction])
+
+
+def compare_png(path, runs, rows, metric_name, baseline, higher):
+    plt, why = import_pyplot()
+    if plt is None:
+        warn(f"compare: PNG {path} skipped: {why}")
+        return
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rows) + 2), 5))
+    for x, s in enumerate(rows):
+        pts = [(r.rep, r.value) for r in runs if r.variant == s["variant"] and r.ok]
+        n = max(len(pts), 1)
+        ax.scatter([x + 0.25 * (i / n - 0.5) for i in range(len(pts))], [v for _, v in pts],
+                   s=18, alpha=0.7, color="C0")
+        if "median" in s:
+            ax.hlines(s["median"], x - 0.3, x + 0.3, color="C3", linewidth=2)
+            label = f"{s['ratio']:.3f}x" if "ratio" in s else ""
+            ax.annotate(label, (x, s["median"]), textcoords="offset points", xytext=(0, 6),
+                        ha="center", fontsize=8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([s["variant"] for s in rows])
+    ax.set_ylabel(metric_name)
+    ax.set_title(f"lockswap compare: {metric_name} ({'higher' if higher else 'lower'} is better; "
+                 f"bar = median, label = ratio to {baseline})", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"{PROG}: compare: wrote {path}", file=sys.stderr)
+
+
+def failure_report(run, tail):
+    lines = run.output.rstrip("\n").splitlines()[-tail:]
+    out = [f"FAILED [{run.index}] {run.variant} rep {run.rep}: {run.error}"
+           + (f" (exit status {run.rc})" if run.rc not in (None, 0) and "exit status" not in run.error else "")]
+    out += [f"    | {line}" for line in lines] or ["    (no output)"]
+    return out
+
+
+def plan_variants(args, parser):
+    variants = [v for v in (x.strip() for x in args.variants.split(",")) if v]
+    if not variants:
+        parser.error("--variants is empty")
+    if len(set(variants)) != len(variants):
+        parser.error(f"--variants lists a variant twice: {args.variants}")
+    note = None
+    if args.no_glibc:
+        variants = [v for v in variants if v != "glibc"] or variants
+        baseline = variants[0]
+        note = f"baseline: {baseline} (glibc excluded by --no-glibc)"
+    elif "glibc" not in variants:
+        variants.insert(0, "glibc")
+        baseline = "glibc"
+        note = "baseline: glibc (added; --no-glibc to leave it out)"
+    else:
+        baseline = "glibc"
+    return variants, baseline, note
+
+
+def check_variants(wrapper, common, variants):
+    """Let the library reject a bad name or setting once, before any timed run."""
+    for v in variants:
+        argv = [wrapper, *common[0], *variant_options(v), *common[1], "--dry-run", "--", "true"]
+        p = subprocess.run(argv, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.stderr.write(p.stderr)
+            raise SystemExit(2)
+
+
+def cmd_compare(argv, wrapper):
+    parser = compare_parser()
+    args = parser.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        parser.error("no command given (put it after --)")
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if not wrapper:
+        parser.error("internal: run through the lockswap command (no --wrapper)")
+    regex = None
+    if args.metric:
+        try:
+            regex = re.compile(args.metric, re.M)
+        except re.error as e:
+            parser.error(f"--metric: bad regular expression: {e}")
+    higher = args.higher if args.higher is not None else regex is not None
+    metric_name = f"/{args.metric}/" if regex else "wall time (s)"
+    variants, baseline, note = plan_variants(args, parser)
+    common = (["--lib", args.lib] if args.lib else [], [x for s in args.set for x in ("--set", s)])
+    check_variants(wrapper, common, variants)
+
+    total = args.repeat * len(variants)
+    runs, failures = [], []
+    print(f"{PROG} compare: {len(variants)} variants x {args.repeat} repetitions = {total} runs of: "
+          f"{shlex.join(cmd)}", file=sys.stderr)
+    try:
+        for rep in range(args.repeat):
+            k = rep % len(variants)
+            for pos, v in enumerate(variants[k:] + variants[:k]):
+                run = Run(len(runs) + 1, rep + 1, pos + 1, v)
+                print(f"[{run.index}/{total}] {v} rep {run.rep} ...", end="", file=sys.stderr, flush=True)
+                execute(run, [wrapper, *common[0], *variant_options(v), *common[1], "--", *cmd], args, regex)
+                status = fmt_val(run.value) if run.ok else f"FAILED: {run.error}"
+                print(f" {status}  ({run.wall_s or 0:.2f}s)", file=sys.stderr, flush=True)
+                runs.append(run)
+                if not run.ok:
+                    failures.append(run)
+    except KeyboardInterrupt:
+        print("\ninterrupted: summary of the completed runs", file=sys.stderr)
+        failures.append(None)
+
+    rows = summarize(runs, variants, baseline, higher)
+    print("\n".join(compare_table(rows, metric_name, baseline, higher, note)))
+    if args.csv:
+        write_csv(args.csv, runs, rows, metric_name, baseline, higher)
+        print(f"{PROG}: compare: wrote {args.csv}", file=sys.stderr)
+    if args.png:
+        compare_png(args.png, runs, rows, metric_name, baseline, higher)
+    real = [f for f in failures if f is not None]
+    if real:
+        print(f"\n{len(real)} of {len(runs)} runs failed:")
+        for f in real:
+            print("\n".join(failure_report(f, args.tail)))
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------
+
+def main(argv):
+    wrapper = None
+    if argv[:1] == ["--wrapper"] and len(argv) >= 2:
+        wrapper, argv = argv[1], argv[2:]
+    if not argv or argv[0] not in ("report", "compare"):
+        print(f"usage: {PROG} report|compare ... (see {PROG} report --help, {PROG} compare --help)",
+              file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "report":
+            return cmd_report(argv[1:])
+        return cmd_compare(argv[1:], wrapper)
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
