@@ -1,0 +1,228 @@
+#!/usr/bin/python3
+"""preload/cli/test/report_test.py LOCKSWAP SYMBOLS_FIXTURE — `lockswap report` on hand-written
+statistics files (fixtures/, format version 1 of the library's statistics records) and on one
+generated at test time whose addresses point into SYMBOLS_FIXTURE (symbols_fixture.cpp built with
+debug info), so the report must name its functions."""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import cli_test_util as util
+from cli_test_util import CliTestCase, fixture
+
+MARIADB = fixture("mariadbd-4711.stats")
+POSTGRES = [fixture("postgres-201.stats"), fixture("postgres-202.stats")]
+HOT_MUTEX = 0x5581a0c0e040
+HOT_FN = "lockswap_fixture::hot_site_function(int)"
+COLD_FN = "lockswap_fixture::cold_site_function(int)"
+HANDLER_FN = "lockswap_fixture::request_handler(int)"
+SIDE_KEYS = {"count", "total_ns", "avg_ns", "p50_ns", "p99_ns", "max_ns", "hist"}
+FRAME_KEYS = {"addr", "module", "offset", "function", "source", "inlined"}
+STAT_KEYS = {"acq", "contended", "contended_pct", "rd_acq", "rd_contended", "pids", "wait", "hold"}
+
+
+def report_json(test, *args):
+    return json.loads(test.ok("report", "--json", *args).stdout)
+
+
+def by_addr(items, addr):
+    return next(s for s in items if s["addr"] == addr)
+
+
+def sites_section(text):
+    """The ranked call-site table's rows (after its title, up to the blank line)."""
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if re.match(r"top \d+ of \d+ call sites", l))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.strip():
+            break
+        rows.append(line)
+    return rows
+
+
+def elf_symbol(path, name):
+    out = subprocess.run(["nm", "-C", path], capture_output=True, text=True, check=True).stdout
+    return next(int(l.split()[0], 16) for l in out.splitlines() if l.endswith(" " + name))
+
+
+def exec_segment(path):
+    """(p_offset, p_vaddr, p_memsz) of the executable PT_LOAD segment, from readelf."""
+    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if f[:1] == ["LOAD"] and "E" in f[6:-1]:
+            return int(f[1], 16), int(f[2], 16), int(f[5], 16)
+    raise AssertionError(f"no executable LOAD segment in {path}")
+
+
+def symbolized_fixture(tmp):
+    """fixtures/symbolized.stats.in with its addresses placed in a copy of the symbols binary,
+    loaded at an arbitrary base, in a directory whose name has a space (written as %20)."""
+    exe_dir = os.path.join(tmp, "bin dir")
+    os.makedirs(exe_dir)
+    exe = shutil.copy(util.EXTRA_ARGS[0], os.path.join(exe_dir, "symbols_fixture"))
+    base = 0x5600_0000_0000
+    p_offset, p_vaddr, p_memsz = exec_segment(exe)
+    ip = lambda name: base + elf_symbol(exe, name) + 5   # a return address inside the function
+    values = {"EXE": exe.replace(" ", "%20"), "MAP_START": base + p_vaddr,
+              "MAP_END": base + p_vaddr + p_memsz, "MAP_OFFSET": p_offset,
+              "HOT_IP": ip(HOT_FN), "COLD_IP": ip(COLD_FN), "HANDLER_IP": ip(HANDLER_FN)}
+    with open(fixture("symbolized.stats.in")) as fh:
+        text = fh.read()
+    for k, v in values.items():
+        text = text.replace(f"@{k}@", v if isinstance(v, str) else hex(v))
+    path = os.path.join(tmp, "symbolized.stats")
+    with open(path, "w") as fh:
+        fh.write(text)
+    return path
+
+
+class ReportTest(CliTestCase):
+    def test_help(self):
+        out = self.ok("report", "--help").stdout
+        for want in ("usage: lockswap report", "--json", "--png", "--sort", "lockswap-report-v1",
+                     "upper bound"):
+            self.assertIn(want, out)
+
+    def test_last_dump_wins(self):
+        rep = report_json(self, MARIADB)
+        self.assertEqual([(p["pid"], p["seq"]) for p in rep["processes"]], [(4711, 2)])
+        self.assertEqual(rep["totals"]["calls"], {"mutex": 500000, "rwlock": 20000, "cond": 3000, "sem": 0})
+        self.assertEqual(rep["totals"]["events"], {"rwsem_opt_lock": 5000, "rwsem_sleep_writer": 1234})
+        lock = by_addr(rep["locks"], HOT_MUTEX)
+        self.assertEqual((lock["acq"], lock["contended"], lock["kind"]), (400000, 12000, "mutex"))
+        wait = lock["wait"]
+        self.assertEqual(wait["count"], 12000)
+        self.assertEqual(wait["total_ns"], 1716000000)
+        self.assertEqual(wait["avg_ns"], 1716000000 // 12000)
+        self.assertEqual(wait["p50_ns"], 2 ** 13 - 1)     # rank 6000 falls in bucket 12
+        self.assertEqual(wait["p99_ns"], 2 ** 21 - 1)     # rank 11880 falls in bucket 20
+        self.assertEqual(wait["max_ns"], 12000000)
+        self.assertEqual(lock["hold"]["p50_ns"], 2 ** 8 - 1)
+        self.assertEqual(lock["hold"]["p99_ns"], 61000)  # bucket 15's bound, capped at the max
+
+    def test_unknown_records_and_keys_ignored(self):
+        path = os.path.join(self.tmp, "future.stats")
+        with open(MARIADB) as src, open(path, "w") as dst:
+            for line in src:
+                dst.write(line.replace(" seq=2 ", " seq=2 future_key=xyz "))
+                if line.startswith("lockswap-v1 lock id=2 "):
+                    dst.write("lockswap-v1 numa_stats node=0 locks=3\n")
+                    dst.write("lockswap-v2 lock id=9 addr=0x1 kind=mutex acq=77\n")
+                    dst.write("lockswap-v1 lock id=8 addr=0x2 kind=mutex acq=5 shiny=yes\n")
+        rep = report_json(self, path)
+        self.assertEqual(by_addr(rep["locks"], HOT_MUTEX)["acq"], 400000)
+        self.assertEqual(by_addr(rep["locks"], 0x2)["acq"], 5)
+        self.assertNotIn(0x1, [s["addr"] for s in rep["locks"]])
+        self.assertEqual(rep["locks_total"], 3)
+        self.assertNotIn("shiny", json.dumps(rep))
+
+    def test_multi_process_merge(self):
+        rep = report_json(self, *POSTGRES)
+        self.assertEqual(sorted(p["pid"] for p in rep["processes"]), [201, 202])
+        # pid 202's second dump has no end record: its complete first dump is used.
+        self.assertTrue(all(p["complete"] and p["seq"] == 1 for p in rep["processes"]))
+        self.assertEqual(rep["totals"]["calls"]["sem"], 5100 + 7100)
+        lock = by_addr(rep["locks"], 0x7f00aa000100)
+        self.assertEqual((lock["acq"], lock["contended"], sorted(lock["pids"])), (12000, 1000, [201, 202]))
+        self.assertEqual(lock["wait"]["total_ns"], 1000 * 40000)
+        (site,) = rep["sites"]
+        self.assertEqual((site["op"], site["acq"], site["contended"]), ("sem_wait", 12000, 1000))
+        self.assertEqual(site["module"], "/opt/fixture/postgresql/15/bin/postgres")
+        self.assertEqual(site["offset"], 0x1234 + 0x9f000)
+
+    def test_no_pthread_calls_is_a_line(self):
+        out = self.ok("report", *POSTGRES).stdout
+        self.assertIn("no pthread/C11 lock calls at all", out)
+        self.assertNotIn("no pthread/C11 lock calls", self.ok("report", MARIADB).stdout)
+
+    def test_same_file_twice_counts_once(self):
+        rep = report_json(self, MARIADB, MARIADB)
+        self.assertEqual(len(rep["processes"]), 1)
+        self.assertEqual(by_addr(rep["locks"], HOT_MUTEX)["acq"], 400000)
+
+    def test_json_schema(self):
+        rep = report_json(self, "--top", "0", MARIADB, *POSTGRES)
+        self.assertEqual(rep["schema"], "lockswap-report-v1")
+        self.assertEqual(rep["totals"]["processes"], 3)
+        for p in rep["processes"]:
+            self.assertLessEqual({"pid", "start_ns", "seq", "complete", "file", "exe", "variants",
+                                  "calls", "events", "dropped", "acq", "contended"}, set(p))
+            self.assertEqual(set(p["variants"]), {"mutex", "rwlock", "sem", "cid"})
+        for s in rep["locks"] + rep["cond_locks"]:
+            self.assertLessEqual(STAT_KEYS | {"addr", "kind", "exe"}, set(s))
+        for s in rep["sites"] + rep["cond_sites"]:
+            self.assertLessEqual(STAT_KEYS | {"rank", "op", "addr", "module", "offset", "lock_addrs",
+                                              "lock_kind", "where", "backtrace"}, set(s))
+            self.assertLessEqual(FRAME_KEYS, set(s["where"]))
+            for fr in s["backtrace"]:
+                self.assertEqual(FRAME_KEYS, set(fr))
+        for s in rep["locks"] + rep["sites"] + rep["cond_locks"] + rep["cond_sites"]:
+            for side in (s["wait"], s["hold"]):
+                self.assertEqual(SIDE_KEYS, set(side))
+                self.assertEqual(len(side["hist"]), 48)
+                self.assertEqual(side["count"], sum(side["hist"]) or side["count"])
+        self.assertEqual((rep["locks_total"], rep["sites_total"]), (3, 6))
+        self.assertEqual([s["addr"] for s in rep["cond_locks"]], [0x5581a0c0f200])
+        self.assertEqual([s["op"] for s in rep["cond_sites"]], ["wait"])
+        waits = [s["wait"]["total_ns"] for s in rep["sites"]]
+        self.assertEqual(waits, sorted(waits, reverse=True))
+        self.assertEqual([s["rank"] for s in rep["sites"]], list(range(1, 7)))
+
+    def test_library_frames_hidden(self):
+        rep = report_json(self, MARIADB)
+        site = rep["sites"][0]
+        self.assertEqual(site["addr"], 0x5581a0412345)
+        modules = [os.path.basename(f["module"]) for f in site["backtrace"]]
+        self.assertEqual(modules, ["mariadbd", "mariadbd", "mariadbd", "libc.so.6"])
+        # No debug info and no file: file+offset in the text.
+        self.assertIn("mariadbd+0x411345", self.ok("report", MARIADB).stdout)
+
+    def test_top_and_sort(self):
+        rep = report_json(self, "--top", "1", "--sort", "acq", MARIADB)
+        self.assertEqual(len(rep["locks"]), 1)
+        self.assertEqual(len(rep["sites"]), 1)
+        self.assertEqual(rep["sites"][0]["acq"], 300000)
+        rep = report_json(self, "--sort", "contended", MARIADB)
+        counts = [s["contended"] for s in rep["sites"]]
+        self.assertEqual(counts, sorted(counts, reverse=True))
+
+    def test_hot_site_first_by_name(self):
+        path = symbolized_fixture(self.tmp)
+        out = self.ok("report", path).stdout
+        rows = sites_section(out)
+        self.assertIn(HOT_FN, rows[0])
+        self.assertIn(COLD_FN, rows[1])
+        self.assertRegex(out, r"#1 lock at " + re.escape(HOT_FN) + r" \(symbols_fixture\.cpp:\d+\)")
+        self.assertRegex(out, re.escape(HANDLER_FN) + r" \(symbols_fixture\.cpp:\d+\)")
+        rows = sites_section(self.ok("report", "--sort", "acq", path).stdout)
+        self.assertIn(COLD_FN, rows[0])
+        rep = report_json(self, path)
+        where = rep["sites"][0]["where"]
+        self.assertEqual(where["function"], HOT_FN)
+        self.assertRegex(where["source"], r"symbols_fixture\.cpp:\d+$")
+        self.assertEqual(where["module"], os.path.join(self.tmp, "bin dir", "symbols_fixture"))
+        self.assertEqual([f["function"] for f in rep["sites"][0]["backtrace"]], [HOT_FN, HANDLER_FN])
+
+    def test_png(self):
+        png = os.path.join(self.tmp, "waits.png")
+        p = self.ok("report", "--png", png, MARIADB, *POSTGRES)
+        self.assert_png(png, p.stderr)
+
+    def test_no_statistics_is_an_error(self):
+        path = os.path.join(self.tmp, "empty.log")
+        with open(path, "w") as fh:
+            fh.write("lockswap: pid 1 mutex=glibc rwlock=glibc sem=glibc cid=rseq\nhello\n")
+        p = util.run_cli("report", path)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no lockswap-v1 statistics", p.stderr)
+        p = util.run_cli("report", os.path.join(self.tmp, "missing"))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("missing", p.stderr)
+
+
+if __name__ == "__main__":
+    util.main(extra=("SYMBOLS_FIXTURE",))
