@@ -14,7 +14,7 @@ PACKAGES=(
   postgresql-15
   memcached libmemcached-tools
   libwiredtiger-dev rocksdb-tools
-  python3
+  python3 python3-matplotlib            # lockswap report/compare: --png
   gnuplot-nox
   procps
   spin                                   # tests/model: Promela model checking

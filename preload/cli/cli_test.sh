@@ -58,5 +58,20 @@ else
 fi
 rm -f "${TMPDIR:-/tmp}/lockswap-cli-test.$$"
 
+# `report` and `compare` are subcommands only as the first word: a program of
+# that name still runs after -- or after an option.
+bindir=$(mktemp -d "${TMPDIR:-/tmp}/lockswap-cli-bin.XXXXXX")
+for name in report compare; do
+  printf '#!/bin/sh\necho "program %s ran with LOCKSWAP_MUTEX=$LOCKSWAP_MUTEX"\n' "$name" > "$bindir/$name"
+  chmod +x "$bindir/$name"
+done
+expect program-report 0 '^program report ran with LOCKSWAP_MUTEX=futex$' -- env PATH="$bindir:$PATH" "$CLI" --mutex futex -- report
+expect program-compare 0 '^program compare ran' -- env PATH="$bindir:$PATH" "$CLI" --mutex futex compare
+expect program-dashdash 0 '^program report ran' -- env PATH="$bindir:$PATH" "$CLI" -- report
+rm -rf "$bindir"
+expect subcommand-report 0 'usage: lockswap report' -- "$CLI" report --help
+expect subcommand-compare 0 'usage: lockswap compare' -- "$CLI" compare --help
+expect help-subcommands 0 'lockswap report \[' -- "$CLI" --help
+
 if ((fails)); then echo "$fails failed"; exit 1; fi
 echo "all passed"
