@@ -711,7 +711,7 @@ def report_png(rep, path):
         hist = s["wait"]["hist"]
         total = sum(hist)
         xs = [1 << i for i in range(HIST_BUCKETS)]
-        name = s["where"]["function"] or f"{s['addr']:#x}"
+        name = site_name(s)
         ax.step(xs, [100.0 * n / total for n in hist], where="post",
                 label=f"#{s['rank']} {name[:40]} {s['op']} (n={total}, total {fmt_ns(s['wait']['total_ns'])})")
     ax.set_xscale("log", base=2)
@@ -955,8 +955,8 @@ def compare_png(path, runs, rows, metric_name, baseline, higher):
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([s["variant"] for s in rows])
     ax.set_ylabel(metric_name)
-    ax.set_title(f"lockswap compare: {metric_name} ({'higher' if higher else 'lower'} is better; "
-                 f"bar = median, label = ratio to {baseline})", fontsize=9)
+    ax.set_title(f"lockswap compare: {metric_name}, {'higher' if higher else 'lower'} is better\n"
+                 f"points = runs, bar = median, label = ratio of medians to {baseline}", fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
