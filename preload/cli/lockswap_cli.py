@@ -21,6 +21,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import textwrap
 import time
 
 PROG = "lockswap"
@@ -599,7 +600,7 @@ def header_lines(rep):
     incomplete = [p["pid"] for p in procs if not p["complete"]]
     if incomplete:
         out.append(f"  truncated dumps (no end record) used for pids {incomplete}")
-    out.append(f"  {PERCENTILE_NOTE}")
+    out += textwrap.wrap(PERCENTILE_NOTE, width=100, initial_indent="  ", subsequent_indent="    ")
     return out
 
 
