@@ -62,6 +62,7 @@ rm -f "${TMPDIR:-/tmp}/lockswap-cli-test.$$"
 # that name still runs after -- or after an option.
 bindir=$(mktemp -d "${TMPDIR:-/tmp}/lockswap-cli-bin.XXXXXX")
 for name in report compare; do
+  # shellcheck disable=SC2016  # $LOCKSWAP_MUTEX is expanded by the generated script
   printf '#!/bin/sh\necho "program %s ran with LOCKSWAP_MUTEX=$LOCKSWAP_MUTEX"\n' "$name" > "$bindir/$name"
   chmod +x "$bindir/$name"
 done
