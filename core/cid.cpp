@@ -235,8 +235,17 @@ void install_hooks(bool global) {
 
 // ------------------------------------------------------------ slow paths
 
+// Share an id until our next sleep instead of owning one.
+uint32_t global_borrow() {
+  t_cid.global_borrowed = true;
+  t_cid.global_id = static_cast<int32_t>(borrowed_id());
+  return static_cast<uint32_t>(t_cid.global_id);
+}
+
 uint32_t global_take() {
-  self_slot();  // registered, so the registry's exit hook gives the id back
+  // Registered, so the registry's exit hook gives the id back. A thread on
+  // the shared slot has no exit hook: it borrows, as when the ids run out.
+  if (__builtin_expect(is_shared(self_slot()), 0)) return global_borrow();
   SlowPathTimer timer;
   int32_t id;
   uint32_t reclaimed = 0;
@@ -247,11 +256,7 @@ uint32_t global_take() {
     count_if_contended(g);
   }
   lockevent_add(LockEvent::cid_reclaim, reclaimed);
-  if (id < 0) {  // more threads than kMaxCids hold ids: share one until our next sleep
-    t_cid.global_borrowed = true;
-    t_cid.global_id = static_cast<int32_t>(borrowed_id());
-    return static_cast<uint32_t>(t_cid.global_id);
-  }
+  if (id < 0) return global_borrow();  // more threads than kMaxCids hold ids
   lockevent_inc(LockEvent::cid_alloc);
   t_cid.global_borrowed = false;
   t_cid.global_id = id;

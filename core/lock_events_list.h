@@ -58,6 +58,10 @@ LOCK_EVENT(percid_rlock_recursive, "reader holding read locks entered past a pen
 LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
 LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
 
+// --- thread registry (core/thread_registry.h) ---
+LOCK_EVENT(registry_shared_slot, "a thread got no slot of its own (address space exhausted): it shares one")
+LOCK_EVENT(rwsem_shared_wait,   "a thread on the shared slot queued on an rwsem (no spinning, wake-all park)")
+
 // --- dispatch (preload/) ---
 LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")
 

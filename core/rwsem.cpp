@@ -148,16 +148,50 @@ struct alignas(64) Waiter {
 static_assert(sizeof(Waiter) <= sizeof(ThreadSlot::rwsem_waiter), "the record fits its slot line");
 static_assert(alignof(Waiter) == 64, "6 low bits of a Waiter* are free in the waitq word");
 
-// The slot's record, or one on the stack when the slot's is taken (a wait
-// nested in a signal handler that interrupted another wait).
+// Records for threads on the shared slot (core/thread_registry.h), which has
+// no record of its own to give: static, so type-stable like a slot's. One left
+// busy by a thread lost in fork() stays busy (it may still be linked).
+constexpr unsigned kSharedRecords = 64;
+alignas(Waiter) unsigned char g_shared_records[kSharedRecords][sizeof(Waiter)];
+std::atomic<bool> g_shared_record_busy[kSharedRecords];
+
+void* take_shared_record() {
+  for (unsigned i = 0; i < kSharedRecords; ++i)
+    if (!g_shared_record_busy[i].load(arch::mo_hint) && !g_shared_record_busy[i].exchange(true, arch::mo_lock))
+      return g_shared_records[i];
+  return nullptr;
+}
+
+void give_back_shared_record(void* mem) {
+  auto i = static_cast<std::size_t>(static_cast<unsigned char*>(mem) - g_shared_records[0]) / sizeof(Waiter);
+  g_shared_record_busy[i].store(false, arch::mo_unlock);
+}
+
+bool is_shared_record(const void* mem) {
+  auto* p = static_cast<const unsigned char*>(mem);
+  return p >= g_shared_records[0] && p < g_shared_records[kSharedRecords];
+}
+
+// The slot's record; for a thread on the shared slot one from the static
+// pool; on the stack when neither is free (a wait nested in a signal handler
+// that interrupted another wait, or 64 shared-slot threads queued at once: a
+// stack record is unsafe only if its thread is lost in fork() while queued).
 class WaiterRecord {
  public:
   WaiterRecord(ThreadSlot& me, WaitType t, uint64_t now) {
-    void* mem = me.rwsem_waiter;
-    if (std::launder(reinterpret_cast<Waiter*>(mem))->in_use) mem = stack_;
-    w_ = new (mem) Waiter(me, t, now);
+    void* mem = nullptr;
+    if (__builtin_expect(is_shared(me), 0)) {
+      lockevent_inc(LockEvent::rwsem_shared_wait);
+      mem = take_shared_record();
+    } else if (!std::launder(reinterpret_cast<Waiter*>(me.rwsem_waiter))->in_use) {
+      mem = me.rwsem_waiter;
+    }
+    w_ = new (mem != nullptr ? mem : stack_) Waiter(me, t, now);
   }
-  ~WaiterRecord() { w_->in_use = false; }
+  ~WaiterRecord() {
+    w_->in_use = false;
+    if (__builtin_expect(is_shared_record(w_), 0)) give_back_shared_record(w_);
+  }
   WaiterRecord(const WaiterRecord&) = delete;
   WaiterRecord& operator=(const WaiterRecord&) = delete;
   Waiter& get() { return *w_; }
@@ -289,15 +323,21 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // enabled, which is allowed to act during the system call only. While asleep
 // a thread holding read locks counts as a sleeping read holder (reader
 // preference rule (a), core/read_pref.h).
+// The shared slot (core/thread_registry.h) may have several sleepers: its
+// `blocked` is never set (one token cannot name them all), and every wake is
+// a wake-all. Its sleepers read park before re-checking, so the bump after the
+// condition changed is seen either by that read or by futex_wait.
 int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool async) {
   read_pref::ReadHolderSleep holder_asleep;
-  me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
+  const bool shared = is_shared(me);
+  if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
   int rc = async ? sleep_async_cancellable(ctx, &me.park, seen) : ctx.sleep(&me.park, seen);
-  me.blocked.store(0, arch::mo_hint);
+  if (!shared) me.blocked.store(0, arch::mo_hint);
   return rc;
 }
 
 void wake_parked(ThreadSlot& s) {
+  if (__builtin_expect(is_shared(s), 0)) return unpark(s);
   uint32_t before = s.park.fetch_add(1, arch::mo_dekker);
   uint32_t owed = sleep_token(before);
   if (s.blocked.load(arch::mo_dekker) == owed && s.blocked.compare_exchange_strong(owed, 0, arch::mo_dekker))
@@ -538,7 +578,7 @@ void write_unlock_ref(const Ref& r) {
 // read lock back. Never called with the wait_lock held.
 template <class P>
 __attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
-  w.slot->blocked.store(0, arch::mo_hint);
+  if (!is_shared(*w.slot)) w.slot->blocked.store(0, arch::mo_hint);
   WakeQ q;
   bool granted;
   {
@@ -797,7 +837,8 @@ bool optimistic_spin(const Ref& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
   const uint64_t deadline = now_ns() + tunables().owner_spin_ns;
   bool taken = false;
-  if (osq_lock(r.osq, deadline)) {
+  // The OSQ node is per thread: the shared slot's threads never spin.
+  if (!is_shared(self_slot()) && osq_lock(r.osq, deadline)) {
     taken = spin_for_lock<P, kWrite>(r, nonspinnable, deadline);
     osq_unlock(r.osq);
   }
@@ -900,7 +941,8 @@ int max_queued_writer_rt_priority(const Ref& r) {
     WaitList wl(r);
     for (Waiter* w = wl.first(); w != nullptr; w = wl.after(w)) {
       if (w->type != WaitType::write || ghost(*w)) continue;
-      if (n == kMaxAsked) return INT_MAX;
+      // Too many to ask, or a writer on the shared slot (no tid): assume it outranks us.
+      if (n == kMaxAsked || w->slot->tid <= 0) return INT_MAX;
       tids[n++] = w->slot->tid;
     }
   }

@@ -18,6 +18,7 @@ __thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullp
 namespace registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];
 std::atomic<uint32_t> g_fork_generation{0};
+constinit ThreadSlot g_shared_slot{kSharedSlotId};
 
 namespace {
 // Registry lock (SpinGuard: yields, because under oversubscription its
@@ -27,15 +28,27 @@ uint32_t g_next_id = 1;                 // next never-used id (under g_lock)
 ThreadSlot* g_free = nullptr;           // recycled slots (under g_lock)
 std::atomic<bool> g_key_ready{false};
 pthread_key_t g_exit_key;
+std::atomic<bool> g_refuse_for_testing{false};
 
 struct RegistryGuard : SpinGuard {
   RegistryGuard() : SpinGuard(g_lock) {}
 };
 
 ThreadSlot* map_chunk() {
+  if (g_refuse_for_testing.load(std::memory_order_relaxed)) return nullptr;
   void* p = mmap(nullptr, sizeof(ThreadSlot) * kSlotsPerChunk, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : static_cast<ThreadSlot*>(p);
+}
+
+// Chunk `c` mapped (registry lock held, or single-threaded); false if it could not be.
+bool ensure_chunk_locked(uint32_t c) {
+  auto& chunk = g_chunks[c];
+  if (chunk.load(std::memory_order_relaxed) != nullptr) return true;
+  ThreadSlot* base = map_chunk();
+  if (base == nullptr) return false;
+  chunk.store(base, std::memory_order_release);
+  return true;
 }
 
 void on_thread_exit(void* arg) {
@@ -52,24 +65,30 @@ void on_thread_exit(void* arg) {
   g_free = s;
 }
 
+// A recycled slot, else the next never-used one; nullptr when neither exists
+// (4M live threads, or no memory for its chunk). A fresh slot in the middle of
+// its chunk maps the next chunk ahead, while memory is likely still there.
 ThreadSlot* take_slot() {
   RegistryGuard g;
+  if (g_refuse_for_testing.load(std::memory_order_relaxed)) return nullptr;
   if (ThreadSlot* s = g_free) {
     g_free = s->next_free;
     return s;
   }
   if (g_next_id > kMaxThreads) return nullptr;
   uint32_t i = g_next_id - 1;
-  auto& chunk = g_chunks[i >> kSlotsPerChunkShift];
-  ThreadSlot* base = chunk.load(std::memory_order_relaxed);
-  if (base == nullptr) {
-    base = map_chunk();
-    if (base == nullptr) return nullptr;
-    chunk.store(base, std::memory_order_release);
-  }
-  ThreadSlot* s = &base[i & (kSlotsPerChunk - 1)];
+  uint32_t c = i >> kSlotsPerChunkShift;
+  if (!ensure_chunk_locked(c)) return nullptr;
+  if ((i & (kSlotsPerChunk - 1)) == kSlotsPerChunk / 2 && c + 1 < kChunks) (void)ensure_chunk_locked(c + 1);
+  ThreadSlot* s = &g_chunks[c].load(std::memory_order_relaxed)[i & (kSlotsPerChunk - 1)];
   s->id = g_next_id++;
   return s;
+}
+
+void give_back(ThreadSlot* s) {
+  RegistryGuard g;
+  s->next_free = g_free;
+  g_free = s;
 }
 
 void ensure_exit_key() {
@@ -94,22 +113,43 @@ ThreadSlot& attach_current_thread() {
   return s;
 }
 
+// No slot of its own: the thread shares g_shared_slot until it exits (see the
+// header). The shared slot's own fields are never written here.
+static ThreadSlot& attach_shared() {
+  t_local.slot = &g_shared_slot;
+  lockevent_inc(LockEvent::registry_shared_slot);
+  return g_shared_slot;
+}
+
 static ThreadSlot& attach_uncancellable() {
   ensure_exit_key();
   ThreadSlot* s = take_slot();
-  if (s == nullptr) {
-    // Out of address space for 4M live threads: nothing sensible remains.
-    static const char msg[] = "lockswap: thread registry exhausted\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(127);
+  if (s == nullptr) return attach_shared();
+  // The exit destructor is what recycles the slot; for a key past glibc's
+  // first 32, recording it allocates, and may fail.
+  if (pthread_setspecific(g_exit_key, s) != 0) {
+    give_back(s);
+    return attach_shared();
   }
   s->tid = current_tid();
   s->generation.store(g_fork_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
   s->cpu_word.store(arch::rseq_cpu_id_word(), std::memory_order_release);
   t_local.slot = s;
-  pthread_setspecific(g_exit_key, s);
   return *s;
 }
+
+void reserve() {
+  RegistryGuard g;
+  (void)ensure_chunk_locked(0);
+}
+
+void refuse_new_slots_for_testing(bool refuse) { g_refuse_for_testing.store(refuse, std::memory_order_relaxed); }
+
+namespace {
+// Chunk 0 before main, so a program that lowers RLIMIT_AS or runs out of
+// memory later still finds slots for its first 1024 live threads.
+__attribute__((constructor)) void reserve_at_load() { reserve(); }
+}  // namespace
 }  // namespace registry
 
 int32_t current_tid_slow() {
@@ -132,13 +172,15 @@ bool may_be_running(ThreadSlot& s) {
 
 void unpark(ThreadSlot& s) {
   s.park.fetch_add(1, std::memory_order_release);
-  arch::futex_wake(&s.park, 1);
+  arch::futex_wake(&s.park, is_shared(s) ? arch::futex_wake_all : 1);
 }
 
 namespace {
-// Calls fn(slot) for every slot ever mapped (live, exited and recycled).
+// Calls fn(slot) for the shared slot and every slot ever mapped (live, exited
+// and recycled).
 template <class Fn>
 void for_each_mapped_slot(Fn&& fn) {
+  fn(registry::g_shared_slot);
   for (auto& chunk_ptr : registry::g_chunks) {
     ThreadSlot* chunk = chunk_ptr.load(std::memory_order_acquire);
     if (chunk == nullptr) break;
@@ -164,7 +206,8 @@ void after_fork_in_child() {
   for_each_mapped_slot([](ThreadSlot& s) {
     for (auto& e : s.events) e.store(0, std::memory_order_relaxed);
   });
-  if (ThreadSlot* s = t_local.slot) {
+  registry::g_shared_slot.generation.store(gen, std::memory_order_relaxed);  // never a ghost
+  if (ThreadSlot* s = t_local.slot; s != nullptr && !is_shared(*s)) {
     s->tid = current_tid();
     s->generation.store(gen, std::memory_order_relaxed);
     s->blocked.store(0, std::memory_order_relaxed);

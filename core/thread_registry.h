@@ -17,11 +17,47 @@
 // * Ids are recycled (freed at thread exit by a pthread key destructor, reused
 //   lowest-first-out of a free stack), so the id space tracks the number of live
 //   threads, not the number ever created — the same goal as the kernel's mm_cid.
-// * Capacity is kChunks x kSlotsPerChunk (4,194,304) *live* threads; there is no
-//   cap on threads created over the process lifetime.
+// * kChunks x kSlotsPerChunk (4,194,304) *live* threads have slots of their
+//   own; threads beyond that share one (below). There is no cap on threads,
+//   live or created over the process lifetime.
 // * Allocation happens once per thread, on its first lock slow path, under one
 //   registry spinlock (the v6.3 mm_cid "one global lock" design: fine here
 //   because it is off every lock path but the first).
+//
+// Address-space exhaustion: no lock, wait or semaphore call may exit or fail
+// for lack of memory, yet a thread's first slow path may come after RLIMIT_AS
+// is reached or malloc fails (issue 8). Two layers:
+// * Reservation. Chunk 0 (1024 slots) is mapped by a constructor, before main
+//   can lower a limit, and chunk k+1 is mapped ahead when chunk k hands out its
+//   middle slot, so attaching normally only touches memory mapped long before
+//   (RLIMIT_AS counts a mapping when it is made, not when its pages are
+//   touched; the pages are not populated, so a process that never has 1024
+//   threads pays ~1 MiB of address space and only the pages it uses).
+// * The shared slot. When no slot can be had (no recycled slot, no chunk, or
+//   pthread_setspecific cannot record the exit destructor), the thread uses one
+//   static slot shared by every slotless thread, for the rest of its life
+//   (event registry_shared_slot). No thread cap, no exit. Every user copes:
+//   - park: several threads may sleep on its park word, so its `blocked` token
+//     is never set (it could name one sleeper only) and every wake of it is a
+//     futex wake-all after the park bump. Waiters read park before re-checking
+//     their condition, so a wake-all after the condition changed cannot be
+//     lost; the others wake spuriously, re-check and sleep again.
+//   - rwsem OSQ: a shared thread never queues there (the MCS node is
+//     per-thread); it skips optimistic spinning and queues (core/rwsem.cpp).
+//   - rwsem waiter record: taken from a small static pool, else the stack
+//     (core/rwsem.cpp WaiterRecord), never the slot's own record.
+//   - rwsem owner word, may_be_running(): the owner hint names the shared slot;
+//     `blocked` stays 0 and cpu_word null, so spinners on such an owner spin
+//     within their usual time budget.
+//   - SCHED_FIFO rule (core/rwsem.cpp): tid is 0 (unknown), so a queued
+//     shared writer counts as outranking every reader (conservative).
+//   - read_pref waiter entries, cid (thread: id -> same cid for all of them,
+//     which percid's counters allow; global: a borrowed id, since no exit hook
+//     runs to give one back), fork generation (re-stamped in the child) and
+//     lock events (added atomically: several threads write them) need nothing
+//     per thread.
+//   Mutual exclusion never depends on the slot: lock words decide ownership;
+//   slots only park, name spinners and hold hints.
 //
 // Fork: a child inherits every slot but only the forking thread survives.
 // after_fork_in_child() bumps the fork generation and re-stamps the survivor;
@@ -38,6 +74,11 @@
 namespace lockswap {
 
 struct alignas(64) ThreadSlot {
+  // Slots in chunks are never constructed (mmap zero-fills them); only the
+  // static shared slot is, with its id.
+  ThreadSlot() = default;
+  constexpr explicit ThreadSlot(uint32_t slot_id) : id(slot_id), rwsem_waiter{} {}
+
   // Futex word the thread parks on while queued. A waker bumps it after
   // granting, so a sleeper that read the old value cannot miss the grant.
   std::atomic<uint32_t> park{0};
@@ -79,16 +120,28 @@ inline constexpr uint32_t kSlotsPerChunkShift = 10;
 inline constexpr uint32_t kSlotsPerChunk = 1u << kSlotsPerChunkShift;
 inline constexpr uint32_t kChunks = 4096;
 inline constexpr uint32_t kMaxThreads = kSlotsPerChunk * kChunks;
+// Id of the shared slot (see "Address-space exhaustion" above).
+inline constexpr uint32_t kSharedSlotId = kMaxThreads + 1;
 
 extern std::atomic<ThreadSlot*> g_chunks[kChunks];
 extern std::atomic<uint32_t> g_fork_generation;
+extern ThreadSlot g_shared_slot;
 
 // Runs in an exiting thread that has a slot, before the slot is recycled
 // (core/cid.cpp returns a LOCKSWAP_CID=global id there); null when unused.
 inline std::atomic<void (*)()> g_thread_exit_hook{nullptr};
 
 ThreadSlot& attach_current_thread();
+
+// Maps chunk 0 if it is not mapped yet (the constructor does; idempotent).
+void reserve();
+
+// Tests only: while set, no new slot is handed out (as if mmap failed).
+void refuse_new_slots_for_testing(bool refuse);
 }  // namespace registry
+
+// True for the slot shared by threads that could not get one of their own.
+inline bool is_shared(const ThreadSlot& s) { return s.id == registry::kSharedSlotId; }
 
 // Per-thread data read on lock fast paths: kept in static TLS (initial-exec),
 // zero-initialised, so touching it never allocates.
@@ -115,7 +168,8 @@ inline int32_t current_tid() {
 }
 
 inline ThreadSlot* slot_of(uint32_t id) {
-  if (id == 0 || id > registry::kMaxThreads) return nullptr;
+  if (__builtin_expect(id == 0 || id > registry::kMaxThreads, 0))
+    return id == registry::kSharedSlotId ? &registry::g_shared_slot : nullptr;
   uint32_t i = id - 1;
   ThreadSlot* chunk = registry::g_chunks[i >> registry::kSlotsPerChunkShift].load(std::memory_order_acquire);
   return chunk ? &chunk[i & (registry::kSlotsPerChunk - 1)] : nullptr;
@@ -132,19 +186,25 @@ inline bool is_ghost(const ThreadSlot& s) {
 // (then it was preempted by us or by a sibling of ours).
 bool may_be_running(ThreadSlot& s);
 
-// Wake a parked thread after its grant was published.
+// Wake a parked thread after its grant was published (every thread parked on
+// the shared slot).
 void unpark(ThreadSlot& s);
 
 // Count one lock event for the calling thread.
 inline void lockevent_add([[maybe_unused]] LockEvent ev, [[maybe_unused]] uint64_t n = 1) {
 #if LOCKSWAP_LOCK_EVENTS
-  auto& c = self_slot().events[static_cast<uint32_t>(ev)];
-  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  ThreadSlot& s = self_slot();
+  auto& c = s.events[static_cast<uint32_t>(ev)];
+  if (__builtin_expect(is_shared(s), 0))
+    c.fetch_add(n, std::memory_order_relaxed);  // several threads write it
+  else
+    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 #endif
 }
 inline void lockevent_inc(LockEvent ev) { lockevent_add(ev, 1); }
 
-// Sum of one event over every slot ever mapped (exited threads included).
+// Sum of one event over every slot ever mapped (exited threads included) and
+// the shared slot.
 uint64_t lockevent_total(LockEvent ev);
 
 // Called by preload's pthread_atfork child handler, single-threaded.

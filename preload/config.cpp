@@ -56,11 +56,30 @@ namespace {
 
 void say(const char* s) { (void)!write(2, s, strlen(s)); }
 
-[[noreturn]] void fail_with_choices(const char* var, const char* value, const char* why) {
+// Text from the environment: at most kEchoMax bytes, control and non-ASCII
+// bytes shown as '?', and the full length when cut, so a hostile multi-megabyte
+// value cannot flood stderr or a terminal.
+constexpr size_t kEchoMax = 128;
+void say_untrusted(const char* s, size_t len) {
+  char buf[kEchoMax];
+  size_t n = len < kEchoMax ? len : kEchoMax;
+  for (size_t i = 0; i < n; ++i) buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  (void)!write(2, buf, n);
+  if (n == len) return;
+  char digits[24];
+  size_t d = sizeof digits;
+  for (size_t v = len; d == sizeof digits || v != 0; v /= 10) digits[--d] = static_cast<char>('0' + v % 10);
+  say("... (");
+  (void)!write(2, digits + d, sizeof digits - d);
+  say(" bytes)");
+}
+
+// `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
+[[noreturn]] void fail_with_choices(const char* var, size_t var_len, const char* value, const char* why) {
   say("lockswap: ");
-  say(var);
+  say_untrusted(var, var_len);
   say("=");
-  say(value);
+  say_untrusted(value, strlen(value));
   say(": ");
   say(why);
   say("\n");
@@ -78,6 +97,10 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
 #undef X
   say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr (%p = pid)\n");
   _exit(2);
+}
+
+[[noreturn]] void fail_with_choices(const char* var, const char* value, const char* why) {
+  fail_with_choices(var, strlen(var), value, why);
 }
 
 // parse(value, MutexVariant{}) etc.: unset or empty means the default.
@@ -131,13 +154,7 @@ void reject_unknown_variables() {
     if (strncmp(*e, "LOCKSWAP_", 9) != 0) continue;
     const char* eq = strchr(*e, '=');
     size_t len = eq ? static_cast<size_t>(eq - *e) : strlen(*e);
-    if (!is_known_name(*e, len)) {
-      char name[128];
-      size_t n = len < sizeof name - 1 ? len : sizeof name - 1;
-      memcpy(name, *e, n);
-      name[n] = '\0';
-      fail_with_choices(name, eq ? eq + 1 : "", "unknown lockswap variable");
-    }
+    if (!is_known_name(*e, len)) fail_with_choices(*e, len, eq ? eq + 1 : "", "unknown lockswap variable");
   }
 }
 
@@ -182,7 +199,8 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
-#define FAMILY(Enum, field, env, LIST, dflt, what) __atomic_store_n(&g_config.field, field##_choice, __ATOMIC_RELEASE);
+#define FAMILY(Enum, field, env, LIST, dflt, what) \
+  std::atomic_ref<Enum>(g_config.field).store(field##_choice, std::memory_order_release);
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   g_loaded.store(true, std::memory_order_release);

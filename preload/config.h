@@ -1,5 +1,7 @@
 // preload/config.h — what the user chose, read once from the environment.
 #pragma once
+#include <atomic>
+
 #include "preload/registry.h"
 
 namespace lockswap {
@@ -21,21 +23,21 @@ extern Config g_config;
 void load_config();
 
 inline MutexVariant mutex_variant() {
-  MutexVariant v = __atomic_load_n(&g_config.mutex, __ATOMIC_ACQUIRE);
+  MutexVariant v = std::atomic_ref<MutexVariant>(g_config.mutex).load(std::memory_order_acquire);
   if (__builtin_expect(v != MutexVariant::unset, 1)) return v;
   load_config();
   return g_config.mutex;
 }
 
 inline RwlockVariant rwlock_variant() {
-  RwlockVariant v = __atomic_load_n(&g_config.rwlock, __ATOMIC_ACQUIRE);
+  RwlockVariant v = std::atomic_ref<RwlockVariant>(g_config.rwlock).load(std::memory_order_acquire);
   if (__builtin_expect(v != RwlockVariant::unset, 1)) return v;
   load_config();
   return g_config.rwlock;
 }
 
 inline SemVariant sem_variant() {
-  SemVariant v = __atomic_load_n(&g_config.sem, __ATOMIC_ACQUIRE);
+  SemVariant v = std::atomic_ref<SemVariant>(g_config.sem).load(std::memory_order_acquire);
   if (__builtin_expect(v != SemVariant::unset, 1)) return v;
   load_config();
   return g_config.sem;

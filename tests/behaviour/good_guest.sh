@@ -87,6 +87,45 @@ run LOCKSWAP_MUTEXX=futex
 check_rejected "LOCKSWAP_MUTEXX (unknown variable)"
 grep -q 'LOCKSWAP_MUTEXX' "$work/err" || fail "unknown variable: the message does not name it"
 
+# A huge malformed value (near Linux's 128 KiB limit for one environment
+# string) is not echoed whole: the message stays short and gives the length.
+huge=$(head -c 100000 /dev/zero | tr '\0' 'x')
+run LOCKSWAP_MUTEX="$huge"
+check_rejected "LOCKSWAP_MUTEX=<100000 bytes>"
+[ "$(wc -c <"$work/err")" -lt 8192 ] || fail "huge value: $(wc -c <"$work/err") bytes of error message"
+grep -q '(100000 bytes)' "$work/err" || fail "huge value: the message does not give its length"
+run "LOCKSWAP_$(head -c 5000 /dev/zero | tr '\0' 'Y')=1"
+check_rejected "unknown variable with a 5000-byte name"
+[ "$(wc -c <"$work/err")" -lt 8192 ] || fail "huge name: $(wc -c <"$work/err") bytes of error message"
+grep -q '(5009 bytes)' "$work/err" || fail "huge name: the message does not give its length"
+
+# A statistics path that cannot be written: the program runs normally, one
+# line on stderr says why, and the statistics follow there; nothing is
+# written through a symlink.
+check_stats_refused() {
+  local label=$1
+  check_clean_run "$label"
+  [ "$(grep -c 'cannot open LOCKSWAP_STATS_FILE' "$work/err")" -eq 1 ] ||
+    fail "$label: not exactly one line on stderr saying the file cannot be opened"
+  grep -q '^lockswap: pid ' "$work/err" || fail "$label: the statistics did not follow on stderr"
+}
+mkdir "$work/dir"
+run LOCKSWAP_STATS_FILE="$work/dir"
+check_stats_refused "LOCKSWAP_STATS_FILE=<a directory>"
+run LOCKSWAP_STATS_FILE="$work/missing/stats"
+check_stats_refused "LOCKSWAP_STATS_FILE=<in a missing directory>"
+: >"$work/target"
+ln -s "$work/target" "$work/link"
+run LOCKSWAP_STATS_FILE="$work/link"
+check_stats_refused "LOCKSWAP_STATS_FILE=<a symlink>"
+[ -s "$work/target" ] && fail "LOCKSWAP_STATS_FILE=<a symlink>: the link was followed"
+if [ "$(id -u)" -ne 0 ]; then  # root writes a read-only file anyway
+  : >"$work/readonly"
+  chmod 444 "$work/readonly"
+  run LOCKSWAP_STATS_FILE="$work/readonly"
+  check_stats_refused "LOCKSWAP_STATS_FILE=<read-only>"
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures good-guest check(s) failed"
   exit 1

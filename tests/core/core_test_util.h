@@ -62,6 +62,16 @@ inline void sleep_in_lockswap() {
   (void)WaitCtx::until(CLOCK_MONOTONIC, &past).sleep(&word, 0);
 }
 
+// While alive, threads that have no registry slot yet get the shared one (as
+// when the address space is exhausted: core/thread_registry.h).
+class RefuseNewSlots {
+ public:
+  RefuseNewSlots() { registry::refuse_new_slots_for_testing(true); }
+  ~RefuseNewSlots() { registry::refuse_new_slots_for_testing(false); }
+  RefuseNewSlots(const RefuseNewSlots&) = delete;
+  RefuseNewSlots& operator=(const RefuseNewSlots&) = delete;
+};
+
 // Every concurrency-id allocator, for INSTANTIATE_TEST_SUITE_P.
 inline auto every_cid() {
   return ::testing::Values(CidMode::global, CidMode::percpu, CidMode::rseq, CidMode::thread);

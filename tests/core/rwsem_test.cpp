@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -718,6 +719,9 @@ struct StressConfig {
   int iters;
   int write_every;  // 1 = writers only (mutex use)
   bool timed = false;
+  // Odd-numbered threads run on the shared registry slot (no slot of their
+  // own, as after address-space exhaustion); even ones have their own.
+  bool shared_odd = false;
 };
 
 // A few hundred cycles of work, so critical sections overlap on 2 cores.
@@ -736,8 +740,10 @@ void stress(RwsemWords& w, StressConfig cfg) {
   std::vector<std::thread> ts;
   for (int t = 0; t < cfg.threads; ++t)
     ts.emplace_back([&, t] {
+      if (cfg.shared_odd && t % 2 == 0) self_slot();  // before slots are refused
       ready.fetch_add(1);
       while (!go.load()) std::this_thread::yield();  // start together: real contention
+      if (cfg.shared_odd) EXPECT_EQ(is_shared(self_slot()), t % 2 == 1);
       for (int i = 0; i < cfg.iters; ++i) {
         bool write = (i + t) % cfg.write_every == 0;
         timespec d = monotonic_in(2ms);
@@ -776,8 +782,11 @@ void stress(RwsemWords& w, StressConfig cfg) {
     });
   Events ev;
   while (ready.load() != cfg.threads) std::this_thread::yield();
+  std::optional<RefuseNewSlots> refuse;
+  if (cfg.shared_odd) refuse.emplace();
   go.store(true);
   for (auto& t : ts) t.join();
+  refuse.reset();
   if (getenv("RWSEM_TEST_VERBOSE")) {  // how much of the slow paths a run covered
     for (uint32_t i = 0; i < kNumLockEvents; ++i)
       if (uint64_t n = ev(static_cast<LockEvent>(i))) printf("  %-24s %llu\n", kLockEventNames[i], (unsigned long long)n);
@@ -877,6 +886,56 @@ TYPED_TEST(RwsemTest, StressMixedImmediateHandoff) {
 TYPED_TEST(RwsemTest, StressTimedAndTry) {
   g_rwsem_tunables.handoff_ns = 200'000;
   stress<typename TestFixture::L>(this->w, {16, kStressIters, 3, true});
+}
+
+// Threads without a registry slot of their own (core/thread_registry.h,
+// address-space exhaustion) next to threads with one: no OSQ for them, a
+// waiter record from the static pool, wake-all parking on the shared slot.
+TYPED_TEST(RwsemTest, StressMixedOnTheSharedSlot) {
+  Events ev;
+  stress<typename TestFixture::L>(this->w, {16, kStressIters, 3, false, true});
+  if (kEvents) EXPECT_EQ(ev(LockEvent::registry_shared_slot), 8u);
+}
+
+// Two shared-slot threads queued at once sleep on one park word: each wake
+// must reach the one it is meant for (a wake-all), and each gets its turn.
+TYPED_TEST(RwsemTest, TwoSharedSlotWaitersQueuedTogetherBothGetTheLock) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  Events ev;
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::atomic<int> done{0};
+  std::vector<std::thread> ts;
+  {
+    RefuseNewSlots refuse;
+    ts.emplace_back([&] {
+      EXPECT_TRUE(is_shared(self_slot()));
+      ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+      L::write_unlock(w);
+      done.fetch_add(1);
+    });
+    ASSERT_TRUE(this->wait_queued(1));
+    ts.emplace_back([&] {
+      EXPECT_TRUE(is_shared(self_slot()));
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+      L::read_unlock(w);
+      done.fetch_add(1);
+    });
+    ASSERT_TRUE(this->wait_queued(2));
+  }
+  L::write_unlock(w);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(done.load(), 2);
+  if (kEvents) EXPECT_EQ(ev(LockEvent::rwsem_shared_wait), 2u);
+}
+
+TYPED_TEST(RwsemTest, StressTimedAndTryOnTheSharedSlot) {
+  g_rwsem_tunables.handoff_ns = 200'000;
+  stress<typename TestFixture::L>(this->w, {16, kStressIters, 3, true, true});
+}
+
+TYPED_TEST(RwsemTest, StressMutexOnTheSharedSlot) {
+  stress<typename TestFixture::L>(this->w, {12, kStressIters, 1, true, true});
 }
 
 TYPED_TEST(RwsemTest, StressMutexTimedAndTry) {

@@ -1,6 +1,8 @@
 // Direct tests of the thread registry: compact recycled ids, type-stable slots.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "core/thread_registry.h"
+#include "tests/core/core_test_util.h"
 
 using namespace lockswap;
 
@@ -64,4 +67,52 @@ TEST(ThreadRegistry, OtherThreadsBecomeGhostsInAForkChild) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_FALSE(is_ghost(*other));
+}
+
+// No slot to be had (address space exhausted): the thread shares one static
+// slot instead of exiting, keeps it, and its events still count.
+TEST(ThreadRegistry, ThreadWithoutASlotSharesOneAndItsEventsCount) {
+  using lockswap::coretest::RefuseNewSlots;
+  uint64_t shared_before = lockevent_total(LockEvent::registry_shared_slot);
+  uint64_t waits_before = lockevent_total(LockEvent::cond_wait);
+  {
+    RefuseNewSlots refuse;
+    std::vector<std::thread> ts;
+    std::atomic<int> shared{0};
+    for (int i = 0; i < 4; ++i)
+      ts.emplace_back([&] {
+        ThreadSlot& s = self_slot();
+        if (is_shared(s) && &self_slot() == &s && slot_of(s.id) == &s && !is_ghost(s)) shared.fetch_add(1);
+        for (int k = 0; k < 1000; ++k) lockevent_inc(LockEvent::cond_wait);
+      });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(shared.load(), 4);
+  }
+  if (LOCKSWAP_LOCK_EVENTS) {
+    EXPECT_EQ(lockevent_total(LockEvent::registry_shared_slot) - shared_before, 4u);
+    EXPECT_EQ(lockevent_total(LockEvent::cond_wait) - waits_before, 4000u) << "shared counters add atomically";
+  }
+  // Slots are handed out again afterwards.
+  bool own = false;
+  std::thread([&] { own = !is_shared(self_slot()); }).join();
+  EXPECT_TRUE(own);
+}
+
+// unpark() of the shared slot wakes every thread parked on it.
+TEST(ThreadRegistry, UnparkOfTheSharedSlotWakesEverySleeper) {
+  ThreadSlot& s = registry::g_shared_slot;
+  std::atomic<int> woken{0};
+  std::vector<std::thread> ts;
+  std::atomic<int> parked{0};
+  uint32_t seen = s.park.load();
+  for (int i = 0; i < 3; ++i)
+    ts.emplace_back([&] {
+      parked.fetch_add(1);
+      while (s.park.load() == seen) syscall(SYS_futex, &s.park, FUTEX_WAIT_PRIVATE, seen, nullptr, nullptr, 0);
+      woken.fetch_add(1);
+    });
+  while (parked.load() != 3) std::this_thread::yield();
+  unpark(s);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(woken.load(), 3);
 }

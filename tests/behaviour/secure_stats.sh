@@ -1,0 +1,42 @@
+#!/bin/bash
+# tests/behaviour/secure_stats.sh <secure_guest>
+#
+# In a setuid process (secure-execution mode) lockswap must not honour
+# LOCKSWAP_STATS_FILE or LOCKSWAP_STATS: a path from the environment would
+# let the caller make a privileged program write where it chooses. The guest
+# is made setuid to `nobody` and run by root; the same binary without the
+# setuid bit is the control that does write. Skipped (77) when not root or
+# when the temporary directory is mounted nosuid.
+set -u
+prog=${1:?usage: secure_stats.sh <secure_guest>}
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to make a setuid binary"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+cp "$prog" "$work/guest"
+chmod 755 "$work/guest"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run <label>: the guest with statistics asked for in both ways.
+run() {
+  rm -f "$work/stats"
+  LOCKSWAP_MUTEX=futex LOCKSWAP_STATS=1 LOCKSWAP_STATS_FILE="$work/stats" timeout 60 "$work/guest" \
+    >"$work/out" 2>"$work/err"
+  status=$?
+  [ "$status" -eq 0 ] || fail "$1: exit status $status"
+}
+
+run control
+grep -q 'secure=0 lockswap=1' "$work/out" || fail "control: $(cat "$work/out")"
+[ -s "$work/stats" ] || fail "control: no statistics file (the test would prove nothing)"
+
+chown nobody "$work/guest" && chmod 4755 "$work/guest"
+run setuid
+if grep -q 'secure=0' "$work/out"; then echo "SKIP: setuid has no effect here (nosuid mount?)"; exit 77; fi
+grep -q 'secure=1 lockswap=1' "$work/out" || fail "setuid: $(cat "$work/out")"
+[ -e "$work/stats" ] && fail "setuid: LOCKSWAP_STATS_FILE was honoured"
+[ -s "$work/err" ] && fail "setuid: something on stderr: $(head -3 "$work/err")"
+
+[ "$failures" -eq 0 ] || exit 1
+echo "secure execution: statistics settings ignored"
