@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/lockref.h"
+#include "core/oncpu.h"
 #include "core/rwsem.h"
 
 extern char** environ;
@@ -49,7 +50,8 @@ namespace {
   X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS, glibc, "mutex variant")     \
   X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS, glibc, "rwlock variant") \
   X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS, glibc, "sem variant")               \
-  X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator")
+  X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator") \
+  X(OncpuMode, oncpu, "LOCKSWAP_ONCPU", LOCKSWAP_ONCPU_VARIANTS, automatic, "owner-on-CPU source for spinners")
 
 // Read by the `lockswap` command, not by the library: accepted and ignored.
 #define LOCKSWAP_WRAPPER_VARIABLES(X) X(LOCKSWAP_LIB)
@@ -69,7 +71,9 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
   say("  " env " =");                               \
   LIST(NAME)                                        \
-  say("   (" what "; default " #dflt ")\n");
+  say("   (" what "; default ");                      \
+  say(variant_name(Enum::dflt));                      \
+  say(")\n");
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
 #undef NAME
@@ -77,6 +81,7 @@ void say(const char* s) { (void)!write(2, s, strlen(s)); }
   LOCKSWAP_TUNABLES(X)
 #undef X
   say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr (%p = pid)\n");
+  say("  " ONCPU_FD_ENV " = descriptor of the owner-on-CPU map (set by lockswap-oncpu exec)\n");
   _exit(2);
 }
 
@@ -109,6 +114,7 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 bool is_known_name(const char* entry, size_t len) {
   static const char* const known[] = {
       "LOCKSWAP_STATS_FILE",
+      ONCPU_FD_ENV,
 #define FAMILY(Enum, field, env, LIST, dflt, what) env,
       LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -155,6 +161,24 @@ void read_stats_file() {
   g_config.stats = true;
 }
 
+// LOCKSWAP_ONCPU: auto takes the map when it is usable, bpf insists on it.
+void select_oncpu(OncpuMode mode) {
+  if (mode == OncpuMode::off || mode == OncpuMode::rseq) {
+    oncpu::g_source = mode == OncpuMode::off ? oncpu::Source::off : oncpu::Source::rseq;
+    return;
+  }
+  const char* why = "LOCKSWAP_ONCPU_FD is not set: run under `lockswap-oncpu exec` or `lockswap --oncpu` (as root)";
+  const char* fd = secure_getenv(ONCPU_FD_ENV);
+  if (fd != nullptr && *fd != '\0') why = oncpu::attach(static_cast<int>(parse_number(ONCPU_FD_ENV, fd, 0, INT32_MAX)));
+  if (why == nullptr) {
+    oncpu::g_source = oncpu::Source::bpf;
+  } else if (mode == OncpuMode::bpf) {
+    fail_with_choices("LOCKSWAP_ONCPU", "bpf", why);
+  } else {
+    oncpu::g_source = oncpu::Source::rseq;
+  }
+}
+
 std::atomic<int> g_loading{0};
 std::atomic<bool> g_loaded{false};
 }  // namespace
@@ -182,6 +206,7 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
+  select_oncpu(oncpu_choice);  // before the first spinner reads oncpu::g_source
 #define FAMILY(Enum, field, env, LIST, dflt, what) __atomic_store_n(&g_config.field, field##_choice, __ATOMIC_RELEASE);
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
