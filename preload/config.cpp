@@ -30,7 +30,7 @@ namespace {
 #define LOCKSWAP_TUNABLES(X)                                                                        \
   X(LOCKSWAP_RWSEM_HANDOFF_US, 0, 10000000, "waiter age (us) after which rwsem hands off (kernel: 4000)", \
     g_rwsem_tunables.handoff_ns = v * 1000)                                                          \
-  X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us a writer spins on a running writer owner (default 5)",   \
+  X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us one rwsem spin spends on a writer (or no) owner; reader-owned spinning has the kernel's 10-25 us (default 5)",   \
     g_rwsem_tunables.owner_spin_ns = v * 1000)                                                       \
   X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), 0: off",             \
     g_rwsem_tunables.writer_spin = v != 0)                                                           \
