@@ -31,6 +31,11 @@ check() {  # check NAME PATTERN -- cmd...
 check status 'header live, this process reads on CPU' -- "$LOADER" status
 check library-bpf 'oncpu=bpf' -- "$LOADER" exec -- env LD_PRELOAD="$LIB" LOCKSWAP_ONCPU=bpf LOCKSWAP_STATS=1 /bin/true
 check library-auto 'oncpu=bpf' -- "$LOADER" exec -- env LD_PRELOAD="$LIB" LOCKSWAP_STATS=1 /bin/true
+# The wrapper's --oncpu (bin/lockswap next to the loader in the build tree).
+WRAPPER=$(dirname "$LOADER")/lockswap
+if [[ -x "$WRAPPER" ]]; then
+  check wrapper-oncpu 'oncpu=bpf' -- "$WRAPPER" --oncpu --mutex rwsem --stats -- /bin/true
+fi
 if command -v setpriv >/dev/null; then
   check unprivileged-reader 'oncpu=bpf' -- "$LOADER" exec -- setpriv --reuid=nobody --regid=nogroup --clear-groups \
     env LD_PRELOAD="$LIB" LOCKSWAP_ONCPU=bpf LOCKSWAP_STATS=1 /bin/true
