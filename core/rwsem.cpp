@@ -17,6 +17,7 @@
 
 #include "arch/futex.h"
 #include "arch/relax.h"
+#include "core/oncpu.h"
 #include "core/read_pref.h"
 
 namespace lockswap {
@@ -45,6 +46,11 @@ constexpr unsigned kClockEvery = 16;
 constexpr uint64_t kRspinBaseNs = 10'000;
 constexpr uint64_t kRspinPerReaderNs = 500;
 constexpr uint64_t kRspinMaxReaders = 30;
+constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerReaderNs;
+// The whole of one optimistic spin ends after owner_spin_ns plus this, in
+// whatever state: where the kernel's spinner would meet need_resched() at
+// the latest at the next tick, ours has no such signal.
+constexpr uint64_t kSpinCapExtraNs = 4 * kRspinMaxNs;
 
 // Waiting for another thread's store when preemption cannot be disabled:
 // spin, then yield (that thread is probably preempted), then sleep with a
@@ -383,15 +389,48 @@ ThreadSlot* owner_slot(uint64_t owner) {
 }
 
 // owner_on_cpu() stand-in: not sleeping in lockswap, not a fork ghost, and
-// not last seen on the CPU we are running on.
+// on a CPU by LOCKSWAP_ONCPU's source (core/oncpu.h; may_be_running()).
 bool slot_running(ThreadSlot& s) { return !is_ghost(s) && may_be_running(s); }
+
+// need_resched() stand-in for one optimistic spin, read every kClockEvery
+// polls. owner_spin_ns bounds spinning on a writer owner or on no owner
+// (time in a reader phase is credited back: rspin_threshold() bounds that,
+// as in the kernel); kSpinCapExtraNs more bounds the whole spin; with
+// LOCKSWAP_ONCPU=rseq a spinner that sees it was preempted stops too.
+struct SpinBudget {
+  uint64_t deadline;  // writer-owned / ownerless spinning ends here
+  uint64_t cap;       // the whole spin ends here
+  uint64_t last = 0;  // previous clock reading (oncpu::spinner_was_preempted)
+  static SpinBudget starting(uint64_t now) {
+    uint64_t d = now + tunables().owner_spin_ns;
+    return {d, d + kSpinCapExtraNs};
+  }
+  static SpinBudget until(uint64_t deadline) { return {deadline, deadline}; }
+  // True when the spin must stop; `on_writer_or_none`: the deadline applies.
+  bool expired(uint64_t now, bool on_writer_or_none) {
+    bool preempted = oncpu::spinner_was_preempted(last, now);
+    last = now;
+    if (preempted) {
+      lockevent_inc(LockEvent::rwsem_opt_preempted);
+      return true;
+    }
+    if (now > cap || (on_writer_or_none && now > deadline)) {
+      lockevent_inc(LockEvent::rwsem_opt_budget);
+      return true;
+    }
+    return false;
+  }
+  void credit(uint64_t ns) { deadline += ns; }  // a reader phase spun on
+};
 
 // rwsem_set_nonspinnable(): only while the lock is still reader-owned.
 template <class P>
 void set_nonspinnable(const Ref& r) {
   uint64_t o = r.owner.load(arch::mo_hint);
   do {
-    if (!(o & kReaderOwned) || (o & P::kNonspinnable) == P::kNonspinnable) return;
+    // v5.10 too stops when EITHER bit is set (RWSEM_NONSPINNABLE = RD|WR,
+    // tested with `owner & RWSEM_NONSPINNABLE`, 5.10.13).
+    if (!(o & kReaderOwned) || (o & P::kNonspinnable) != 0) return;
   } while (!r.owner.compare_exchange_weak(o, o | P::kNonspinnable, arch::mo_hint, arch::mo_hint));
 }
 
@@ -664,13 +703,16 @@ uint32_t osq_wait_next(std::atomic<uint32_t>& tail, ThreadSlot& me, uint32_t pre
 
 // Spin until our predecessor hands over, or give up on the spin budget or
 // when the predecessor cannot be running (vcpu_is_preempted() analogue).
-bool osq_wait_turn(ThreadSlot& me, uint64_t deadline) {
+bool osq_wait_turn(ThreadSlot& me, SpinBudget& budget) {
   for (unsigned i = 1;; ++i) {
     if (me.osq_locked.load(arch::mo_lock) != 0) return true;
     if (i % kClockEvery == 0) {
-      if (now_ns() > deadline) return false;
       ThreadSlot* prev = slot_of(me.osq_prev.load(arch::mo_hint));
-      if (prev != nullptr && !slot_running(*prev)) return false;
+      if (prev != nullptr && !slot_running(*prev)) {
+        lockevent_inc(LockEvent::rwsem_opt_owner_off);
+        return false;
+      }
+      if (budget.expired(now_ns(), true)) return false;
     }
     arch::cpu_relax();
   }
@@ -699,7 +741,7 @@ bool osq_unqueue(std::atomic<uint32_t>& tail, ThreadSlot& me) {
   return false;
 }
 
-bool osq_lock(std::atomic<uint32_t>& tail, uint64_t deadline) {
+bool osq_lock(std::atomic<uint32_t>& tail, SpinBudget& budget) {
   ThreadSlot& me = self_slot();
   me.osq_locked.store(0, arch::mo_hint);
   me.osq_next.store(0, arch::mo_hint);
@@ -709,7 +751,7 @@ bool osq_lock(std::atomic<uint32_t>& tail, uint64_t deadline) {
   me.osq_prev.store(old, arch::mo_hint);
   // Release: our reset node is visible before prev can hand over to it.
   slot_of(old)->osq_next.store(me.id, arch::mo_unlock);
-  if (osq_wait_turn(me, deadline)) return true;
+  if (osq_wait_turn(me, budget)) return true;
   return osq_unqueue(tail, me);
 }
 
@@ -742,7 +784,11 @@ bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
   uint64_t o = r.owner.load(arch::mo_hint);
   bool ok = !(o & nonspinnable);
   if (ok && !(o & kReaderOwned)) {
-    if (ThreadSlot* s = owner_slot<P>(o)) ok = slot_running(*s);
+    ThreadSlot* s = owner_slot<P>(o);
+    if (s != nullptr && !slot_running(*s)) {
+      ok = false;
+      lockevent_inc(LockEvent::rwsem_opt_owner_off);
+    }
   }
   if (!ok) lockevent_inc(LockEvent::rwsem_opt_fail);
   return ok;
@@ -751,7 +797,7 @@ bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
 // rwsem_spin_on_owner(): while a writer owns the lock and may be running,
 // wait for the owner word to change; report the state it changed to.
 template <class P>
-OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, uint64_t deadline) {
+OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
   uint64_t o = r.owner.load(arch::mo_hint);
   OwnerState st = owner_state<P>(o, nonspinnable);
   if (st != OwnerState::writer) return st;
@@ -759,8 +805,12 @@ OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, uint64_t deadline)
   for (unsigned i = 1;; ++i) {
     uint64_t now_owner = r.owner.load(arch::mo_hint);
     if (now_owner != o) return owner_state<P>(now_owner, nonspinnable);
-    if (os.blocked.load(arch::mo_hint) != 0) return OwnerState::nonspinnable;
-    if (i % kClockEvery == 0 && (now_ns() > deadline || !slot_running(os))) return OwnerState::nonspinnable;
+    bool off_cpu = os.blocked.load(arch::mo_hint) != 0 || (i % kClockEvery == 0 && !slot_running(os));
+    if (off_cpu) {
+      lockevent_inc(LockEvent::rwsem_opt_owner_off);
+      return OwnerState::nonspinnable;
+    }
+    if (i % kClockEvery == 0 && budget.expired(now_ns(), true)) return OwnerState::nonspinnable;
     arch::cpu_relax();
   }
 }
@@ -794,38 +844,45 @@ bool try_read_lock_unqueued(const Ref& r) {
   return false;
 }
 
-uint64_t rspin_threshold(const Ref& r) {
+// rwsem_rspin_threshold(): the reader phase starting `now` may be spun on
+// until the returned time.
+uint64_t rspin_threshold(const Ref& r, uint64_t now) {
   uint64_t readers = std::min(reader_count(r.count.load(arch::mo_hint)), kRspinMaxReaders);
-  return now_ns() + kRspinBaseNs + readers * kRspinPerReaderNs;
+  return now + kRspinBaseNs + readers * kRspinPerReaderNs;
 }
 
 // The body of rwsem_optimistic_spin(), run as head of the OSQ.
 template <class P, bool kWrite>
-bool spin_for_lock(const Ref& r, uint64_t nonspinnable, uint64_t deadline) {
+bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
   OwnerState prev = OwnerState::null;
-  uint64_t rspin_deadline = 0;
+  uint64_t rspin_start = 0, rspin_deadline = 0;
   unsigned reader_loops = 0;
   for (unsigned i = 1;; ++i) {
-    OwnerState st = spin_on_owner<P>(r, nonspinnable, deadline);
+    OwnerState st = spin_on_owner<P>(r, nonspinnable, budget);
     if (st == OwnerState::nonspinnable) return false;
     if (kWrite ? try_write_lock_unqueued(r, true) : try_read_lock_unqueued<P>(r)) return true;
 
-    // Time-based spinning on a reader-owned lock; the budget restarts at
-    // each new reader phase so a writer can slip in between two phases.
+    // Time-based spinning on a reader-owned lock, bounded by its own
+    // threshold (not by owner_spin_ns), which restarts at each new reader
+    // phase so a writer can slip in between two phases.
     if (kWrite && st == OwnerState::reader) {
       if (prev != OwnerState::reader) {
         if (r.owner.load(arch::mo_hint) & nonspinnable) return false;
-        rspin_deadline = rspin_threshold(r);
+        rspin_start = now_ns();
+        rspin_deadline = rspin_threshold(r, rspin_start);
         reader_loops = 0;
       } else if (++reader_loops % kClockEvery == 0 && now_ns() > rspin_deadline) {
         set_nonspinnable<P>(r);
         lockevent_inc(LockEvent::rwsem_opt_nospin);
         return false;
       }
+    } else if (kWrite && prev == OwnerState::reader) {
+      budget.credit(now_ns() - rspin_start);
     }
     // need_resched() stand-in (a writer owner's time is checked inside
     // spin_on_owner()).
-    if (st != OwnerState::writer && i % kClockEvery == 0 && now_ns() > deadline) return false;
+    if (st != OwnerState::writer && i % kClockEvery == 0 && budget.expired(now_ns(), st == OwnerState::null))
+      return false;
     prev = st;
     arch::cpu_relax();
   }
@@ -835,11 +892,11 @@ bool spin_for_lock(const Ref& r, uint64_t nonspinnable, uint64_t deadline) {
 template <class P, bool kWrite>
 bool optimistic_spin(const Ref& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
-  const uint64_t deadline = now_ns() + tunables().owner_spin_ns;
+  SpinBudget budget = SpinBudget::starting(now_ns());
   bool taken = false;
   // The OSQ node is per thread: the shared slot's threads never spin.
-  if (!is_shared(self_slot()) && osq_lock(r.osq, deadline)) {
-    taken = spin_for_lock<P, kWrite>(r, nonspinnable, deadline);
+  if (!is_shared(self_slot()) && osq_lock(r.osq, budget)) {
+    taken = spin_for_lock<P, kWrite>(r, nonspinnable, budget);
     osq_unlock(r.osq);
   }
   if (!taken) lockevent_inc(LockEvent::rwsem_opt_fail);
@@ -1193,7 +1250,8 @@ bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
     spin_deadline = now + tunables().owner_spin_ns;
   else if (now > spin_deadline)
     return false;
-  return spin_on_owner<P>(r, P::kNonspinnable, spin_deadline) == OwnerState::null;
+  SpinBudget budget = SpinBudget::until(spin_deadline);
+  return spin_on_owner<P>(r, P::kNonspinnable, budget) == OwnerState::null;
 }
 
 template <class P>

@@ -17,7 +17,9 @@
 //                    readers ignore queued writers, so while readers overlap
 //                    and the count never reaches 0 a sleeping writer is never
 //                    woken to assert HANDOFF (the starvation 2f06f702925b
-//                    fixed in v5.11); adaptive disabling usually breaks it.
+//                    fixed in v5.11); adaptive disabling (alive: a writer's
+//                    reader-phase threshold is not cut short by
+//                    owner_spin_ns) usually breaks it.
 // Everything else (handoff, wakeups, trylock) follows the current kernel
 // (v5.19 / v6.3 rules) for both policies; see "Deviations" below.
 //
@@ -99,12 +101,27 @@
 // lock was taken, HeldGuard releases it first. Fast paths make no calls.
 //
 // Deviations from the kernel (userspace has no scheduler hooks):
-//   * owner_on_cpu() -> may_be_running(owner slot) and !blocked and !ghost;
-//     need_resched() -> a total spin budget of owner_spin_ns; preemption is
-//     not disabled, so loops that wait for another thread's store (wait_lock,
-//     OSQ neighbours) spin 64 polls, yield 64 times, then sleep 10 us
-//     doubling to 1 ms: never an unbounded busy loop. No rt_task(): HANDOFF
-//     is requested only on timeout.
+//   * owner_on_cpu() -> !ghost and may_be_running(owner slot): not asleep in
+//     lockswap, and on a CPU by LOCKSWAP_ONCPU's source (core/oncpu.h: exact
+//     from the sched_switch eBPF map, else "not last seen on our CPU"); it is
+//     also what stops an OSQ waiter whose predecessor is off CPU
+//     (vcpu_is_preempted()). Polled every 16 spins, as the clock is.
+//   * need_resched() -> (a) owner_spin_ns (5 us) of spinning on a writer
+//     owner or on no owner, per optimistic spin (time in a reader phase is
+//     credited back: that phase is bounded by rwsem_rspin_threshold()'s
+//     10 us + 0.5 us/reader as in the kernel, so rwsem_opt_nospin,
+//     set_nonspinnable and v5.10's adaptive disabling can fire again);
+//     (b) owner_spin_ns + 100 us for the whole spin in any state, where the
+//     kernel's spinner would meet a tick; (c) LOCKSWAP_ONCPU=rseq: the
+//     spinner saw a clock gap of 50 us between two polls (it was preempted);
+//     (d) with the bpf map, an owner that is runnable but off CPU stops the
+//     spin through (owner_on_cpu), giving the CPU back to it. Events
+//     rwsem_opt_owner_off / _budget / _preempted say which stopped a spin.
+//     The OSQ wait and the HANDOFF waiter's spin are bounded by (a) too.
+//   * preemption is not disabled, so loops that wait for another thread's
+//     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
+//     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
+//     rt_task(): HANDOFF is requested only on timeout.
 //   * write trylock succeeds whenever a spinner could take the lock (no lock
 //     bits, no HANDOFF), not only from count == 0, so a free lock with a
 //     waiter being woken does not report EBUSY (POSIX: fail only if held).
@@ -138,8 +155,8 @@
 //     not recovered, and a lock a lost thread held stays held (as glibc).
 //   * RwsemReaderSpin uses the current handoff and wake rules, not v5.10's
 //     writer_wait_state (d257cc8cb8d5 was backported to 5.10.y anyway). Its
-//     rwsem_set_nonspinnable() sets RD|WR unless both are already set (the
-//     notes do not say whether v5.10 stopped when either one was set).
+//     rwsem_set_nonspinnable() sets RD|WR, and like 5.10.13 does nothing
+//     when either one is already set.
 #pragma once
 #include <atomic>
 #include <cerrno>
@@ -155,11 +172,13 @@ namespace lockswap {
 // Set once by preload at start-up; read with plain loads on slow paths only.
 struct RwsemTunables {
   uint64_t handoff_ns = 4'000'000;   // RWSEM_WAIT_TIMEOUT analogue (kernel: >= 4 ms)
-  // Total spin budget: userspace has no need_resched() and sees an owner's
-  // preemption only on its own CPU, so the bound must be short. Measured on
-  // 2 vCPUs: 50 us -> 5 us made `sysbench mutex --threads=16 --mutex-num=1`
-  // 3.7x faster and the 8-thread mutex cell of rwlock_bench 1.4x faster, with
-  // 2 threads unchanged.
+  // Spin budget on a writer owner (or on no owner) per optimistic spin: the
+  // need_resched() stand-in while that owner looks on-CPU (reader-owned
+  // spinning has the kernel's own threshold; see "Deviations"). Without the
+  // eBPF map an owner's preemption is seen only on our own CPU, so the bound
+  // must be short. Measured on 2 vCPUs: 50 us -> 5 us made `sysbench mutex
+  // --threads=16 --mutex-num=1` 3.7x faster and the 8-thread mutex cell of
+  // rwlock_bench 1.4x faster, with 2 threads unchanged.
   uint64_t owner_spin_ns = 5'000;
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once

@@ -9,6 +9,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "arch/rseq.h"
+#include "core/oncpu.h"
 #include "core/spin_guard.h"
 
 namespace lockswap {
@@ -160,6 +161,11 @@ int32_t current_tid_slow() {
 
 bool may_be_running(ThreadSlot& s) {
   if (s.blocked.load(std::memory_order_relaxed) != 0) return false;
+  if (oncpu::source() == oncpu::Source::bpf) {
+    // Exact where known; a stale tid (slot reused meanwhile) costs a hint.
+    oncpu::State st = oncpu::state_of(s.tid);
+    if (st != oncpu::State::unknown) return st == oncpu::State::running;
+  }
   bool running = true;
   s.peekers.fetch_add(1, std::memory_order_seq_cst);
   if (const volatile uint32_t* w = s.cpu_word.load(std::memory_order_seq_cst)) {

@@ -182,7 +182,9 @@ inline bool is_ghost(const ThreadSlot& s) {
 }
 
 // Spinner's question: can the thread in `s` be on a CPU right now? False when
-// it sleeps inside lockswap, or when its last CPU is the one we are running on
+// it sleeps inside lockswap; then, with LOCKSWAP_ONCPU's bpf source, what the
+// sched_switch map says (core/oncpu.h); otherwise (or when the map does not
+// know the thread) false when its last CPU is the one we are running on
 // (then it was preempted by us or by a sibling of ours).
 bool may_be_running(ThreadSlot& s);
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/lockref.h"
+#include "core/oncpu.h"
 #include "core/rwsem.h"
 
 extern char** environ;
@@ -29,7 +30,7 @@ namespace {
 #define LOCKSWAP_TUNABLES(X)                                                                        \
   X(LOCKSWAP_RWSEM_HANDOFF_US, 0, 10000000, "waiter age (us) after which rwsem hands off (kernel: 4000)", \
     g_rwsem_tunables.handoff_ns = v * 1000)                                                          \
-  X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us a writer spins on a running writer owner (default 5)",   \
+  X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us one rwsem spin spends on a writer (or no) owner; reader-owned spinning has the kernel's 10-25 us (default 5)",   \
     g_rwsem_tunables.owner_spin_ns = v * 1000)                                                       \
   X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), 0: off",             \
     g_rwsem_tunables.writer_spin = v != 0)                                                           \
@@ -49,7 +50,8 @@ namespace {
   X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS, glibc, "mutex variant")     \
   X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS, glibc, "rwlock variant") \
   X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS, glibc, "sem variant")               \
-  X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator")
+  X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator") \
+  X(OncpuMode, oncpu, "LOCKSWAP_ONCPU", LOCKSWAP_ONCPU_VARIANTS, automatic, "owner-on-CPU source for spinners")
 
 // Read by the `lockswap` command, not by the library: accepted and ignored.
 #define LOCKSWAP_WRAPPER_VARIABLES(X) X(LOCKSWAP_LIB)
@@ -88,7 +90,9 @@ void say_untrusted(const char* s, size_t len) {
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
   say("  " env " =");                               \
   LIST(NAME)                                        \
-  say("   (" what "; default " #dflt ")\n");
+  say("   (" what "; default ");                      \
+  say(variant_name(Enum::dflt));                      \
+  say(")\n");
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
 #undef NAME
@@ -96,6 +100,7 @@ void say_untrusted(const char* s, size_t len) {
   LOCKSWAP_TUNABLES(X)
 #undef X
   say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr (%p = pid)\n");
+  say("  " ONCPU_FD_ENV " = descriptor of the owner-on-CPU map (set by lockswap-oncpu exec)\n");
   _exit(2);
 }
 
@@ -132,6 +137,7 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 bool is_known_name(const char* entry, size_t len) {
   static const char* const known[] = {
       "LOCKSWAP_STATS_FILE",
+      ONCPU_FD_ENV,
 #define FAMILY(Enum, field, env, LIST, dflt, what) env,
       LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -172,6 +178,24 @@ void read_stats_file() {
   g_config.stats = true;
 }
 
+// LOCKSWAP_ONCPU: auto takes the map when it is usable, bpf insists on it.
+void select_oncpu(OncpuMode mode) {
+  if (mode == OncpuMode::off || mode == OncpuMode::rseq) {
+    oncpu::g_source = mode == OncpuMode::off ? oncpu::Source::off : oncpu::Source::rseq;
+    return;
+  }
+  const char* why = "LOCKSWAP_ONCPU_FD is not set: run under `lockswap-oncpu exec` or `lockswap --oncpu` (as root)";
+  const char* fd = secure_getenv(ONCPU_FD_ENV);
+  if (fd != nullptr && *fd != '\0') why = oncpu::attach(static_cast<int>(parse_number(ONCPU_FD_ENV, fd, 0, INT32_MAX)));
+  if (why == nullptr) {
+    oncpu::g_source = oncpu::Source::bpf;
+  } else if (mode == OncpuMode::bpf) {
+    fail_with_choices("LOCKSWAP_ONCPU", "bpf", why);
+  } else {
+    oncpu::g_source = oncpu::Source::rseq;
+  }
+}
+
 std::atomic<int> g_loading{0};
 std::atomic<bool> g_loaded{false};
 }  // namespace
@@ -199,6 +223,7 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
+  select_oncpu(oncpu_choice);  // before the first spinner reads oncpu::g_source
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
   std::atomic_ref<Enum>(g_config.field).store(field##_choice, std::memory_order_release);
   LOCKSWAP_FAMILIES(FAMILY)

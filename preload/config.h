@@ -11,6 +11,7 @@ struct Config {
   RwlockVariant rwlock = RwlockVariant::unset;
   SemVariant sem = SemVariant::unset;
   CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
+  OncpuMode oncpu = OncpuMode::automatic;  // LOCKSWAP_ONCPU: what it asked for (core/oncpu.h: what it got)
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
 };
@@ -48,5 +49,6 @@ const char* variant_name(MutexVariant v);
 const char* variant_name(RwlockVariant v);
 const char* variant_name(SemVariant v);
 const char* variant_name(CidMode m);
+const char* variant_name(OncpuMode m);
 
 }  // namespace lockswap

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/cid.h"
+#include "core/oncpu.h"
 #include "core/lock_events.h"
 #include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
@@ -46,9 +47,10 @@ struct Block {
 };
 
 void fill_stats(Block& b) {
-  b.add("lockswap: pid %d mutex=%s rwlock=%s sem=%s cid=%s%s\n", getpid(), variant_name(g_config.mutex),
+  b.add("lockswap: pid %d mutex=%s rwlock=%s sem=%s cid=%s%s oncpu=%s\n", getpid(), variant_name(g_config.mutex),
         variant_name(g_config.rwlock), variant_name(g_config.sem), variant_name(cid::mode()),
-        cid::rseq_fell_back() ? " (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)" : "");
+        cid::rseq_fell_back() ? " (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)" : "",
+        oncpu::source_name(oncpu::source()));
 #if LOCKSWAP_LOCK_EVENTS
   for (uint32_t i = 0; i < kNumLockEvents; ++i) {
     uint64_t v = lockevent_total(static_cast<LockEvent>(i));

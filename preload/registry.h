@@ -49,7 +49,16 @@
   X(global, "global", CidMode::global, "v6.3: one lock + bitmap shared with forked children, id put at sleep") \
   X(thread, "thread", CidMode::thread, "v6.19 per-task: the thread's registry id, kept for its life")
 
+// Owner-on-CPU knowledge for spinners (core/oncpu.h), LOCKSWAP_ONCPU.
+#define LOCKSWAP_ONCPU_VARIANTS(X)                                                                          \
+  X(automatic, "auto", OncpuMode::automatic, "bpf when lockswap-oncpu handed over its map, else rseq (default)") \
+  X(bpf, "bpf", OncpuMode::bpf, "exact, from the sched_switch eBPF map (lockswap-oncpu exec); error if unavailable") \
+  X(rseq, "rseq", OncpuMode::rseq, "no privilege: owner asleep in lockswap or on our CPU, spinner preemption seen") \
+  X(off, "off", OncpuMode::off, "owner asleep in lockswap or last seen on our CPU (before LOCKSWAP_ONCPU)")
+
 namespace lockswap {
+
+enum class OncpuMode : uint8_t { automatic, bpf, rseq, off };
 
 enum class MutexVariant : uint8_t {
   unset,

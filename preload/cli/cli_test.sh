@@ -48,6 +48,18 @@ expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
 expect percid-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant percid -- true
 expect cid 0 '^LOCKSWAP_CID=global$' -- "$CLI" --rwlock percid --cid global -- env
+# LOCKSWAP_ONCPU (core/oncpu.h): checked like every setting; bpf never
+# falls back silently when the map is not there.
+expect list-oncpu 0 'LOCKSWAP_ONCPU = auto bpf rseq off' -- "$CLI" --list
+expect bad-oncpu 2 'LOCKSWAP_ONCPU=nope: unknown owner-on-CPU source' -- "$CLI" --set ONCPU=nope -- true
+expect oncpu-rseq 0 '^LOCKSWAP_ONCPU=rseq$' -- "$CLI" --set ONCPU=rseq -- env
+expect oncpu-off 0 '' -- "$CLI" --mutex rwsem --set ONCPU=off -- true
+expect oncpu-auto-no-map 0 'oncpu=rseq' -- env -u LOCKSWAP_ONCPU_FD "$CLI" --mutex rwsem --stats -- true
+expect oncpu-bpf-no-map 2 'LOCKSWAP_ONCPU=bpf: LOCKSWAP_ONCPU_FD is not set' -- env -u LOCKSWAP_ONCPU_FD "$CLI" --set ONCPU=bpf -- true
+expect oncpu-bpf-not-a-map 2 "LOCKSWAP_ONCPU=bpf: LOCKSWAP_ONCPU_FD is not lockswap's owner-on-CPU map" -- \
+  env LOCKSWAP_ONCPU_FD=2 "$CLI" --set ONCPU=bpf -- true
+expect oncpu-bpf-closed-fd 2 'LOCKSWAP_ONCPU_FD names no open descriptor' -- env LOCKSWAP_ONCPU_FD=987 "$CLI" --set ONCPU=bpf -- true
+expect oncpu-bad-fd 2 'LOCKSWAP_ONCPU_FD=x: not a decimal number' -- env LOCKSWAP_ONCPU_FD=x "$CLI" --mutex rwsem -- true
 expect list-cid 0 'LOCKSWAP_CID = rseq percpu global thread' -- "$CLI" --list
 expect bad-cid 2 'unknown concurrency-id allocator' -- "$CLI" --rwlock percid --cid nope -- true
 expect stats-file 0 '' -- "$CLI" --stats-file "${TMPDIR:-/tmp}/lockswap-cli-test.$$" --mutex futex -- true

@@ -120,6 +120,12 @@ const char* const kCidNames[] = {
     LOCKSWAP_CID_VARIANTS(N)
 #undef N
 };
+const char* const kOncpuNames[] = {  // auto first: unset means auto
+#define N(id, name, type, desc) name,
+    LOCKSWAP_ONCPU_VARIANTS(N)
+#undef N
+};
+
 
 // The first "name=" entry's value, as getenv() finds it.
 const std::string* first_value(const std::vector<std::string>& env, std::string_view name, std::string* out) {
@@ -151,9 +157,22 @@ int variant_index(const char* const (&names)[N], const std::string* v) {
   return 0;
 }
 
+// LOCKSWAP_ONCPU: auto and bpf read LOCKSWAP_ONCPU_FD (a number, if set);
+// bpf needs the map, which no descriptor of the fuzzer can be.
+bool oncpu_ok(const std::vector<std::string>& env) {
+  std::string v, fd;
+  int mode = variant_index(kOncpuNames, first_value(env, "LOCKSWAP_ONCPU", &v));
+  if (mode == 0) return false;
+  const char* name = kOncpuNames[mode - 1];
+  if (strcmp(name, "rseq") == 0 || strcmp(name, "off") == 0) return true;
+  if (first_value(env, ONCPU_FD_ENV, &fd) && !fd.empty() && !number_ok(fd, 0, INT32_MAX)) return false;
+  return strcmp(name, "auto") == 0;
+}
+
 bool known_name(std::string_view name) {
   if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" ||
-      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB")
+      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" ||
+      name == ONCPU_FD_ENV)
     return true;
   for (const Tunable& t : kTunables)
     if (name == t.name) return true;
@@ -174,6 +193,7 @@ void reset_parser_state() {
   lockswap::g_loading.store(0);
   lockswap::g_loaded.store(false);
   lockswap::g_stats_path[0] = '\0';
+  lockswap::oncpu::g_source = lockswap::oncpu::Source::off;
   fuzz::g_msg.clear();
   fuzz::g_exit_code = -1;
 }
@@ -215,6 +235,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string vc;
   if (im == 0 || ir == 0 || is == 0 || variant_index(kCidNames, first_value(env, "LOCKSWAP_CID", &vc)) == 0)
     expect_ok = false;
+  if (!oncpu_ok(env)) expect_ok = false;
   std::string stats;
   bool stats_on = (first_value(env, "LOCKSWAP_STATS", &stats) && number_ok(stats, 1, 1)) || have_stats_file;
 
