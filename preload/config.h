@@ -1,5 +1,7 @@
 // preload/config.h — what the user chose, read once from the environment.
 #pragma once
+#include <cstdint>
+
 #include "preload/registry.h"
 
 namespace lockswap {
@@ -11,6 +13,8 @@ struct Config {
   CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
+  uint32_t stats_backtrace = 64;     // LOCKSWAP_STATS_BACKTRACE=N: 1 in N contended acquisitions (0: none)
+  int stats_signal = 0;              // LOCKSWAP_STATS_SIGNAL=USR2: also dump on this signal (0: none)
 };
 
 extern Config g_config;
