@@ -243,6 +243,7 @@ int acquire(const Attempt& a, Try&& try_fn, Wait&& wait_fn) {
     if (rc == 0 && a.kind == Kind::mutex) {
       l->depth.store(l->depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       bump(l->acq, 1, Access::exclusive);
+      if (SiteEntry* s = site_entry(l, a.ip, a.op)) bump(s->acq, 1, Access::exclusive);
     }
     return rc;
   }
