@@ -56,8 +56,10 @@ inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected) {
 
 // Wake up to `count` sleepers on `word`. Returns how many were woken.
 inline int futex_wake(const std::atomic<uint32_t>* word, int count, bool shared = false) {
+  // Before the call: its arguments are in registers already, so an inlined
+  // wake keeps nothing alive across the system call for the probe.
+  LOCKSWAP_TRACE_WAKE(word, count);
   long rc = syscall(SYS_futex, word, futex_op(shared, FUTEX_WAKE), count, nullptr, nullptr, 0);
-  LOCKSWAP_TRACE_WAKE(word, rc);
   return rc < 0 ? 0 : static_cast<int>(rc);
 }
 

@@ -12,7 +12,7 @@
 //   acquire_begin    | lock address, op                 | a native variant enters its slow path
 //   acquire_end      | lock address, op, result (errno) | ... and leaves it (0 = acquired)
 //   sleep            | futex word, expected value       | before every futex sleep (WaitCtx)
-//   wake             | futex word, threads woken        | after every futex wake system call
+//   wake             | futex word, threads to wake      | before every futex wake system call
 //   handoff          | lock address, op                 | an rwsem waiter claims a handoff
 //
 // op: kTraceMutex, kTraceRead, kTraceWrite, kTraceSem (below).
@@ -36,12 +36,12 @@ inline constexpr int kTraceSem = 4;
 #define LOCKSWAP_TRACE_ACQUIRE_END(lock, op, rc) \
   DTRACE_PROBE3(lockswap, acquire_end, (const void*)(lock), (int)(op), (int)(rc))
 #define LOCKSWAP_TRACE_SLEEP(word, expected) DTRACE_PROBE2(lockswap, sleep, (const void*)(word), (unsigned)(expected))
-#define LOCKSWAP_TRACE_WAKE(word, woken) DTRACE_PROBE2(lockswap, wake, (const void*)(word), (int)(woken))
+#define LOCKSWAP_TRACE_WAKE(word, count) DTRACE_PROBE2(lockswap, wake, (const void*)(word), (int)(count))
 #define LOCKSWAP_TRACE_HANDOFF(lock, op) DTRACE_PROBE2(lockswap, handoff, (const void*)(lock), (int)(op))
 #else
 #define LOCKSWAP_TRACE_ACQUIRE_BEGIN(lock, op) ((void)0)
 #define LOCKSWAP_TRACE_ACQUIRE_END(lock, op, rc) ((void)0)
 #define LOCKSWAP_TRACE_SLEEP(word, expected) ((void)0)
-#define LOCKSWAP_TRACE_WAKE(word, woken) ((void)0)
+#define LOCKSWAP_TRACE_WAKE(word, count) ((void)0)
 #define LOCKSWAP_TRACE_HANDOFF(lock, op) ((void)0)
 #endif
