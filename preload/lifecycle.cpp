@@ -38,6 +38,7 @@ void install_stats_signal();
 __attribute__((constructor)) void lockswap_start() {
   load_config();
   install_stats_signal();
+  stats::load_unwinder();
   pthread_atfork(nullptr, nullptr, on_fork_child);
 }
 

@@ -35,6 +35,7 @@
 // EDEADLK), and any try result other than "busy" is passed on unchanged.
 #include "preload/stats.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -47,13 +48,10 @@
 #include <atomic>
 
 #include "core/thread_registry.h"
+#include "preload/abi.h"
 #include "preload/config.h"
 #include "preload/stats_table.h"
 
-#if LOCKSWAP_HAVE_LIBUNWIND
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-#endif
 
 namespace lockswap::stats {
 
@@ -163,13 +161,19 @@ SiteEntry* site_entry(LockEntry* lock, uintptr_t ip, Op op) {
 
 // -------------------------------------------------------------- backtraces
 
+// libunwind's unw_backtrace, from load_unwinder(); null: no backtraces.
+using BacktraceFn = int (*)(void**, int);
+std::atomic<BacktraceFn> g_unw_backtrace{nullptr};
+
 // Sampled: the first contended acquisition of a site, then 1 in
 // LOCKSWAP_STATS_BACKTRACE. Innermost frame first, starting at the caller of
 // the lock function when it is found in the trace.
-__attribute__((noinline)) void sample_backtrace([[maybe_unused]] SiteEntry& s, [[maybe_unused]] uintptr_t ip) {
-#if LOCKSWAP_HAVE_LIBUNWIND
+__attribute__((noinline)) void sample_backtrace(SiteEntry& s, uintptr_t ip) {
+  BacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_acquire);
   uint32_t every = g_config.stats_backtrace;
-  if (every == 0 || s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0) return;
+  if (unw_backtrace == nullptr || every == 0 ||
+      s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0)
+    return;
   constexpr int kOwnFrames = 4;  // this function, the wrapper, slack
   void* frames[kBacktraceDepth + kOwnFrames];
   int n;
@@ -185,7 +189,6 @@ __attribute__((noinline)) void sample_backtrace([[maybe_unused]] SiteEntry& s, [
   for (int i = first; i < n && len < kBacktraceDepth; ++i, ++len)
     s.bt[len].store(reinterpret_cast<uintptr_t>(frames[i]), std::memory_order_relaxed);
   s.bt_len.store(len, std::memory_order_release);
-#endif
 }
 
 // ------------------------------------------------------------ acquisitions
@@ -199,6 +202,7 @@ struct Attempt {
   bool is_try;     // the try function is the whole call
   bool read_side;  // rwlock read acquisition
   int busy;        // what the try function returns when the lock is taken
+  bool no_probe = false;  // the call itself, no try first (see mutex_acquire)
 };
 
 bool acquired(int rc, Kind kind) { return rc == 0 || (kind == Kind::mutex && rc == EOWNERDEAD); }
@@ -248,10 +252,10 @@ int acquire(const Attempt& a, Try&& try_fn, Wait&& wait_fn) {
     return rc;
   }
   SiteEntry* s = site_entry(l, a.ip, a.op);
-  int rc = try_fn();
+  int rc = a.no_probe && !a.is_try ? wait_fn() : try_fn();
   bool contended = false;
   uint64_t waited = 0;
-  if (rc == a.busy && !a.is_try) {
+  if (rc == a.busy && !a.is_try && !a.no_probe) {
     contended = true;
     if (s != nullptr) sample_backtrace(*s, a.ip);
     uint64_t t0 = now_ns();
@@ -306,11 +310,20 @@ using F = real::Functions;
 
 int supported_clock(clockid_t clock) { return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC; }
 
+// Robust mutexes (and destroyed ones, whose kind has every bit set) get no
+// try first: glibc's trylock changes the state of a robust mutex that is
+// not recoverable (a second trylock reports EBUSY, not ENOTRECOVERABLE), so
+// the probe would change what the call itself returns. Their acquisitions
+// are counted, never as contended.
+bool probe_safe(pthread_mutex_t* m) {
+  return (abi::obj(m).kind.load(std::memory_order_relaxed) & abi::kKindRobust) == 0;
+}
+
 template <Op kOp, class Wait>
 int mutex_acquire(pthread_mutex_t* m, uintptr_t ip, Wait&& wait) {
   count_call(Family::mutex);
   if (t_inside) return wait();
-  Attempt a{m, Kind::mutex, kOp, ip, Access::exclusive, kOp == Op::trylock, false, EBUSY};
+  Attempt a{m, Kind::mutex, kOp, ip, Access::exclusive, kOp == Op::trylock, false, EBUSY, !probe_safe(m)};
   return acquire(a, [m] { return inner(&F::pthread_mutex_trylock)(m); }, wait);
 }
 
@@ -593,6 +606,20 @@ void install(real::Functions& ops) {
 #define X(name, ret, args) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
+}
+
+void load_unwinder() {
+#ifdef LOCKSWAP_LIBUNWIND_SONAME
+  if (!g_config.stats || g_config.stats_backtrace == 0 || g_unw_backtrace.load() != nullptr) return;
+  void* lib = dlopen(LOCKSWAP_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
+  void* fn = lib ? dlsym(lib, "unw_backtrace") : nullptr;
+  if (fn == nullptr) {
+    static const char msg[] = "lockswap: cannot load " LOCKSWAP_LIBUNWIND_SONAME "; statistics without backtraces\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    return;
+  }
+  g_unw_backtrace.store(reinterpret_cast<BacktraceFn>(fn), std::memory_order_release);
+#endif
 }
 
 void after_fork_in_child() {

@@ -42,6 +42,11 @@ size_t records_bound();
 // no locks, no stdio.
 void format_records(Out& out, const char* mutex, const char* rwlock, const char* sem, const char* cid);
 
+// Statistics with backtraces: dlopen libunwind (RTLD_LOCAL, see
+// preload/CMakeLists.txt). Called by the library's constructor, never on a
+// lock path; until then contended sites get no backtrace.
+void load_unwinder();
+
 // Fork child: the statistics are per process (tables zeroed).
 void after_fork_in_child();
 
