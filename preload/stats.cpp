@@ -52,6 +52,11 @@
 #include "preload/config.h"
 #include "preload/stats_table.h"
 
+#ifdef LOCKSWAP_LIBUNWIND_SONAME
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>  // types and names only: the library is dlopen()ed
+#endif
+
 
 namespace lockswap::stats {
 
@@ -161,34 +166,58 @@ SiteEntry* site_entry(LockEntry* lock, uintptr_t ip, Op op) {
 
 // -------------------------------------------------------------- backtraces
 
-// libunwind's unw_backtrace, from load_unwinder(); null: no backtraces.
-using BacktraceFn = int (*)(void**, int);
-std::atomic<BacktraceFn> g_unw_backtrace{nullptr};
+#ifdef LOCKSWAP_LIBUNWIND_SONAME
+// libunwind's local unwinding calls, from load_unwinder(); null: no
+// backtraces. Not unw_backtrace(): its per-thread trace cache lives in TLS
+// of a dlopen()ed library, which glibc allocates with malloc in each thread
+// on first use — on a lock path.
+struct Unwinder {
+  decltype(&unw_tdep_getcontext) getcontext;
+  decltype(&unw_init_local) init_local;
+  decltype(&unw_step) step;
+  decltype(&unw_get_reg) get_reg;
+};
+Unwinder g_unwinder_fns;
+std::atomic<const Unwinder*> g_unwinder{nullptr};
+
+// Return addresses from the caller of this function outwards.
+int unwind(const Unwinder& u, uintptr_t* frames, int max) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (u.getcontext(&context) != 0 || u.init_local(&cursor, &context) != 0) return 0;
+  int n = 0;
+  do {
+    unw_word_t ip;
+    if (u.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
+    frames[n++] = ip;
+  } while (n < max && u.step(&cursor) > 0);
+  return n;
+}
+#endif
 
 // Sampled: the first contended acquisition of a site, then 1 in
 // LOCKSWAP_STATS_BACKTRACE. Innermost frame first, starting at the caller of
 // the lock function when it is found in the trace.
-__attribute__((noinline)) void sample_backtrace(SiteEntry& s, uintptr_t ip) {
-  BacktraceFn unw_backtrace = g_unw_backtrace.load(std::memory_order_acquire);
+__attribute__((noinline)) void sample_backtrace([[maybe_unused]] SiteEntry& s, [[maybe_unused]] uintptr_t ip) {
+#ifdef LOCKSWAP_LIBUNWIND_SONAME
+  const Unwinder* u = g_unwinder.load(std::memory_order_acquire);
   uint32_t every = g_config.stats_backtrace;
-  if (unw_backtrace == nullptr || every == 0 ||
-      s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0)
-    return;
+  if (u == nullptr || every == 0 || s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0) return;
   constexpr int kOwnFrames = 4;  // this function, the wrapper, slack
-  void* frames[kBacktraceDepth + kOwnFrames];
+  uintptr_t frames[kBacktraceDepth + kOwnFrames];
   int n;
   {
-    Inside guard;  // libunwind may take locks of its own
-    n = unw_backtrace(frames, static_cast<int>(kBacktraceDepth + kOwnFrames));
+    Inside guard;  // libunwind takes locks of its own
+    n = unwind(*u, frames, static_cast<int>(kBacktraceDepth + kOwnFrames));
   }
   int first = 0;
   for (int i = 0; i < n && i < kOwnFrames; ++i)
-    if (reinterpret_cast<uintptr_t>(frames[i]) == ip) first = i;
+    if (frames[i] == ip) first = i;
   uint32_t len = 0;
   s.bt_len.store(0, std::memory_order_relaxed);
-  for (int i = first; i < n && len < kBacktraceDepth; ++i, ++len)
-    s.bt[len].store(reinterpret_cast<uintptr_t>(frames[i]), std::memory_order_relaxed);
+  for (int i = first; i < n && len < kBacktraceDepth; ++i, ++len) s.bt[len].store(frames[i], std::memory_order_relaxed);
   s.bt_len.store(len, std::memory_order_release);
+#endif
 }
 
 // ------------------------------------------------------------ acquisitions
@@ -610,15 +639,25 @@ void install(real::Functions& ops) {
 
 void load_unwinder() {
 #ifdef LOCKSWAP_LIBUNWIND_SONAME
-  if (!g_config.stats || g_config.stats_backtrace == 0 || g_unw_backtrace.load() != nullptr) return;
+#define LOCKSWAP_NAME_OF(fn) LOCKSWAP_NAME_OF2(fn)  // the macro's expansion: _ULx86_64_step, ...
+#define LOCKSWAP_NAME_OF2(fn) #fn
+  if (!g_config.stats || g_config.stats_backtrace == 0 || g_unwinder.load() != nullptr) return;
   void* lib = dlopen(LOCKSWAP_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
-  void* fn = lib ? dlsym(lib, "unw_backtrace") : nullptr;
-  if (fn == nullptr) {
+  Unwinder& u = g_unwinder_fns;
+  if (lib != nullptr) {
+    u.getcontext = reinterpret_cast<decltype(u.getcontext)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_tdep_getcontext)));
+    u.init_local = reinterpret_cast<decltype(u.init_local)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_init_local)));
+    u.step = reinterpret_cast<decltype(u.step)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_step)));
+    u.get_reg = reinterpret_cast<decltype(u.get_reg)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_get_reg)));
+  }
+  if (lib == nullptr || !u.getcontext || !u.init_local || !u.step || !u.get_reg) {
     static const char msg[] = "lockswap: cannot load " LOCKSWAP_LIBUNWIND_SONAME "; statistics without backtraces\n";
     (void)!write(2, msg, sizeof msg - 1);
     return;
   }
-  g_unw_backtrace.store(reinterpret_cast<BacktraceFn>(fn), std::memory_order_release);
+  g_unwinder.store(&u, std::memory_order_release);
+#undef LOCKSWAP_NAME_OF
+#undef LOCKSWAP_NAME_OF2
 #endif
 }
 
