@@ -322,7 +322,8 @@ __attribute__((always_inline)) inline uintptr_t caller_ip(void* ra, void* cfa) {
   auto r = reinterpret_cast<uintptr_t>(ra);
 #if defined(__x86_64__)
   static constexpr unsigned char kStub[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0x15};
-  if (memcmp(reinterpret_cast<const void*>(r - 10), kStub, sizeof kStub) == 0)
+  constexpr uintptr_t kPage = 4096;  // the bytes read must lie in the return address's own page
+  if ((r & (kPage - 1)) >= 10 && memcmp(reinterpret_cast<const void*>(r - 10), kStub, sizeof kStub) == 0)
     return *reinterpret_cast<const uintptr_t*>(static_cast<char*>(cfa) + 8);
 #else
   (void)cfa;
