@@ -135,7 +135,12 @@ LockEntry* lock_entry(const void* addr, Kind kind, bool create) {
         return &e;
       }
     }
-    if (settled(e.state, s) && e.addr.load(std::memory_order_relaxed) == key) return &e;
+    if (settled(e.state, s) && e.addr.load(std::memory_order_relaxed) == key) {
+      // Memory reused for another kind of object: the record says what it is now.
+      if (create && e.kind.load(std::memory_order_relaxed) != static_cast<uint8_t>(kind))
+        e.kind.store(static_cast<uint8_t>(kind), std::memory_order_relaxed);
+      return &e;
+    }
   }
   if (create) g_tables->dropped_locks.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
