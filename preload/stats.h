@@ -5,7 +5,7 @@
 // its finished table to install(): the variant's functions move to an inner
 // table and `g_ops` points at profiling wrappers (preload/stats.cpp) that
 // call them. The output — human lines plus the machine records of
-// /work/notes/stats-format.md — is written at exit and on
+// preload/stats_dump.cpp — is written at exit and on
 // LOCKSWAP_STATS_SIGNAL by preload/lifecycle.cpp through format_records().
 #pragma once
 #include <cstddef>

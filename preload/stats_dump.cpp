@@ -1,5 +1,32 @@
 // preload/stats_dump.cpp — the machine records of a statistics dump
-// (format: /work/notes/stats-format.md, version 1).
+// (format `lockswap-v1`; `lockswap report` is its reader).
+//
+// Format
+// ------
+// A dump is one block of lines written with one write(2) (O_APPEND) after the
+// human "lockswap: ..." lines; a process may write several (signal, exit),
+// each a complete cumulative snapshot: readers keep the last per (pid,
+// start_ns). Machine lines are "lockswap-v1 <record> key=value ..."; values
+// never hold spaces or '=' (paths write spaces as %20); numbers are decimal
+// unless 0x-prefixed; readers ignore unknown records and keys.
+//
+//   record  | keys
+//   --------+-----------------------------------------------------------------
+//   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid exe
+//   calls   | family (mutex|rwlock|cond|sem) calls — one per family, even 0
+//   event   | name count — non-zero lock events (core/lock_events_list.h)
+//   lock    | id addr kind acq contended wait_ns wait_max_ns wait_hist hold_ns
+//           | hold_max_ns hold_hist [rd_acq rd_contended: rwlocks]
+//   site    | id lock(=lock id) ip op acq contended wait_* hold_* [bt=ip,ip,...]
+//   map     | start end offset path — executable file mappings (ip -> file offset)
+//   dropped | locks sites — what did not fit the tables (or the dump)
+//   end     | pid seq
+//
+// Histograms: bucket i counts values v (ns) with floor(log2(max(v,1))) == i,
+// i < 48, written sparse as "i:n;i:n" ("-" when empty). Wait samples are
+// contended acquisitions (cond sites: every wait); hold samples are
+// exclusive holds (preload/stats.cpp says what is measured where). ip and
+// backtrace entries are return addresses: symbolize ip-1.
 //
 // Runs at exit and in the LOCKSWAP_STATS_SIGNAL handler, so everything here
 // is async-signal-safe in practice: numbers are formatted by hand into the

@@ -1,6 +1,6 @@
 // preload/stats_table.h — the fixed tables behind per-lock and per-site
 // statistics (LOCKSWAP_STATS; wrappers in preload/stats.cpp, output in
-// preload/stats_dump.cpp, file format in /work/notes/stats-format.md).
+// preload/stats_dump.cpp, which also describes the `lockswap-v1` format).
 //
 // Design
 // ------
