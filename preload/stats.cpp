@@ -169,6 +169,22 @@ SiteEntry* site_entry(LockEntry* lock, uintptr_t ip, Op op) {
   return nullptr;
 }
 
+// The entries of this thread's last acquisition: a thread that takes the
+// same lock at the same site again, or releases what it just took, skips the
+// table lookups. Valid while `generation` matches (a fork child's tables
+// start empty).
+struct LastEntries {
+  uintptr_t obj, ip;
+  uint8_t op;
+  uint32_t generation;
+  LockEntry* lock;
+  SiteEntry* site;
+};
+__thread LastEntries t_last __attribute__((tls_model("initial-exec")));
+std::atomic<uint32_t> g_generation{1};
+
+uint32_t generation() { return g_generation.load(std::memory_order_relaxed); }
+
 // -------------------------------------------------------------- backtraces
 
 #ifdef LOCKSWAP_LIBUNWIND_SONAME
@@ -267,11 +283,29 @@ void record(const Attempt& a, LockEntry& l, SiteEntry* s, bool contended, uint64
   if (x == Access::exclusive) begin_hold(l, s, self);
 }
 
+// The lock's entry (null when the table is full) and its site's, through
+// this thread's last-acquisition cache.
+LockEntry* entries(const Attempt& a, SiteEntry*& s) {
+  LastEntries& c = t_last;
+  auto obj = reinterpret_cast<uintptr_t>(a.obj);
+  auto op = static_cast<uint8_t>(a.op);
+  uint32_t gen = generation();
+  if (c.obj == obj && c.ip == a.ip && c.op == op && c.generation == gen) {
+    s = c.site;
+    return c.lock;
+  }
+  LockEntry* l = lock_entry(a.obj, a.kind, true);
+  s = l ? site_entry(l, a.ip, a.op) : nullptr;
+  if (l != nullptr && s != nullptr) c = {obj, a.ip, op, gen, l, s};
+  return l;
+}
+
 // `try_fn` and `wait_fn` return 0 or an error number (the waiting function
 // is the variant's full call, its own fast path included).
 template <class Try, class Wait>
 int acquire(const Attempt& a, Try&& try_fn, Wait&& wait_fn) {
-  LockEntry* l = lock_entry(a.obj, a.kind, true);
+  SiteEntry* s;
+  LockEntry* l = entries(a, s);
   if (l == nullptr) return a.is_try ? try_fn() : wait_fn();
   int32_t self = current_tid();
   if (l->owner.load(std::memory_order_relaxed) == self) {
@@ -281,11 +315,10 @@ int acquire(const Attempt& a, Try&& try_fn, Wait&& wait_fn) {
     if (rc == 0 && a.kind == Kind::mutex) {
       l->depth.store(l->depth.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       bump(l->acq, 1, Access::exclusive);
-      if (SiteEntry* s = site_entry(l, a.ip, a.op)) bump(s->acq, 1, Access::exclusive);
+      if (s != nullptr) bump(s->acq, 1, Access::exclusive);
     }
     return rc;
   }
-  SiteEntry* s = site_entry(l, a.ip, a.op);
   int rc = a.no_probe && !a.is_try ? wait_fn() : try_fn();
   bool contended = false;
   uint64_t waited = 0;
@@ -303,7 +336,10 @@ int acquire(const Attempt& a, Try&& try_fn, Wait&& wait_fn) {
 // An exclusive release by the holder closes its hold (the outermost one of a
 // recursive mutex); a read release has nothing to close.
 void release(const void* obj) {
-  LockEntry* l = lock_entry(obj, Kind::mutex, false);
+  const LastEntries& c = t_last;
+  LockEntry* l = c.generation == generation() && c.obj == reinterpret_cast<uintptr_t>(obj)
+                     ? c.lock
+                     : lock_entry(obj, Kind::mutex, false);
   if (l == nullptr || l->owner.load(std::memory_order_relaxed) != current_tid()) return;
   uint32_t d = l->depth.load(std::memory_order_relaxed);
   if (d > 1) {
@@ -669,6 +705,7 @@ void load_unwinder() {
 
 void after_fork_in_child() {
   if (g_tables != nullptr) madvise(g_tables, sizeof(Tables), MADV_DONTNEED);  // zero again
+  g_generation.fetch_add(1, std::memory_order_relaxed);                      // forget cached entries
   for (CallStripe& c : g_calls)
     for (Counter& n : c.calls) n.store(0, std::memory_order_relaxed);
   g_start_ns.store(realtime_ns(), std::memory_order_relaxed);
