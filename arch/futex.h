@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include "core/trace.h"
+
 namespace lockswap::arch {
 
 static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex words are 32-bit");
@@ -36,6 +38,7 @@ inline SyscallFn volatile g_sleeping_syscall = &syscall;
 // ETIMEDOUT, or EINTR. Callers always re-check their condition.
 inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, clockid_t clock,
                       const timespec* abs, bool shared) {
+  LOCKSWAP_TRACE_SLEEP(word, expected);
   long rc;
   if (abs == nullptr) {
     rc = g_sleeping_syscall(SYS_futex, word, futex_op(shared, FUTEX_WAIT), expected, nullptr, nullptr, 0);
@@ -53,6 +56,9 @@ inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected) {
 
 // Wake up to `count` sleepers on `word`. Returns how many were woken.
 inline int futex_wake(const std::atomic<uint32_t>* word, int count, bool shared = false) {
+  // Before the call: its arguments are in registers already, so an inlined
+  // wake keeps nothing alive across the system call for the probe.
+  LOCKSWAP_TRACE_WAKE(word, count);
   long rc = syscall(SYS_futex, word, futex_op(shared, FUTEX_WAKE), count, nullptr, nullptr, 0);
   return rc < 0 ? 0 : static_cast<int>(rc);
 }

@@ -35,6 +35,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/thread_registry.h"
+#include "core/trace.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -69,6 +70,13 @@ class FutexMutex {
 
  private:
   __attribute__((noinline)) int lock_slow(const WaitCtx& ctx, bool adaptive, bool shared) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(this, kTraceMutex);
+    int rc = lock_wait(ctx, adaptive, shared);
+    LOCKSWAP_TRACE_ACQUIRE_END(this, kTraceMutex, rc);
+    return rc;
+  }
+
+  int lock_wait(const WaitCtx& ctx, bool adaptive, bool shared) {
     if (!ctx.may_block()) return EBUSY;
     if (adaptive) {
       for (unsigned i = 0; i < kAdaptiveSpins; ++i) {

@@ -40,6 +40,7 @@
 #include "arch/atomic.h"
 #include "arch/futex.h"
 #include "core/thread_registry.h"
+#include "core/trace.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -86,6 +87,13 @@ class FutexRwlock {
 
  private:
   __attribute__((noinline)) int read_lock_slow(const WaitCtx& ctx, bool writer_preferring, bool shared) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(this, kTraceRead);
+    int rc = read_lock_wait(ctx, writer_preferring, shared);
+    LOCKSWAP_TRACE_ACQUIRE_END(this, kTraceRead, rc);
+    return rc;
+  }
+
+  int read_lock_wait(const WaitCtx& ctx, bool writer_preferring, bool shared) {
     for (;;) {
       uint32_t s = state_.load(arch::mo_hint);
       uint32_t n = s & kCountMask;
@@ -105,6 +113,13 @@ class FutexRwlock {
   }
 
   __attribute__((noinline)) int write_lock_slow(const WaitCtx& ctx, bool shared) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(this, kTraceWrite);
+    int rc = write_lock_wait(ctx, shared);
+    LOCKSWAP_TRACE_ACQUIRE_END(this, kTraceWrite, rc);
+    return rc;
+  }
+
+  int write_lock_wait(const WaitCtx& ctx, bool shared) {
     if (!ctx.may_block()) return EBUSY;
     uint32_t s;
     writers_waiting_.fetch_add(1, arch::mo_dekker);

@@ -121,6 +121,7 @@
 #include "arch/relax.h"
 #include "core/lockref.h"
 #include "core/thread_registry.h"
+#include "core/trace.h"
 #include "core/read_pref.h"
 #include "core/rwsem.h"
 #include "core/wait_ctx.h"
@@ -284,6 +285,13 @@ class LockrefRwlock {
   }
 
   __attribute__((noinline)) int read_slow(WaitCtx ctx, bool caller_holds_reads, bool wp, Entry e, uint64_t old) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(this, kTraceRead);
+    int rc = read_wait(ctx, caller_holds_reads, wp, e, old);
+    LOCKSWAP_TRACE_ACQUIRE_END(this, kTraceRead, rc);
+    return rc;
+  }
+
+  int read_wait(WaitCtx ctx, bool caller_holds_reads, bool wp, Entry e, uint64_t old) {
     using namespace lockref_rw;
     unsigned polls = 0;
     uint64_t blocked_since = 0;  // monotonic ns when a draining writer first held us off
@@ -350,6 +358,13 @@ class LockrefRwlock {
   static constexpr uint64_t kReaderPrefPollNs = 1'000'000;
 
   __attribute__((noinline)) int write_slow(WaitCtx ctx) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(this, kTraceWrite);
+    int rc = write_wait(ctx);
+    LOCKSWAP_TRACE_ACQUIRE_END(this, kTraceWrite, rc);
+    return rc;
+  }
+
+  int write_wait(WaitCtx ctx) {
     using namespace lockref_rw;
     const bool try_mode = !ctx.may_block();
     uint64_t turn_deadline = 0;  // monotonic ns; 0 = no read turn seen (yet)

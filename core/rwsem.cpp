@@ -452,6 +452,7 @@ void reader_handoff(const Ref& r, Waiter* first, uint64_t old) {
     if (!(old & kFlagHandoff)) {
       undo -= kFlagHandoff;  // count += HANDOFF - BIAS
       lockevent_inc(LockEvent::rwsem_rlock_handoff);
+      LOCKSWAP_TRACE_HANDOFF(&r.count, kTraceRead);
     }
     first->handoff_set.store(true, arch::mo_hint);
   }
@@ -1233,6 +1234,7 @@ bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
   if (next & kFlagHandoff) {
     first->handoff_set.store(true, arch::mo_hint);  // the handoff belongs to the head
     lockevent_inc(LockEvent::rwsem_wlock_handoff);
+    LOCKSWAP_TRACE_HANDOFF(&r.count, kTraceWrite);
     return false;
   }
   wl.remove(&w);

@@ -165,6 +165,7 @@
 
 #include "arch/atomic.h"
 #include "core/thread_registry.h"
+#include "core/trace.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -351,7 +352,10 @@ struct Rwsem {
   // here, not in the inline fast paths, so those need no stack frame.
   __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads,
                                                  bool behind_writers = false, bool reader_pref = false) {
-    return Slow::read(ref(s), c, ctx, rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceRead);
+    int rc = Slow::read(ref(s), c, ctx, rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
+    LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceRead, rc);
+    return rc;
   }
   __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads, bool behind_writers = false,
                                                 bool reader_pref = false) {
@@ -405,7 +409,12 @@ struct Rwsem {
  private:
   using Slow = rwsem_detail::Slow<Policy>;
   static rwsem_detail::Ref ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
-  __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) { return Slow::write(ref(s), ctx); }
+  __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceWrite);
+    int rc = Slow::write(ref(s), ctx);
+    LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceWrite, rc);
+    return rc;
+  }
   __attribute__((noinline)) static void read_unlock_wake(S& s) { Slow::read_unlock_wake(ref(s)); }
   __attribute__((noinline)) static void write_unlock_slow(S& s) { Slow::write_unlock_slow(ref(s)); }
 };

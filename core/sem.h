@@ -77,6 +77,7 @@
 #include "arch/futex.h"
 #include "core/lockref.h"
 #include "core/thread_registry.h"
+#include "core/trace.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -259,6 +260,14 @@ class Semaphore {
 
   template <class Sleeper>
   __attribute__((noinline)) int wait_slow(WaitCtx ctx) {
+    LOCKSWAP_TRACE_ACQUIRE_BEGIN(&w_.data, kTraceSem);
+    int rc = wait_queued<Sleeper>(ctx);
+    LOCKSWAP_TRACE_ACQUIRE_END(&w_.data, kTraceSem, rc);
+    return rc;
+  }
+
+  template <class Sleeper>
+  int wait_queued(WaitCtx ctx) {
     const bool sh = shared();
     w_.data.fetch_add(Word::kWaiterOne, arch::mo_hint);
     Registration reg{w_.data, sh};

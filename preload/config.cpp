@@ -7,6 +7,7 @@
 // never a silent fallback.
 #include "preload/config.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,7 +41,10 @@ namespace {
     g_rwsem_tunables.drop_bias_early = v != 0)                                                       \
   X(LOCKSWAP_LOCKREF_RETRIES, 0, 1000000, "lock-free compare-and-swap attempts before a lockref takes its lock (0 = unbounded; kernel: 100)", \
     g_lockref_tunables.retries = static_cast<uint32_t>(v))                                          \
-  X(LOCKSWAP_STATS, 0, 1, "1: print lock event counts at exit (stderr)", g_config.stats = v != 0)
+  X(LOCKSWAP_STATS, 0, 1, "1: print lock event counts and per-lock, per-site statistics at exit (stderr)",   \
+    g_config.stats = v != 0)                                                                         \
+  X(LOCKSWAP_STATS_BACKTRACE, 0, 1000000, "statistics: backtrace of a site's first contended acquisition, then 1 in N (0 = none; default 64)", \
+    g_config.stats_backtrace = static_cast<uint32_t>(v))
 
 // API families (and the concurrency-id allocator of the percid rwlock).
 // Parsing, the list of valid choices and the names in statistics are
@@ -101,6 +105,8 @@ void say_untrusted(const char* s, size_t len) {
 #undef X
   say("  LOCKSWAP_STATS_FILE = path: write the statistics there instead of stderr (%p = pid)\n");
   say("  " ONCPU_FD_ENV " = descriptor of the owner-on-CPU map (set by lockswap-oncpu exec)\n");
+  say("  LOCKSWAP_STATS_SIGNAL = a signal name or number (USR1, SIGUSR2, 12, ...): also write the statistics when it\n"
+      "    arrives (default: none; not KILL, STOP, the fault signals or glibc's internal ones)\n");
   _exit(2);
 }
 
@@ -138,6 +144,7 @@ bool is_known_name(const char* entry, size_t len) {
   static const char* const known[] = {
       "LOCKSWAP_STATS_FILE",
       ONCPU_FD_ENV,
+      "LOCKSWAP_STATS_SIGNAL",
 #define FAMILY(Enum, field, env, LIST, dflt, what) env,
       LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -196,6 +203,44 @@ void select_oncpu(OncpuMode mode) {
   }
 }
 
+// LOCKSWAP_STATS_SIGNAL: a name with or without "SIG", or a number, of a
+// signal a program may catch and that glibc does not use itself.
+struct SignalName {
+  const char* name;
+  int number;
+};
+constexpr SignalName kStatsSignals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},       {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+                                        {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+                                        {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+                                        {"TTOU", SIGTTOU}, {"URG", SIGURG},       {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+                                        {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+                                        {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+
+bool catchable_signal(int n) {
+  if (n >= SIGRTMIN && n <= SIGRTMAX) return true;  // glibc keeps the ones below SIGRTMIN
+  for (const SignalName& s : kStatsSignals)
+    if (s.number == n) return true;
+  return false;
+}
+
+void read_stats_signal() {
+  const char* s = secure_getenv("LOCKSWAP_STATS_SIGNAL");
+  if (s == nullptr || *s == '\0') return;
+  if (*s >= '0' && *s <= '9') {
+    auto n = static_cast<int>(parse_number("LOCKSWAP_STATS_SIGNAL", s, 1, 1024));
+    if (!catchable_signal(n)) fail_with_choices("LOCKSWAP_STATS_SIGNAL", s, "not a signal a program may catch");
+    g_config.stats_signal = n;
+    return;
+  }
+  const char* name = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+  for (const SignalName& sig : kStatsSignals)
+    if (strcmp(name, sig.name) == 0) {
+      g_config.stats_signal = sig.number;
+      return;
+    }
+  fail_with_choices("LOCKSWAP_STATS_SIGNAL", s, "unknown signal name");
+}
+
 std::atomic<int> g_loading{0};
 std::atomic<bool> g_loaded{false};
 }  // namespace
@@ -217,6 +262,7 @@ void load_config() {
   LOCKSWAP_TUNABLES(X)
 #undef X
   read_stats_file();
+  read_stats_signal();
   // Parse every family before publishing any, so a bad LOCKSWAP_SEM stops the
   // program before a single lock has used another family's choice.
 #define FAMILY(Enum, field, env, LIST, dflt, what) Enum field##_choice = parse(secure_getenv(env), Enum{});

@@ -1,6 +1,7 @@
 // preload/config.h — what the user chose, read once from the environment.
 #pragma once
 #include <atomic>
+#include <cstdint>
 
 #include "preload/registry.h"
 
@@ -14,6 +15,8 @@ struct Config {
   OncpuMode oncpu = OncpuMode::automatic;  // LOCKSWAP_ONCPU: what it asked for (core/oncpu.h: what it got)
   bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
   const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
+  uint32_t stats_backtrace = 64;     // LOCKSWAP_STATS_BACKTRACE=N: 1 in N contended acquisitions (0: none)
+  int stats_signal = 0;              // LOCKSWAP_STATS_SIGNAL=USR2: also dump on this signal (0: none)
 };
 
 extern Config g_config;

@@ -32,6 +32,7 @@
 #include "preload/config.h"
 #include "preload/real.h"
 #include "preload/registry.h"
+#include "preload/stats.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 #define LOCKSWAP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -496,8 +497,8 @@ struct NativeCond {
 
 // ------------------------------------------------------------- the table
 
-void install_glibc_mutex_and_cond(const real::Functions& g) {
-#define COPY(fn) g_ops.fn = g.fn;
+void install_glibc_mutex_and_cond(real::Functions& t, const real::Functions& g) {
+#define COPY(fn) t.fn = g.fn;
   COPY(pthread_mutex_init) COPY(pthread_mutex_destroy) COPY(pthread_mutex_lock) COPY(pthread_mutex_trylock)
   COPY(pthread_mutex_timedlock) COPY(pthread_mutex_clocklock) COPY(pthread_mutex_unlock) COPY(pthread_mutex_consistent)
   COPY(pthread_cond_init) COPY(pthread_cond_destroy) COPY(pthread_cond_wait) COPY(pthread_cond_timedwait)
@@ -505,8 +506,8 @@ void install_glibc_mutex_and_cond(const real::Functions& g) {
 #undef COPY
 }
 
-void install_glibc_rwlock(const real::Functions& g) {
-#define COPY(fn) g_ops.fn = g.fn;
+void install_glibc_rwlock(real::Functions& t, const real::Functions& g) {
+#define COPY(fn) t.fn = g.fn;
   COPY(pthread_rwlock_init) COPY(pthread_rwlock_destroy) COPY(pthread_rwlock_rdlock) COPY(pthread_rwlock_tryrdlock)
   COPY(pthread_rwlock_timedrdlock) COPY(pthread_rwlock_clockrdlock) COPY(pthread_rwlock_wrlock)
   COPY(pthread_rwlock_trywrlock) COPY(pthread_rwlock_timedwrlock) COPY(pthread_rwlock_clockwrlock)
@@ -515,70 +516,70 @@ void install_glibc_rwlock(const real::Functions& g) {
 }
 
 template <class V>
-void install_mutex() {
+void install_mutex(real::Functions& t) {
   if constexpr (V::forwards_to_glibc) {
-    install_glibc_mutex_and_cond(real::glibc());
+    install_glibc_mutex_and_cond(t, real::glibc());
   } else {
     using M = NativeMutex<V>;
-    g_ops.pthread_mutex_init = mutex_init_native;
-    g_ops.pthread_mutex_destroy = M::destroy;
-    g_ops.pthread_mutex_lock = M::lock;
-    g_ops.pthread_mutex_trylock = M::trylock;
-    g_ops.pthread_mutex_timedlock = M::timedlock;
-    g_ops.pthread_mutex_clocklock = M::clocklock;
-    g_ops.pthread_mutex_unlock = M::unlock;
-    g_ops.pthread_mutex_consistent = native_mutex_consistent;
-    g_ops.pthread_cond_init = NativeCond::init;
-    g_ops.pthread_cond_destroy = NativeCond::destroy;
-    g_ops.pthread_cond_wait = NativeCond::wait;
-    g_ops.pthread_cond_timedwait = NativeCond::timedwait;
-    g_ops.pthread_cond_clockwait = NativeCond::clockwait;
-    g_ops.pthread_cond_signal = NativeCond::signal;
-    g_ops.pthread_cond_broadcast = NativeCond::broadcast;
+    t.pthread_mutex_init = mutex_init_native;
+    t.pthread_mutex_destroy = M::destroy;
+    t.pthread_mutex_lock = M::lock;
+    t.pthread_mutex_trylock = M::trylock;
+    t.pthread_mutex_timedlock = M::timedlock;
+    t.pthread_mutex_clocklock = M::clocklock;
+    t.pthread_mutex_unlock = M::unlock;
+    t.pthread_mutex_consistent = native_mutex_consistent;
+    t.pthread_cond_init = NativeCond::init;
+    t.pthread_cond_destroy = NativeCond::destroy;
+    t.pthread_cond_wait = NativeCond::wait;
+    t.pthread_cond_timedwait = NativeCond::timedwait;
+    t.pthread_cond_clockwait = NativeCond::clockwait;
+    t.pthread_cond_signal = NativeCond::signal;
+    t.pthread_cond_broadcast = NativeCond::broadcast;
   }
 }
 
 template <class V>
-void install_rwlock() {
+void install_rwlock(real::Functions& t) {
   if constexpr (V::forwards_to_glibc) {
-    install_glibc_rwlock(real::glibc());
+    install_glibc_rwlock(t, real::glibc());
   } else {
     using R = NativeRwlock<V>;
-    g_ops.pthread_rwlock_init = native_rwlock_init;
-    g_ops.pthread_rwlock_destroy = native_rwlock_destroy<V>;
-    g_ops.pthread_rwlock_rdlock = R::rdlock;
-    g_ops.pthread_rwlock_tryrdlock = R::tryrdlock;
-    g_ops.pthread_rwlock_timedrdlock = R::timedrdlock;
-    g_ops.pthread_rwlock_clockrdlock = R::clockrdlock;
-    g_ops.pthread_rwlock_wrlock = R::wrlock;
-    g_ops.pthread_rwlock_trywrlock = R::trywrlock;
-    g_ops.pthread_rwlock_timedwrlock = R::timedwrlock;
-    g_ops.pthread_rwlock_clockwrlock = R::clockwrlock;
-    g_ops.pthread_rwlock_unlock = R::unlock;
+    t.pthread_rwlock_init = native_rwlock_init;
+    t.pthread_rwlock_destroy = native_rwlock_destroy<V>;
+    t.pthread_rwlock_rdlock = R::rdlock;
+    t.pthread_rwlock_tryrdlock = R::tryrdlock;
+    t.pthread_rwlock_timedrdlock = R::timedrdlock;
+    t.pthread_rwlock_clockrdlock = R::clockrdlock;
+    t.pthread_rwlock_wrlock = R::wrlock;
+    t.pthread_rwlock_trywrlock = R::trywrlock;
+    t.pthread_rwlock_timedwrlock = R::timedwrlock;
+    t.pthread_rwlock_clockwrlock = R::clockwrlock;
+    t.pthread_rwlock_unlock = R::unlock;
   }
 }
 
-void install_glibc_sem(const real::Functions& g) {
-#define COPY(fn) g_ops.fn = g.fn;
+void install_glibc_sem(real::Functions& t, const real::Functions& g) {
+#define COPY(fn) t.fn = g.fn;
   COPY(sem_init) COPY(sem_destroy) COPY(sem_wait) COPY(sem_trywait) COPY(sem_timedwait) COPY(sem_clockwait)
   COPY(sem_post) COPY(sem_getvalue)
 #undef COPY
 }
 
 template <class V>
-void install_sem() {
+void install_sem(real::Functions& t) {
   if constexpr (V::forwards_to_glibc) {
-    install_glibc_sem(real::glibc());
+    install_glibc_sem(t, real::glibc());
   } else {
     using S = NativeSem<V>;
-    g_ops.sem_init = S::init;
-    g_ops.sem_destroy = S::destroy;
-    g_ops.sem_wait = S::wait;
-    g_ops.sem_trywait = S::trywait;
-    g_ops.sem_timedwait = S::timedwait;
-    g_ops.sem_clockwait = S::clockwait;
-    g_ops.sem_post = S::post;
-    g_ops.sem_getvalue = S::getvalue;
+    t.sem_init = S::init;
+    t.sem_destroy = S::destroy;
+    t.sem_wait = S::wait;
+    t.sem_trywait = S::trywait;
+    t.sem_timedwait = S::timedwait;
+    t.sem_clockwait = S::clockwait;
+    t.sem_post = S::post;
+    t.sem_getvalue = S::getvalue;
   }
 }
 
@@ -586,13 +587,16 @@ std::atomic<bool> g_ops_installed{false};
 
 // Fill the table from the configuration (idempotent; racing first calls all
 // write the same pointers, each pointer-sized store being atomic on every
-// supported ISA).
+// supported ISA). The table is completed in `t` and then published slot by
+// slot, so a racing installer never exposes an intermediate pointer (with
+// statistics on: a variant's function where the wrapper belongs).
 __attribute__((noinline)) void install_ops() {
   if (g_ops_installed.load(std::memory_order_acquire)) return;
+  real::Functions t = {};
   switch (mutex_variant()) {
 #define X(id, name, type, desc) \
   case MutexVariant::id:        \
-    install_mutex<type>();      \
+    install_mutex<type>(t);     \
     break;
     LOCKSWAP_MUTEX_VARIANTS(X)
 #undef X
@@ -602,7 +606,7 @@ __attribute__((noinline)) void install_ops() {
   switch (rwlock_variant()) {
 #define X(id, name, type, desc) \
   case RwlockVariant::id:       \
-    install_rwlock<type>();     \
+    install_rwlock<type>(t);    \
     break;
     LOCKSWAP_RWLOCK_VARIANTS(X)
 #undef X
@@ -612,13 +616,19 @@ __attribute__((noinline)) void install_ops() {
   switch (sem_variant()) {
 #define X(id, name, type, desc) \
   case SemVariant::id:          \
-    install_sem<type>();        \
+    install_sem<type>(t);       \
     break;
     LOCKSWAP_SEM_VARIANTS(X)
 #undef X
     default:
       break;
   }
+  // LOCKSWAP_STATS: the variant's table moves inside profiling wrappers
+  // (preload/stats.cpp). Off, nothing here or on any lock path changes.
+  if (g_config.stats) stats::install(t);
+#define X(name, ret, args) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
+  LOCKSWAP_REAL_FUNCTIONS(X)
+#undef X
   g_ops_installed.store(true, std::memory_order_release);
 }
 

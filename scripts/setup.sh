@@ -9,6 +9,7 @@ PACKAGES=(
   libgtest-dev googletest
   libunwind-dev libjemalloc-dev libjemalloc2
   valgrind
+  systemtap-sdt-dev bpftrace             # USDT probes (core/trace.h) and their test
   sysbench
   mariadb-server mariadb-client
   postgresql-15

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/bench/fastpath_callgrind.sh — instructions per idle (uncontended)
 # lock+unlock pair, counted by valgrind --tool=callgrind (repeatable counts,
-# not times), for pthread_mutex, rdlock/unlock and wrlock/unlock, under raw
+# not times), for pthread_mutex, rdlock/unlock, wrlock/unlock and
+# sem_wait/sem_post (--ops ...,sem), under raw
 # glibc, the glibc-forwarding control and each lockswap variant.
 #
 # Method: fastpath MODE K runs one warm-up pair, then K pairs inside
@@ -17,6 +18,9 @@
 #   futex, rwsem, rwsem-rspin, rwsem+dropbias   (rwsem-rspin has no mutex: n/a)
 #   percid, percid+percpu, percid+global, percid+thread (rwlock only; percid
 #                   alone uses the default LOCKSWAP_CID, rseq)
+#   lockref         (rwlock and sem)
+#   any of these with "+stats" appended: the same with LOCKSWAP_STATS=1 (the
+#                   cost of per-lock statistics when they are on)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,7 +40,7 @@ usage: $0 [--build DIR] [--lib PATH] [--bin PATH] [--variants LIST] [--ops LIST]
   --lib PATH      liblockswap.so (default BUILD/preload/liblockswap.so)
   --bin PATH      the fastpath program (default BUILD/examples/bench/fastpath)
   --variants L    comma list (default $variants; also rwsem+dropbias, percid[+CID])
-  --ops L         comma list of mutex,rdlock,wrlock (default all)
+  --ops L         comma list of mutex,rdlock,wrlock,sem (default mutex,rdlock,wrlock)
   --k1/--k2 N     pairs in the two runs (default $k1 / $k2)
   --out DIR       also write fastpath.csv and fastpath.md there (default BUILD/bench-results)
 EOF
@@ -72,8 +76,24 @@ trap 'rm -rf "$tmp"' EXIT
 
 # variant_env VARIANT OP -> env assignments on stdout; exit 1 when n/a.
 variant_env() {
+  local v="$1" op="$2" var stats=""
+  if [[ "$v" == *+stats ]]; then
+    [[ "$v" == none+stats ]] && return 1
+    v="${v%+stats}" stats=" LOCKSWAP_STATS=1"
+  fi
+  variant_env_plain "$v" "$op" | sed "s/\$/$stats/" | grep . || return 1
+}
+
+variant_env_plain() {
   local v="$1" op="$2" var
-  if [[ "$op" == mutex ]]; then var=LOCKSWAP_MUTEX; else var=LOCKSWAP_RWLOCK; fi
+  case "$op" in
+    mutex) var=LOCKSWAP_MUTEX ;;
+    sem) var=LOCKSWAP_SEM
+         case "$v" in none|glibc|futex|lockref) ;; *) return 1 ;; esac ;;
+    *) var=LOCKSWAP_RWLOCK
+       [[ "$v" == lockref || "$v" == percid* || "$v" == rwsem* || "$v" == none || "$v" == glibc || "$v" == futex ]] || return 1 ;;
+  esac
+  [[ "$op" == mutex && "$v" == lockref ]] && return 1
   case "$v" in
     none) echo "LD_PRELOAD=" ;;
     rwsem+dropbias) echo "LD_PRELOAD=$lib $var=rwsem LOCKSWAP_RWSEM_DROP_BIAS=1" ;;

@@ -83,6 +83,20 @@ check_rejected "LOCKSWAP_RWSEM_HANDOFF_US= (empty)"
 run LOCKSWAP_STATS=7
 check_rejected "LOCKSWAP_STATS=7 (out of range)"
 
+run LOCKSWAP_STATS=1 LOCKSWAP_STATS_SIGNAL=USR2
+check_clean_run "LOCKSWAP_STATS_SIGNAL=USR2"
+grep -q '^lockswap-v1 end ' "$work/err" || fail "LOCKSWAP_STATS=1: no machine records on stderr"
+
+run LOCKSWAP_STATS_SIGNAL=KILL
+check_rejected "LOCKSWAP_STATS_SIGNAL=KILL"
+grep -q 'LOCKSWAP_STATS_SIGNAL' "$work/err" || fail "LOCKSWAP_STATS_SIGNAL=KILL: the message does not name it"
+
+run LOCKSWAP_STATS_SIGNAL=11
+check_rejected "LOCKSWAP_STATS_SIGNAL=11 (SIGSEGV)"
+
+run LOCKSWAP_STATS_BACKTRACE=x
+check_rejected "LOCKSWAP_STATS_BACKTRACE=x"
+
 run LOCKSWAP_MUTEXX=futex
 check_rejected "LOCKSWAP_MUTEXX (unknown variable)"
 grep -q 'LOCKSWAP_MUTEXX' "$work/err" || fail "unknown variable: the message does not name it"

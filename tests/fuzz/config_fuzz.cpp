@@ -8,6 +8,9 @@
 //   * the first NAME= entry of a tunable is a non-empty decimal in [lo, hi]
 //     (leading zeros allowed);
 //   * the first LOCKSWAP_STATS_FILE= value is shorter than 4096 bytes;
+//   * the first LOCKSWAP_STATS_SIGNAL= value is empty, a catchable signal's
+//     name (with or without SIG) or its decimal number; glibc's internal
+//     signals, KILL, STOP and the fault signals are refused;
 //   * the first NAME= entry of a family (MUTEX, RWLOCK, SEM) is empty or a
 //     variant name.
 // Accepted: load_config() returns, with the variants and statistics settings
@@ -22,6 +25,7 @@
 // and reset before each input. Nothing else of the library is linked in but
 // lockswap_core (for the tunables' definitions).
 #include <sched.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <utility>
 #include <ctime>
 #include <string>
 #include <string_view>
@@ -170,13 +176,37 @@ bool oncpu_ok(const std::vector<std::string>& env) {
 }
 
 bool known_name(std::string_view name) {
-  if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" ||
-      name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" ||
-      name == ONCPU_FD_ENV)
+  if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" || name == "LOCKSWAP_MUTEX" ||
+      name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB" ||
+      name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV)
     return true;
   for (const Tunable& t : kTunables)
     if (name == t.name) return true;
   return false;
+}
+
+// LOCKSWAP_STATS_SIGNAL's reference reading: the signal number, 0 for
+// "none", -1 for a value the rules refuse.
+int expected_stats_signal(const std::string* v) {
+  static const std::pair<const char*, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+      {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},
+      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},
+      {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+      {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+  if (v == nullptr || v->empty()) return 0;
+  if ((*v)[0] >= '0' && (*v)[0] <= '9') {
+    if (!number_ok(*v, 1, 1024)) return -1;
+    int n = static_cast<int>(std::stoull(v->substr(std::min(v->find_first_not_of('0'), v->size() - 1))));
+    if (n >= SIGRTMIN && n <= SIGRTMAX) return n;
+    for (const auto& [name, num] : kNames)
+      if (num == n) return n;
+    return -1;
+  }
+  std::string name = v->compare(0, 3, "SIG") == 0 ? v->substr(3) : *v;
+  for (const auto& [known, num] : kNames)
+    if (name == known) return num;
+  return -1;
 }
 
 [[noreturn]] void finding(const char* what, const std::vector<std::string>& env) {
@@ -236,6 +266,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (im == 0 || ir == 0 || is == 0 || variant_index(kCidNames, first_value(env, "LOCKSWAP_CID", &vc)) == 0)
     expect_ok = false;
   if (!oncpu_ok(env)) expect_ok = false;
+  std::string signal_value;
+  int stats_signal = expected_stats_signal(first_value(env, "LOCKSWAP_STATS_SIGNAL", &signal_value));
+  if (stats_signal < 0) expect_ok = false;
   std::string stats;
   bool stats_on = (first_value(env, "LOCKSWAP_STATS", &stats) && number_ok(stats, 1, 1)) || have_stats_file;
 
@@ -261,6 +294,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         static_cast<int>(g_config.sem) != is)
       finding("accepted, but chose other variants than the ones named", env);
     if (g_config.stats != stats_on) finding("LOCKSWAP_STATS / LOCKSWAP_STATS_FILE not applied", env);
+    if (g_config.stats_signal != stats_signal) finding("LOCKSWAP_STATS_SIGNAL not applied", env);
     if (have_stats_file != (g_config.stats_file != nullptr) ||
         (have_stats_file && stats_file != g_config.stats_file))
       finding("LOCKSWAP_STATS_FILE not copied exactly", env);

@@ -1,0 +1,53 @@
+// preload/stats.h — per-lock and per-call-site statistics (LOCKSWAP_STATS).
+//
+// Off by default, and then free: nothing on any lock path knows about this
+// file. When statistics are on, install_ops() (preload/dispatch.cpp) hands
+// its finished table to install(): the variant's functions move to an inner
+// table and `g_ops` points at profiling wrappers (preload/stats.cpp) that
+// call them. The output — human lines plus the machine records of
+// preload/stats_dump.cpp — is written at exit and on
+// LOCKSWAP_STATS_SIGNAL by preload/lifecycle.cpp through format_records().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "preload/real.h"
+
+namespace lockswap::stats {
+
+// Wrap every slot of `ops` (idempotent; racing installers converge). Maps the
+// tables on first use.
+void install(real::Functions& ops);
+
+// A text buffer filled without allocation (the dump may run in a signal
+// handler); writes past `cap` are cut off and flagged.
+struct Out {
+  char* text;
+  size_t cap;
+  size_t len = 0;
+  bool truncated = false;
+  void put(const char* s);
+  void put(const char* s, size_t n);
+  void dec(uint64_t v);
+  void hex(uint64_t v);  // 0x...
+  void key_dec(const char* key, uint64_t v);  // " key=v"
+  void key_hex(const char* key, uint64_t v);  // " key=0x..."
+  void key_path(const char* key, const char* path, size_t n);  // spaces as %20
+};
+
+// Upper bound of what format_records() writes now.
+size_t records_bound();
+// Appends one dump's machine records ("lockswap-v1 begin" ... "end").
+// Async-signal-safe in practice: reads /proc with open/read, no allocation,
+// no locks, no stdio.
+void format_records(Out& out, const char* mutex, const char* rwlock, const char* sem, const char* cid);
+
+// Statistics with backtraces: dlopen libunwind (RTLD_LOCAL, see
+// preload/CMakeLists.txt). Called by the library's constructor, never on a
+// lock path; until then contended sites get no backtrace.
+void load_unwinder();
+
+// Fork child: the statistics are per process (tables zeroed).
+void after_fork_in_child();
+
+}  // namespace lockswap::stats

@@ -1,0 +1,352 @@
+// preload/stats_dump.cpp — the machine records of a statistics dump
+// (format `lockswap-v1`; `lockswap report` is its reader).
+//
+// Format
+// ------
+// A dump is one block of lines written with one write(2) (O_APPEND) after the
+// human "lockswap: ..." lines; a process may write several (signal, exit),
+// each a complete cumulative snapshot: readers keep the last per (pid,
+// start_ns). Machine lines are "lockswap-v1 <record> key=value ..."; values
+// never hold spaces or '=' (paths write spaces as %20); numbers are decimal
+// unless 0x-prefixed; readers ignore unknown records and keys.
+//
+//   record  | keys
+//   --------+-----------------------------------------------------------------
+//   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid exe
+//   calls   | family (mutex|rwlock|cond|sem) calls — one per family, even 0
+//   event   | name count — non-zero lock events (core/lock_events_list.h)
+//   lock    | id addr kind acq contended wait_ns wait_max_ns wait_hist hold_ns
+//           | hold_max_ns hold_hist [rd_acq rd_contended: rwlocks]
+//   site    | id lock(=lock id) ip op acq contended wait_* hold_* [bt=ip,ip,...]
+//   map     | start end offset path — executable file mappings (ip -> file offset)
+//   dropped | locks sites — what did not fit the tables (or the dump)
+//   end     | pid seq
+//
+// Histograms: bucket i counts values v (ns) with floor(log2(max(v,1))) == i,
+// i < 48, written sparse as "i:n;i:n" ("-" when empty). Wait samples are
+// contended acquisitions (cond sites: every wait); hold samples are
+// exclusive holds (preload/stats.cpp says what is measured where). ip and
+// backtrace entries are return addresses: symbolize ip-1.
+//
+// Runs at exit and in the LOCKSWAP_STATS_SIGNAL handler, so everything here
+// is async-signal-safe in practice: numbers are formatted by hand into the
+// caller's buffer, /proc/self/maps and /proc/self/exe are read with
+// open/read/readlink, nothing allocates, locks or touches stdio. Counters are
+// read with relaxed loads while other threads keep counting: each record is
+// a consistent-enough snapshot, never a torn value.
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/lock_events.h"
+#include "core/thread_registry.h"
+#include "preload/stats.h"
+#include "preload/stats_table.h"
+
+namespace lockswap::stats {
+
+// ---------------------------------------------------------------------- Out
+
+void Out::put(const char* s, size_t n) {
+  if (n > cap - len) {
+    n = cap - len;
+    truncated = true;
+  }
+  memcpy(text + len, s, n);
+  len += n;
+}
+void Out::put(const char* s) { put(s, strlen(s)); }
+
+void Out::dec(uint64_t v) {
+  char b[20];
+  int i = sizeof b;
+  do b[--i] = static_cast<char>('0' + v % 10); while ((v /= 10) != 0);
+  put(b + i, sizeof b - static_cast<size_t>(i));
+}
+
+void Out::hex(uint64_t v) {
+  char b[18];
+  int i = sizeof b;
+  do b[--i] = "0123456789abcdef"[v & 15]; while ((v >>= 4) != 0);
+  b[--i] = 'x';
+  b[--i] = '0';
+  put(b + i, sizeof b - static_cast<size_t>(i));
+}
+
+void Out::key_dec(const char* key, uint64_t v) {
+  put(" ");
+  put(key);
+  put("=");
+  dec(v);
+}
+
+void Out::key_hex(const char* key, uint64_t v) {
+  put(" ");
+  put(key);
+  put("=");
+  hex(v);
+}
+
+void Out::key_path(const char* key, const char* path, size_t n) {
+  put(" ");
+  put(key);
+  put("=");
+  for (size_t i = 0; i < n; ++i) {
+    if (path[i] == ' ')
+      put("%20");
+    else
+      put(path + i, 1);
+  }
+}
+
+namespace {
+
+constexpr size_t kRecordBound = 4096;   // one lock or site record, worst case
+constexpr size_t kFixedBound = 1 << 20;  // begin, calls, events, maps, dropped, end
+constexpr size_t kTailReserve = 1 << 19;  // kept free for maps, dropped and end
+
+uint64_t load(const Counter& c) { return c.load(std::memory_order_relaxed); }
+
+uint64_t realtime_ns() {
+  timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
+std::atomic<uint64_t> g_seq{0};
+
+void record_start(Out& o, const char* type) {
+  o.put("lockswap-v1 ");
+  o.put(type);
+}
+
+void hist(Out& o, const char* key, const Timing& t) {
+  o.put(" ");
+  o.put(key);
+  o.put("=");
+  bool any = false;
+  for (unsigned i = 0; i < kHistBuckets; ++i) {
+    uint64_t n = load(t.hist[i]);
+    if (n == 0) continue;
+    if (any) o.put(";");
+    o.dec(i);
+    o.put(":");
+    o.dec(n);
+    any = true;
+  }
+  if (!any) o.put("-");
+}
+
+void timings(Out& o, const Timing& wait, const Timing& hold) {
+  o.key_dec("wait_ns", load(wait.sum));
+  o.key_dec("wait_max_ns", load(wait.max));
+  hist(o, "wait_hist", wait);
+  o.key_dec("hold_ns", load(hold.sum));
+  o.key_dec("hold_max_ns", load(hold.max));
+  hist(o, "hold_hist", hold);
+}
+
+void lock_record(Out& o, uint32_t index, const LockEntry& e) {
+  auto kind = static_cast<Kind>(e.kind.load(std::memory_order_relaxed));
+  record_start(o, "lock");
+  o.key_dec("id", index + 1);
+  o.key_hex("addr", e.addr.load(std::memory_order_relaxed));
+  o.put(" kind=");
+  o.put(kKindNames[static_cast<unsigned>(kind)]);
+  o.key_dec("acq", load(e.acq));
+  o.key_dec("contended", load(e.contended));
+  timings(o, e.wait, e.hold);
+  if (kind == Kind::rwlock) {
+    o.key_dec("rd_acq", load(e.rd_acq));
+    o.key_dec("rd_contended", load(e.rd_contended));
+  }
+  o.put("\n");
+}
+
+void site_record(Out& o, uint32_t index, const SiteEntry& e) {
+  record_start(o, "site");
+  o.key_dec("id", index + 1);
+  o.key_dec("lock", e.lock_slot.load(std::memory_order_relaxed) + 1);
+  o.key_hex("ip", e.ip.load(std::memory_order_relaxed));
+  o.put(" op=");
+  o.put(kOpNames[e.op.load(std::memory_order_relaxed)]);
+  o.key_dec("acq", load(e.acq));
+  o.key_dec("contended", load(e.contended));
+  timings(o, e.wait, e.hold);
+  uint32_t n = e.bt_len.load(std::memory_order_acquire);
+  if (n > kBacktraceDepth) n = kBacktraceDepth;
+  if (n != 0) {
+    o.put(" bt=");
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i != 0) o.put(",");
+      o.hex(e.bt[i].load(std::memory_order_relaxed));
+    }
+  }
+  o.put("\n");
+}
+
+bool used(const LockEntry& e) {
+  return e.state.load(std::memory_order_acquire) == kReady && (load(e.acq) != 0 || load(e.contended) != 0);
+}
+bool used(const SiteEntry& e) {
+  return e.state.load(std::memory_order_acquire) == kReady && (load(e.acq) != 0 || load(e.contended) != 0);
+}
+
+// ------------------------------------------------------------ maps records
+
+uint64_t parse_hex(const char*& p, const char* end) {
+  uint64_t v = 0;
+  for (; p < end; ++p) {
+    char c = *p;
+    unsigned d;
+    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
+    else break;
+    v = v << 4 | d;
+  }
+  return v;
+}
+
+const char* skip_field(const char* p, const char* end) {
+  while (p < end && *p != ' ') ++p;
+  while (p < end && *p == ' ') ++p;
+  return p;
+}
+
+// One /proc/self/maps line: "start-end perms offset dev inode   path".
+void map_line(Out& o, const char* p, const char* end) {
+  const char* q = p;
+  uint64_t start = parse_hex(q, end);
+  if (q >= end || *q != '-') return;
+  ++q;
+  uint64_t stop = parse_hex(q, end);
+  ++q;
+  if (end - q < 4 || q[2] != 'x') return;  // executable mappings only
+  q = skip_field(q, end);
+  uint64_t offset = parse_hex(q, end);
+  q = skip_field(q, end);  // offset
+  q = skip_field(q, end);  // dev
+  q = skip_field(q, end);  // inode
+  if (q >= end || *q != '/') return;  // anonymous, [vdso], ...
+  record_start(o, "map");
+  o.key_hex("start", start);
+  o.key_hex("end", stop);
+  o.key_hex("offset", offset);
+  o.key_path("path", q, static_cast<size_t>(end - q));
+  o.put("\n");
+}
+
+void map_records(Out& o) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  size_t have = 0;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, sizeof buf - have);
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+    size_t begin = 0;
+    for (size_t i = 0; i < have; ++i) {
+      if (buf[i] != '\n') continue;
+      map_line(o, buf + begin, buf + i);
+      begin = i + 1;
+    }
+    memmove(buf, buf + begin, have - begin);
+    have -= begin;
+    if (have == sizeof buf) have = 0;  // a line longer than the buffer: dropped
+  }
+  close(fd);
+}
+
+void begin_record(Out& o, uint64_t seq, const char* mutex, const char* rwlock, const char* sem, const char* cid) {
+  record_start(o, "begin");
+  o.key_dec("pid", static_cast<uint64_t>(getpid()));
+  o.key_dec("seq", seq);
+  o.key_dec("start_ns", g_start_ns.load(std::memory_order_relaxed));
+  o.key_dec("now_ns", realtime_ns());
+  o.put(" mutex=");
+  o.put(mutex);
+  o.put(" rwlock=");
+  o.put(rwlock);
+  o.put(" sem=");
+  o.put(sem);
+  o.put(" cid=");
+  o.put(cid);
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
+  if (n > 0) o.key_path("exe", exe, static_cast<size_t>(n));
+  o.put("\n");
+}
+
+void call_records(Out& o) {
+  for (unsigned f = 0; f < kFamilies; ++f) {
+    uint64_t total = 0;
+    for (const CallStripe& s : g_calls) total += load(s.calls[f]);
+    record_start(o, "calls");
+    o.put(" family=");
+    o.put(kFamilyNames[f]);
+    o.key_dec("calls", total);
+    o.put("\n");
+  }
+}
+
+void event_records(Out& o) {
+#if LOCKSWAP_LOCK_EVENTS
+  for (uint32_t i = 0; i < kNumLockEvents; ++i) {
+    uint64_t v = lockevent_total(static_cast<LockEvent>(i));
+    if (v == 0) continue;
+    record_start(o, "event");
+    o.put(" name=");
+    o.put(kLockEventNames[i]);
+    o.key_dec("count", v);
+    o.put("\n");
+  }
+#else
+  (void)o;
+#endif
+}
+
+// Room for one more lock or site record and the tail? (Entries created
+// after records_bound() was computed may not fit; they are counted.)
+bool room(const Out& o) { return o.cap - o.len >= kRecordBound + kTailReserve; }
+
+}  // namespace
+
+size_t records_bound() {
+  size_t entries = 0;
+  if (const Tables* t = g_tables) {
+    for (const LockEntry& e : t->locks) entries += used(e);
+    for (const SiteEntry& e : t->sites) entries += used(e);
+  }
+  return kFixedBound + entries * kRecordBound;
+}
+
+void format_records(Out& o, const char* mutex, const char* rwlock, const char* sem, const char* cid) {
+  if (g_start_ns.load(std::memory_order_relaxed) == 0) g_start_ns.store(realtime_ns(), std::memory_order_relaxed);
+  uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  begin_record(o, seq, mutex, rwlock, sem, cid);
+  call_records(o);
+  event_records(o);
+  const Tables* t = g_tables;
+  uint64_t unwritten_locks = 0, unwritten_sites = 0;
+  if (t != nullptr) {
+    for (uint32_t i = 0; i < kLockSlots; ++i)
+      if (used(t->locks[i])) room(o) ? lock_record(o, i, t->locks[i]) : void(++unwritten_locks);
+    for (uint32_t i = 0; i < kSiteSlots; ++i)
+      if (used(t->sites[i])) room(o) ? site_record(o, i, t->sites[i]) : void(++unwritten_sites);
+  }
+  map_records(o);
+  record_start(o, "dropped");
+  o.key_dec("locks", (t ? load(t->dropped_locks) : 0) + unwritten_locks);
+  o.key_dec("sites", (t ? load(t->dropped_sites) : 0) + unwritten_sites);
+  o.put("\n");
+  record_start(o, "end");
+  o.key_dec("pid", static_cast<uint64_t>(getpid()));
+  o.key_dec("seq", seq);
+  o.put("\n");
+}
+
+}  // namespace lockswap::stats
