@@ -228,13 +228,16 @@ struct PercidRwlock {
     return false;
   }
 
-  // 0 or ctx.give_up_code(). caller_holds_reads / behind_writers as in Rwsem.
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false) {
+  // 0 or ctx.give_up_code(). caller_holds_reads / behind_writers as in Rwsem;
+  // reader_pref: read-slow case (e) (the default rwlock kinds).
+  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false,
+                       bool reader_pref = false) {
     if (read_fast(s)) return 0;
-    return read_slow(s, ctx, caller_holds_reads, behind_writers);
+    return read_slow(s, ctx, caller_holds_reads, behind_writers, reader_pref);
   }
 
-  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, bool caller_holds_reads, bool behind_writers) {
+  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, bool caller_holds_reads, bool behind_writers,
+                                                 bool reader_pref) {
     uint32_t index = s.index.load(arch::mo_lock);
     if (index == percid::kNoBlock) {
       index = percid::assign_block(s.index, &s);
@@ -244,7 +247,7 @@ struct PercidRwlock {
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
     if (ctx.may_block() && !behind_writers) {
       if (wait_out_short_writer(s)) return 0;
-      return read_past_pending_writer(s, index, ctx, caller_holds_reads);
+      if (reader_pref) return read_past_pending_writer(s, index, ctx, caller_holds_reads);
     }
     return read_after_writer(s, index, ctx, caller_holds_reads, behind_writers);
   }

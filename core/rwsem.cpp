@@ -487,11 +487,21 @@ void wake_queue(const Ref& r, WakeType type) {
 // cancellation-pending thread gives back what it was granted).
 template <class P>
 void read_unlock_ref(const Ref& r) {
-  uint64_t c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
-  if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
-    clear_nonspinnable<P>(r);
-    wake_queue<P>(r, WakeType::any);
+  uint64_t c = r.count.load(arch::mo_hint);
+  while (!last_reader_with_waiters(c))
+    if (r.count.compare_exchange_weak(c, c - kReaderBias, arch::mo_unlock, arch::mo_hint)) return;
+  // The last reader with waiters queued: release under the wait_lock (see
+  // Slow::read_unlock_last()).
+  WakeQ q;
+  {
+    WaitList wl(r);
+    c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
+    if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
+      clear_nonspinnable<P>(r);
+      if (!wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
+    }
   }
+  q.wake();
 }
 template <class P>
 void write_unlock_ref(const Ref& r) {
@@ -1323,11 +1333,12 @@ __attribute__((noinline)) void Slow<P>::write_unlock_slow(const Ref& r) {
   cs.restore();
 }
 
+// up_read() + rwsem_wake() of the last reader, with the release inside the
+// wait_lock for the reason given at write_unlock_slow().
 template <class P>
-__attribute__((noinline)) void Slow<P>::read_unlock_wake(const Ref& r) {
+__attribute__((noinline)) void Slow<P>::read_unlock_last(const Ref& r) {
   CancelScope cs;
-  clear_nonspinnable<P>(r);
-  wake_queue<P>(r, WakeType::any);
+  read_unlock_ref<P>(r);
   cs.restore();
 }
 
