@@ -35,10 +35,14 @@
 // Cost for a thread of the default (deferred) type: one initial-exec TLS
 // load and a not-taken branch on each blocking lock call, nothing else.
 //
-// Without preload (core tests), `t_async_type` stays false and the core
-// types that need it (rwsem's slow paths) open a DeferredScope themselves;
+// The core types are not async-cancel-safe by themselves: a caller with the
+// asynchronous type must enter them through run_deferred (preload's native
+// entry points do; so do the core tests that cancel asynchronously). rwsem's
+// slow paths also open a DeferredScope of their own, which keeps its
+// wait_lock sections safe for the calls preload does not wrap (unlock, try);
 // scopes nest (an inner scope finds the type already deferred and does
-// nothing).
+// nothing). Unlock and try calls are not wrapped: POSIX does not make them
+// async-cancel-safe, and wrapping them would cost every caller.
 //
 // Memory order: both flags are the calling thread's own (TLS), read and
 // written only by it; no ordering with other threads is involved.

@@ -88,11 +88,14 @@
 // unparks; other unparks only bump the park word, which the protocol above
 // tolerates (a spurious wakeup re-checks and sleeps again).
 //
-// Cancellation: the slow paths run with deferred cancellation (CancelScope in
-// core/rwsem.cpp), so an asynchronous cancellation can land only inside the
-// futex sleep of a queued waiter, never with the wait_lock held or inside the
-// OSQ. Around that sleep the caller's asynchronous type is enabled in a
-// function without cleanups; the unwind then runs the waiter's QueueGuard,
+// Cancellation: lock code runs with deferred cancellation (core/cancel.h:
+// preload runs a whole acquisition of an asynchronous caller deferred, fast
+// path included; the slow paths also open their own CancelScope for callers
+// that did not), so an asynchronous cancellation can land only inside the
+// futex sleep of a queued waiter, never between a fast path's atomic and its
+// slow path, with the wait_lock held or inside the OSQ. Around that sleep
+// WaitCtx::sleep enables the asynchronous type in a function without
+// cleanups; the unwind then runs the waiter's QueueGuard,
 // which leaves the queue exactly as a timed-out waiter does (HANDOFF and
 // wakeups passed on) or, for a reader whose grant was already published,
 // gives the read lock back. A cancellation that arrived while deferred acts
