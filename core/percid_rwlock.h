@@ -377,11 +377,18 @@ struct PercidRwlock {
   static void sleep_for_pending_writer(S& s, uint32_t st, const WaitCtx& ctx, uint64_t slice_ns) {
     uint32_t waiting = st | percid::kReadersWait;
     if (st != waiting && !s.state.compare_exchange_strong(st, waiting, arch::mo_dekker)) return;
+    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
     uint64_t until = percid::now_ns() + slice_ns;
     timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
     read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
     WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&s.state, waiting);
-    (void)ctx;  // the caller re-checks its own deadline
+  }
+
+  static uint64_t ns_left(const WaitCtx& ctx) {
+    timespec now;
+    clock_gettime(ctx.clock, &now);
+    int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
+    return left < 0 ? 0 : static_cast<uint64_t>(left);
   }
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the

@@ -124,6 +124,27 @@ TEST_P(PercidTest, APreferredReaderEntersPastAPendingWriterAfterTheBound) {
   Lock::read_unlock(w_);
 }
 
+// A timed preferred reader waiting for the reader-preference bound still
+// gives up at its own deadline (its sleep slices end there).
+TEST_P(PercidTest, ATimedPreferredReaderGivesUpAtItsDeadline) {
+  const uint64_t saved = g_rwsem_tunables.reader_pref_ns;
+  g_rwsem_tunables.reader_pref_ns = 60'000'000'000;  // rule (b) never comes
+  ASSERT_EQ(read_lock(w_), 0);
+  {
+    BlockedWriter writer(w_);
+    std::this_thread::sleep_for(20ms);
+    std::thread([&] {
+      timespec d = monotonic_in(20ms);
+      auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), ETIMEDOUT);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "slept on past its deadline";
+    }).join();
+    Lock::read_unlock(w_);
+    EXPECT_TRUE(eventually([&] { return writer.in(); }));
+  }
+  g_rwsem_tunables.reader_pref_ns = saved;
+}
+
 TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
   ASSERT_EQ(read_lock(w_), 0);
   {
