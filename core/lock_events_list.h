@@ -58,6 +58,8 @@ LOCK_EVENT(cid_slow_ns,         "CPU ns in allocator slow paths (1 call in 32 ti
 // --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
 LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")
 LOCK_EVENT(percid_rlock_recursive, "reader holding read locks entered past a pending writer")
+LOCK_EVENT(percid_rlock_reader_pref, "default-kind reader entered past a draining writer: a read holder sleeps in lockswap")
+LOCK_EVENT(percid_rlock_reader_pref_wait, "default-kind reader entered past a draining writer after the reader-preference bound")
 LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
 LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
 

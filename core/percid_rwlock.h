@@ -26,9 +26,15 @@
 //                bit 1 WRITER_OWNS     the counters drained: write-held
 //                bit 2 WRITER_SLEEPS   the writer futex-waits on this word;
 //                                      a leaving reader clears it and wakes
-//                bits 3-31 epoch       bumped by recursive readers and by
-//                                      wakers, so a writer's "drained" CAS
-//                                      fails if either came in meanwhile
+//                bit 3 READERS_WAIT    readers held off by a pending writer
+//                                      futex-wait on this word; the writer's
+//                                      release wakes them all
+//                bit 4 PREF_BATCH      rule (b) below let a batch of readers
+//                                      in during this writer's drain
+//                bits 5-31 epoch       bumped by readers entering past a
+//                                      pending writer and by wakers, so a
+//                                      writer's "drained" CAS fails if either
+//                                      came in meanwhile
 //
 // The arena is one mmap (MAP_NORESERVE, pages touched only for blocks in use)
 // of kMaxLocks blocks of S slots, S = 2 x CPUs rounded up to a power of two,
@@ -59,15 +65,38 @@
 //                 our earlier hold is counted); (d) otherwise poll `state`
 //                 up to kReaderPolls times and retry fast once it is clear
 //                 (blocking calls, not the writer-nonrecursive kind); then
-//                 rwsem read lock (waits while a writer holds the rwsem),
-//                 slot += 1, rwsem read unlock -> read-held.
+//                 (e) default kinds, blocking calls, writer only PENDING (it
+//                 drains readers, so the lock is read-held): glibc's default
+//                 rwlock prefers readers and a program may hold a read lock
+//                 while it waits for another reader to get in, so the reader
+//                 enters past the pending writer as in (c) when
+//                 core/read_pref.h allows it: (a) a read holder of this lock
+//                 sleeps inside lockswap, or (b) it has waited
+//                 RwsemTunables::reader_pref_ns (4 ms), or kLateBatchFactor
+//                 times that if a rule-(b) batch was let in before it
+//                 arrived (PREF_BATCH: one prompt batch per drain, so a
+//                 stream of readers does not keep the writer out).
+//                 Meanwhile it sleeps on `state` (READERS_WAIT) in slices of
+//                 at most that bound; once the writer OWNS, or for the
+//                 writer-nonrecursive kind and timed-out polls: rwsem read
+//                 lock (waits while a writer holds the rwsem), slot += 1,
+//                 rwsem read unlock -> read-held.
 //   read unlock   slot -= 1 (seq_cst); if SLEEPS: CAS it off with epoch += 1
 //                 and FUTEX_WAKE the writer.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
 //                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
 //                 kDrainPolls sums, then CAS SLEEPS on, re-sum, futex-wait.
-//                 Timeout/try failure: clear the writer bits, rwsem write unlock.
-//   write unlock  state &= ~writer bits (release); rwsem write unlock.
+//                 Timeout/try failure, or a cancellation unwinding the drain
+//                 sleep (DrainGuard): as write unlock.
+//   write unlock  state &= ~(writer bits | READERS_WAIT | PREF_BATCH)
+//                 (release); wake every reader sleeping on `state` if
+//                 READERS_WAIT was set; rwsem write unlock.
+//
+// Cancellation: lock code runs deferred (core/cancel.h); an asynchronous
+// cancellation lands only in a futex sleep. A writer unwound out of its drain
+// sleep releases PENDING and the rwsem (DrainGuard); a reader unwound out of
+// its sleep on `state` leaves at worst a stale READERS_WAIT (one spurious
+// wake-up); a reader unwound out of the rwsem is the rwsem's business.
 //
 // Memory order. Fast readers and the writer are a Dekker pair: the reader's
 // slot RMW precedes its state load, the writer's PENDING RMW precedes its
@@ -87,6 +116,7 @@
 // thread that did not survive keeps its count, as with the rwsem's bias);
 // the arena lock is reset in the child.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -95,6 +125,8 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/cid.h"
+#include "core/lock_events.h"
+#include "core/read_pref.h"
 #include "core/rwsem.h"
 #include "core/wait_ctx.h"
 
@@ -109,8 +141,12 @@ inline constexpr uint32_t kMaxLocks = 1024;
 inline constexpr uint32_t kWriterPending = 1u << 0;
 inline constexpr uint32_t kWriterOwns = 1u << 1;
 inline constexpr uint32_t kWriterSleeps = 1u << 2;
+inline constexpr uint32_t kReadersWait = 1u << 3;
+inline constexpr uint32_t kPrefBatch = 1u << 4;
 inline constexpr uint32_t kWriterBits = kWriterPending | kWriterOwns | kWriterSleeps;
-inline constexpr uint32_t kEpochOne = 1u << 3;
+// Everything a writer's release clears.
+inline constexpr uint32_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
+inline constexpr uint32_t kEpochOne = 1u << 5;
 inline constexpr uint32_t kReadersBackOff = kWriterPending | kWriterOwns;
 // --- arena ---
 inline constexpr uint32_t kMinSlotsPerLock = 8;
@@ -123,10 +159,14 @@ inline constexpr unsigned kDrainPolls = 32;
 // shorter than a futex sleep and wake-up. Measured on 2 vCPUs, rwlock_bench
 // 2 threads, 99% reads: without it, 11k reader sleeps per second.
 inline constexpr unsigned kReaderPolls = 128;
+// A reader that arrived after this drain's rule-(b) batch enters only after
+// this many bounds: the writer gets its turn first, yet a reader the program
+// waits for (holding its read lock outside lockswap) is not shut out forever.
+inline constexpr uint64_t kLateBatchFactor = 4;
 
 static_assert(kNoBlock == 0, "zero-filled and static-initialised locks have no block yet");
 static_assert(kPlainRwsem - 1 >= kMaxLocks, "has_block() rejects both kNoBlock and kPlainRwsem");
-static_assert((kWriterBits & (kEpochOne - 1)) == kWriterBits, "the epoch counts above the writer bits");
+static_assert((kWriterPhaseBits & (kEpochOne - 1)) == kWriterPhaseBits, "the epoch counts above the writer bits");
 static_assert((kMinSlotsPerLock & (kMinSlotsPerLock - 1)) == 0 && (kMaxSlotsPerLock & (kMaxSlotsPerLock - 1)) == 0);
 static_assert(kMinSlotsPerLock >= 2, "spread() rotates within at least two slots");
 static_assert(kMaxSlotsPerLock <= cid::kMaxCids, "every slot is reachable by some id");
@@ -167,6 +207,7 @@ void release_block(std::atomic<uint32_t>& index, const void* lock);
 uint32_t slots_per_lock();
 uint32_t blocks_in_use();
 void after_fork_in_child();
+uint64_t now_ns();  // CLOCK_MONOTONIC
 }  // namespace percid
 
 // S: the rwsem's words (count, owner, waitq, osq) plus `index` and `state`.
@@ -187,13 +228,16 @@ struct PercidRwlock {
     return false;
   }
 
-  // 0 or ctx.give_up_code(). caller_holds_reads / behind_writers as in Rwsem.
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false) {
+  // 0 or ctx.give_up_code(). caller_holds_reads / behind_writers as in Rwsem;
+  // reader_pref: read-slow case (e) (the default rwlock kinds).
+  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false,
+                       bool reader_pref = false) {
     if (read_fast(s)) return 0;
-    return read_slow(s, ctx, caller_holds_reads, behind_writers);
+    return read_slow(s, ctx, caller_holds_reads, behind_writers, reader_pref);
   }
 
-  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, bool caller_holds_reads, bool behind_writers) {
+  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, bool caller_holds_reads, bool behind_writers,
+                                                 bool reader_pref) {
     uint32_t index = s.index.load(arch::mo_lock);
     if (index == percid::kNoBlock) {
       index = percid::assign_block(s.index, &s);
@@ -201,7 +245,10 @@ struct PercidRwlock {
     }
     if (!percid::has_block(index)) return Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers);
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
-    if (ctx.may_block() && !behind_writers && wait_out_short_writer(s)) return 0;
+    if (ctx.may_block() && !behind_writers) {
+      if (wait_out_short_writer(s)) return 0;
+      if (reader_pref) return read_past_pending_writer(s, index, ctx, caller_holds_reads);
+    }
     return read_after_writer(s, index, ctx, caller_holds_reads, behind_writers);
   }
 
@@ -217,7 +264,9 @@ struct PercidRwlock {
     if (!percid::has_block(index)) return Sem::write_lock(s, ctx);
     if (int rc = Sem::write_lock(s, ctx)) return rc;
     s.state.fetch_or(percid::kWriterPending, arch::mo_dekker);
+    DrainGuard guard{s};
     int rc = drain_readers(s, index, ctx);
+    guard.armed = false;
     if (rc != 0) release_writer(s);
     return rc;
   }
@@ -248,7 +297,9 @@ struct PercidRwlock {
     uint32_t st = s.state.load(arch::mo_dekker);
     while (st & percid::kWriterSleeps) {
       if (s.state.compare_exchange_weak(st, (st & ~percid::kWriterSleeps) + percid::kEpochOne, arch::mo_dekker)) {
-        arch::futex_wake(&s.state, 1);
+        // Readers may sleep on the same word: wake them too, or the one
+        // wake-up could go to a reader and leave the writer asleep.
+        arch::futex_wake(&s.state, (st & percid::kReadersWait) ? arch::futex_wake_all : 1);
         return;
       }
     }
@@ -256,7 +307,8 @@ struct PercidRwlock {
 
   // Read-slow case (c): we hold read locks, a writer is pending but cannot
   // own while our earlier hold (if on this lock) is counted.
-  static bool enter_past_pending_writer(S& s, uint32_t index) {
+  static bool enter_past_pending_writer(S& s, uint32_t index,
+                                        LockEvent ev = LockEvent::percid_rlock_recursive) {
     percid::ReaderSlot& slot = percid::my_slot(index);
     slot.readers.fetch_add(1, arch::mo_dekker);
     uint32_t st = s.state.load(arch::mo_dekker);
@@ -266,7 +318,7 @@ struct PercidRwlock {
         return false;
       }
     } while (!s.state.compare_exchange_weak(st, st + percid::kEpochOne, arch::mo_dekker));
-    lockevent_inc(LockEvent::percid_rlock_recursive);
+    lockevent_inc(ev);
     return true;
   }
 
@@ -278,6 +330,65 @@ struct PercidRwlock {
       arch::cpu_relax();
     }
     return false;
+  }
+
+  // Read-slow case (e): the writer is only pending (draining readers): enter
+  // past it under core/read_pref.h rules (a) and (b), sleep on `state`
+  // meanwhile; once it owns the lock, wait for it on the rwsem.
+  static int read_past_pending_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads) {
+    const uint64_t bound = g_rwsem_tunables.reader_pref_ns;
+    const uint64_t start = percid::now_ns();
+    bool batch_before_me = true;  // set from the first look at `state`
+    bool first = true;
+    for (;;) {
+      uint32_t st = s.state.load(arch::mo_dekker);
+      if (first) batch_before_me = (st & percid::kPrefBatch) != 0;
+      first = false;
+      if ((st & percid::kReadersBackOff) == 0) {
+        if (read_fast(s)) return 0;
+        continue;
+      }
+      if (st & percid::kWriterOwns) return read_after_writer(s, index, ctx, caller_holds_reads, false);
+      uint64_t waited = percid::now_ns() - start;
+      if (read_pref::read_holder_asleep_on(&s)) {
+        if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref)) return 0;
+        continue;
+      }
+      const bool late = batch_before_me && (st & percid::kPrefBatch);
+      if (waited >= (late ? bound * percid::kLateBatchFactor : bound)) {
+        open_pref_batch(s);
+        if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref_wait)) return 0;
+        continue;
+      }
+      if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
+      sleep_for_pending_writer(s, st, ctx, std::min(bound, (late ? bound * percid::kLateBatchFactor : bound) - waited));
+    }
+  }
+
+  // The first rule-(b) reader of a drain marks it and wakes the readers
+  // already waiting: they arrived before the batch and belong to it.
+  static void open_pref_batch(S& s) {
+    uint32_t st = s.state.fetch_or(percid::kPrefBatch, arch::mo_dekker);
+    if (!(st & percid::kPrefBatch) && (st & percid::kReadersWait)) arch::futex_wake(&s.state, arch::futex_wake_all);
+  }
+
+  // Sleep on `state` until it changes (the writer's release wakes us), at
+  // most `slice_ns` and never past the caller's deadline.
+  static void sleep_for_pending_writer(S& s, uint32_t st, const WaitCtx& ctx, uint64_t slice_ns) {
+    uint32_t waiting = st | percid::kReadersWait;
+    if (st != waiting && !s.state.compare_exchange_strong(st, waiting, arch::mo_dekker)) return;
+    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
+    uint64_t until = percid::now_ns() + slice_ns;
+    timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
+    WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&s.state, waiting);
+  }
+
+  static uint64_t ns_left(const WaitCtx& ctx) {
+    timespec now;
+    clock_gettime(ctx.clock, &now);
+    int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
+    return left < 0 ? 0 : static_cast<uint64_t>(left);
   }
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the
@@ -315,13 +426,25 @@ struct PercidRwlock {
     if (st != sleeping && !s.state.compare_exchange_strong(st, sleeping, arch::mo_dekker)) return 0;
     if (percid::readers(index) == 0) return 0;
     lockevent_inc(LockEvent::percid_wlock_sleep);
+    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
     return ctx.sleep(&s.state, sleeping);
   }
 
   static void release_writer(S& s) {
-    s.state.fetch_and(~percid::kWriterBits, arch::mo_unlock);
+    uint32_t st = s.state.fetch_and(~percid::kWriterPhaseBits, arch::mo_unlock);
+    if (st & percid::kReadersWait) arch::futex_wake(&s.state, arch::futex_wake_all);
     Sem::write_unlock(s);
   }
+
+  // A cancellation unwinding the writer out of its drain sleep gives the
+  // lock back as a timed-out writer does (normal exits disarm it).
+  struct DrainGuard {
+    S& s;
+    bool armed = true;
+    ~DrainGuard() {
+      if (armed) release_writer(s);
+    }
+  };
 };
 
 }  // namespace lockswap

@@ -18,6 +18,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/oncpu.h"
+#include "core/cancel.h"
 #include "core/read_pref.h"
 
 namespace lockswap {
@@ -82,38 +83,13 @@ struct Backoff {
 // Cancellation
 // ---------------------------------------------------------------------------
 
-// The slow paths run with deferred cancellation, so an asynchronous
-// cancellation can never land while this thread holds the wait_lock, is in
-// the OSQ, or is half-way through a list update. The caller's type is put
-// back on a normal exit only (never from an unwind).
-class CancelScope {
- public:
-  CancelScope() { pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_); }
-  CancelScope(const CancelScope&) = delete;
-  CancelScope& operator=(const CancelScope&) = delete;
-  bool async() const { return old_ == PTHREAD_CANCEL_ASYNCHRONOUS; }
-  // May act on a cancellation that arrived meanwhile, right here.
-  void restore() const {
-    int t;
-    if (async()) pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
-  }
-
- private:
-  int old_ = PTHREAD_CANCEL_DEFERRED;
-};
-
-// The one place an asynchronous cancellation may land: the futex sleep of a
-// queued waiter. A function with no cleanups of its own (no LSDA), so the
-// unwind goes straight to the caller's QueueGuard; the type is deferred again
-// before anything else runs.
-__attribute__((noinline)) int sleep_async_cancellable(const WaitCtx& ctx, const std::atomic<uint32_t>* word,
-                                                      uint32_t seen) {
-  int t;
-  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
-  int rc = ctx.sleep(word, seen);
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &t);
-  return rc;
-}
+// The slow paths run with deferred cancellation (core/cancel.h), so an
+// asynchronous cancellation can never land while this thread holds the
+// wait_lock, is in the OSQ, or is half-way through a list update: only in a
+// queued waiter's futex sleep, which WaitCtx::sleep runs in a frame without
+// cleanups when the caller had the asynchronous type. Under preload the
+// exported call has already made the type deferred and the scope is a no-op.
+using CancelScope = cancel::DeferredScope;
 
 // ---------------------------------------------------------------------------
 // Wait list (the kernel's wait_lock + wait_list) and wake queue
@@ -325,19 +301,19 @@ constexpr uint32_t kSleepingOn = 1u << 31;
 constexpr uint32_t sleep_token(uint32_t park_value) { return park_value | kSleepingOn; }
 static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked");
 
-// Returns 0 or ETIMEDOUT. `async`: the caller had asynchronous cancellation
-// enabled, which is allowed to act during the system call only. While asleep
-// a thread holding read locks counts as a sleeping read holder (reader
+// Returns 0 or ETIMEDOUT. The sleep is the one place an asynchronous
+// cancellation may land (WaitCtx::sleep, core/cancel.h). While asleep a
+// thread holding read locks counts as a sleeping read holder (reader
 // preference rule (a), core/read_pref.h).
 // The shared slot (core/thread_registry.h) may have several sleepers: its
 // `blocked` is never set (one token cannot name them all), and every wake is
 // a wake-all. Its sleepers read park before re-checking, so the bump after the
 // condition changed is seen either by that read or by futex_wait.
-int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, bool async) {
+int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
   read_pref::ReadHolderSleep holder_asleep;
   const bool shared = is_shared(me);
   if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
-  int rc = async ? sleep_async_cancellable(ctx, &me.park, seen) : ctx.sleep(&me.park, seen);
+  int rc = ctx.sleep(&me.park, seen);
   if (!shared) me.blocked.store(0, arch::mo_hint);
   return rc;
 }
@@ -591,11 +567,21 @@ void wake_queue(const Ref& r, WakeType type) {
 // cancellation-pending thread gives back what it was granted).
 template <class P>
 void read_unlock_ref(const Ref& r) {
-  uint64_t c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
-  if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
-    clear_nonspinnable<P>(r);
-    wake_queue<P>(r, WakeType::any);
+  uint64_t c = r.count.load(arch::mo_hint);
+  while (!last_reader_with_waiters(c))
+    if (r.count.compare_exchange_weak(c, c - kReaderBias, arch::mo_unlock, arch::mo_hint)) return;
+  // The last reader with waiters queued: release under the wait_lock (see
+  // Slow::read_unlock_last()).
+  WakeQ q;
+  {
+    WaitList wl(r);
+    c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
+    if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
+      clear_nonspinnable<P>(r);
+      if (!wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
+    }
   }
+  q.wake();
 }
 template <class P>
 void write_unlock_ref(const Ref& r) {
@@ -1116,7 +1102,7 @@ timespec monotonic_at(uint64_t ns) {
 
 // Sleep until granted; on timeout leave the queue unless a grant raced in.
 template <class P>
-int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref, bool async) {
+int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
   ThreadSlot& me = *w.slot;
   QueueGuard<P> guard{r, w};
   read_pref::PrefWaiter watch;
@@ -1157,11 +1143,11 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref, bool async
     if (pref && (ctx.mode == WaitCtx::Mode::forever || ns_until(ctx) > slice)) {
       // A bounded sleep; its end is not the caller's timeout.
       timespec end = monotonic_at(now + slice);
-      park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end), async);
+      park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end));
       timed_out = ctx.mode == WaitCtx::Mode::until && ctx.expired();
       slice = std::min(slice * 2, bound << kPrefSliceMaxShift);
     } else {
-      timed_out = park_sleep(me, seen, ctx, async) == ETIMEDOUT;
+      timed_out = park_sleep(me, seen, ctx) == ETIMEDOUT;
     }
     lockevent_inc(LockEvent::rwsem_sleep_reader);
   }
@@ -1171,7 +1157,7 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref, bool async
 }
 
 template <class P>
-int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, unsigned flags, bool async) {
+int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, unsigned flags) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::read, now_ns());
   Waiter& w = rec.get();
@@ -1199,7 +1185,7 @@ int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx
   cond_wake_waiter<P>(r, wl, c, q);  // giving back our bias may have freed the lock
   wl.unlock();
   q.wake();
-  return read_wait<P>(r, w, ctx, (flags & kReadReaderPref) != 0, async);
+  return read_wait<P>(r, w, ctx, (flags & kReadReaderPref) != 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -1257,7 +1243,7 @@ bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
 }
 
 template <class P>
-int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin, bool async) {
+int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::write, now_ns());
   Waiter& w = rec.get();
@@ -1295,7 +1281,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin, bool async
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      timed_out = park_sleep(me, seen, ctx, async) == ETIMEDOUT;
+      timed_out = park_sleep(me, seen, ctx) == ETIMEDOUT;
       lockevent_inc(LockEvent::rwsem_sleep_writer);
     }
     wl.lock();
@@ -1317,7 +1303,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin, bool async
 // ---------------------------------------------------------------------------
 
 template <class P>
-int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags, bool async) {
+int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) {
   bool have_bias = true;
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
@@ -1332,20 +1318,20 @@ int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags, 
   // glibc's writer-nonrecursive kind: a queued writer keeps new readers out,
   // so neither v5.11 stealing nor v5.10 spinning may pass the queue.
   if ((flags & kReadBehindWriters) && (count & kFlagWaiters))
-    return read_queue<P>(r, have_bias, last_rowner, ctx, flags, async);
+    return read_queue<P>(r, have_bias, last_rowner, ctx, flags);
   if constexpr (P::reader_spinning) {
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {
     if (read_steal<P>(r, count, have_bias)) return 0;
   }
   if ((flags & kReadReaderPref) && read_pref_arrival<P>(r, count, have_bias)) return 0;
-  return read_queue<P>(r, have_bias, last_rowner, ctx, flags, async);
+  return read_queue<P>(r, have_bias, last_rowner, ctx, flags);
 }
 
 template <class P>
 __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags) {
   CancelScope cs;
-  int rc = read_impl<P>(r, count, ctx, flags, cs.async());
+  int rc = read_impl<P>(r, count, ctx, flags);
   restore_cancel<P>(cs, r, rc, false);
   return rc;
 }
@@ -1424,7 +1410,7 @@ __attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
   if (!(tunables().writer_spin && can_spin_on_owner<P>(r, P::kWrNonspinnable) && optimistic_spin<P, true>(r))) {
     // v5.10: having seen spinning disabled, disable reader spinning once we own it.
     bool disable_rspin = P::reader_spinning && (r.owner.load(arch::mo_hint) & P::kNonspinnable) != 0;
-    rc = write_queue<P>(r, ctx, disable_rspin, cs.async());
+    rc = write_queue<P>(r, ctx, disable_rspin);
   }
   restore_cancel<P>(cs, r, rc, true);
   return rc;
@@ -1449,11 +1435,12 @@ __attribute__((noinline)) void Slow<P>::write_unlock_slow(const Ref& r) {
   cs.restore();
 }
 
+// up_read() + rwsem_wake() of the last reader, with the release inside the
+// wait_lock for the reason given at write_unlock_slow().
 template <class P>
-__attribute__((noinline)) void Slow<P>::read_unlock_wake(const Ref& r) {
+__attribute__((noinline)) void Slow<P>::read_unlock_last(const Ref& r) {
   CancelScope cs;
-  clear_nonspinnable<P>(r);
-  wake_queue<P>(r, WakeType::any);
+  read_unlock_ref<P>(r);
   cs.restore();
 }
 

@@ -54,7 +54,8 @@
 //   read_lock     count += B (acquire). No WRITER/WAITERS/HANDOFF/READFAIL in
 //                 the result -> owned; else slow: steal / spin / queue.
 //   write_lock    CAS 0 -> WRITER (acquire); else slow: spin, then queue.
-//   read_unlock   count -= B (release); if only WAITERS remains, wake.
+//   read_unlock   count -= B (release, CAS); if only WAITERS would remain,
+//                 the release and the wake happen under the wait_lock.
 //   write_unlock  owner = 0; count -= WRITER (release); if WAITERS, wake.
 //   downgrade     count += B - WRITER (release); wake queued readers.
 //   wake          under wait_lock: head writer -> wake it (it must win the
@@ -89,11 +90,14 @@
 // unparks; other unparks only bump the park word, which the protocol above
 // tolerates (a spurious wakeup re-checks and sleeps again).
 //
-// Cancellation: the slow paths run with deferred cancellation (CancelScope in
-// core/rwsem.cpp), so an asynchronous cancellation can land only inside the
-// futex sleep of a queued waiter, never with the wait_lock held or inside the
-// OSQ. Around that sleep the caller's asynchronous type is enabled in a
-// function without cleanups; the unwind then runs the waiter's QueueGuard,
+// Cancellation: lock code runs with deferred cancellation (core/cancel.h:
+// preload runs a whole acquisition of an asynchronous caller deferred, fast
+// path included; the slow paths also open their own CancelScope for callers
+// that did not), so an asynchronous cancellation can land only inside the
+// futex sleep of a queued waiter, never between a fast path's atomic and its
+// slow path, with the wait_lock held or inside the OSQ. Around that sleep
+// WaitCtx::sleep enables the asynchronous type in a function without
+// cleanups; the unwind then runs the waiter's QueueGuard,
 // which leaves the queue exactly as a timed-out waiter does (HANDOFF and
 // wakeups passed on) or, for a reader whose grant was already published,
 // gives the read lock back. A cancellation that arrived while deferred acts
@@ -203,6 +207,11 @@ inline constexpr uint64_t kReaderMask = ~(kReaderBias - 1);
 inline constexpr uint64_t kReaderCountMask = kReaderMask & ~kFlagReadFail;
 inline constexpr uint64_t kWriterMask = kWriterLocked;
 inline constexpr uint64_t kLockMask = kWriterMask | kReaderMask;
+// Releasing one read hold from `c` would leave only WAITERS: the lock becomes
+// free with waiters queued.
+inline constexpr bool last_reader_with_waiters(uint64_t c) {
+  return ((c - kReaderBias) & (kLockMask | kFlagWaiters)) == kFlagWaiters;
+}
 inline constexpr uint64_t kReadFailedMask = kWriterMask | kFlagWaiters | kFlagHandoff | kFlagReadFail;
 inline constexpr uint64_t kUnlocked = 0;
 
@@ -297,7 +306,9 @@ struct Slow {
   // up_write() when the count is not exactly WRITER_LOCKED (waiters queued):
   // the release happens under the wait_lock (see write_unlock()).
   static void write_unlock_slow(const Ref& r);
-  static void read_unlock_wake(const Ref& r);  // after up_read left only WAITERS
+  // up_read() of the last reader with waiters queued: released under the
+  // wait_lock, as write_unlock_slow().
+  static void read_unlock_last(const Ref& r);
   static void downgrade_wake(const Ref& r);
 };
 static_assert(sizeof(WaitCtx) <= 16, "passed in registers to the slow paths");
@@ -375,10 +386,17 @@ struct Rwsem {
     return true;
   }
 
+  // Like write_unlock(): the last reader leaving a lock with waiters queued
+  // releases it under the wait_lock (Slow::read_unlock_last()), so that no
+  // woken waiter can destroy and unmap the lock while this thread still
+  // touches it. A fetch_sub cannot tell beforehand whether it is that last
+  // reader, so the release is a CAS (a retry only when another reader or a
+  // waiter changed the count in between).
   static void read_unlock(S& s) {
-    uint64_t c = s.count.fetch_sub(rwsem::kReaderBias, arch::mo_unlock) - rwsem::kReaderBias;
-    if (__builtin_expect((c & (rwsem::kLockMask | rwsem::kFlagWaiters)) == rwsem::kFlagWaiters, 0))
-      read_unlock_wake(s);
+    uint64_t c = s.count.load(arch::mo_hint);
+    do {
+      if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return read_unlock_last(s);
+    } while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint));
   }
 
   // Not the kernel's fetch_sub-then-wake: with waiters queued, the release
@@ -415,7 +433,7 @@ struct Rwsem {
     LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceWrite, rc);
     return rc;
   }
-  __attribute__((noinline)) static void read_unlock_wake(S& s) { Slow::read_unlock_wake(ref(s)); }
+  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
   __attribute__((noinline)) static void write_unlock_slow(S& s) { Slow::write_unlock_slow(ref(s)); }
 };
 

@@ -15,6 +15,7 @@
 #include <ctime>
 
 #include "arch/futex.h"
+#include "core/cancel.h"
 
 namespace lockswap {
 
@@ -54,7 +55,12 @@ struct WaitCtx {
 
   // Sleep on `word` while it equals `expected`, honouring the deadline.
   // Returns 0 (woken or value changed: re-check) or ETIMEDOUT.
+  // A lock sleep of a caller with asynchronous cancellation (core/cancel.h)
+  // is where that cancellation may land: only the system call, in a frame
+  // without cleanups.
   int sleep(const std::atomic<uint32_t>* word, uint32_t expected, bool shared = false) const {
+    if (__builtin_expect(cancel::t_async_sleeps, 0))
+      return sleep_around(word, expected, shared, [](auto&& futex_call) { return cancel::async_sleep_frame(futex_call); });
     return sleep_around(word, expected, shared, [](auto&& futex_call) { return futex_call(); });
   }
 

@@ -15,14 +15,17 @@
 // Until the configuration is read, every pointer is a first-call stub that
 // reads it and re-dispatches, so a lock taken by another library's
 // constructor before ours works.
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <string.h>
 #include <threads.h>
+#include <unistd.h>
 
 #include <atomic>
 
+#include "core/cancel.h"
 #include "core/cond.h"
 #include "core/read_pref.h"
 #include "core/sem.h"
@@ -262,16 +265,32 @@ LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
 // ------------------------------------------------------- native entry points
 // Same signatures as glibc's functions; one instantiation per variant.
 
+// A blocking acquisition by a caller with asynchronous cancellation runs
+// deferred; only its futex sleeps are asynchronous cancellation points, and a
+// cancellation pending when it ends gives the lock back and acts
+// (core/cancel.h). Objects glibc owns get glibc's call at the caller's type.
+template <class V>
+__attribute__((noinline)) int mutex_acquire_async_caller(pthread_mutex_t* m, Call c) {
+  if (abi::glibc_owned(abi::obj(m).kind.load(std::memory_order_relaxed))) return delegate_mutex(m, c);
+  return cancel::run_deferred([&] { return mutex_acquire<V>(m, c); }, [&] { mutex_release<V>(m); });
+}
+
+template <class V>
+LOCKSWAP_INLINE int mutex_acquire_blocking(pthread_mutex_t* m, Call c) {
+  if (cancel::async_caller()) return mutex_acquire_async_caller<V>(m, c);
+  return mutex_acquire<V>(m, c);
+}
+
 template <class V>
 struct NativeMutex {
-  static int lock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {Call::block, 0, nullptr}); }
+  static int lock(pthread_mutex_t* m) { return mutex_acquire_blocking<V>(m, {Call::block, 0, nullptr}); }
   static int trylock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {Call::trylock, 0, nullptr}); }
   static int timedlock(pthread_mutex_t* m, const timespec* abs) {
-    return mutex_acquire<V>(m, {Call::timed, CLOCK_REALTIME, abs});
+    return mutex_acquire_blocking<V>(m, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock)) return EINVAL;  // glibc checks the clock first
-    return mutex_acquire<V>(m, {Call::clocked, clock, abs});
+    return mutex_acquire_blocking<V>(m, {Call::clocked, clock, abs});
   }
   static int unlock(pthread_mutex_t* m) { return mutex_release<V>(m); }
   static int destroy(pthread_mutex_t* m) { return mutex_destroy<V>(m); }
@@ -282,23 +301,44 @@ int native_mutex_consistent(pthread_mutex_t* m) {
   return real::glibc().pthread_mutex_consistent(m);
 }
 
+// Blocking rwlock acquisitions of a caller with asynchronous cancellation
+// (see mutex_acquire_async_caller).
+template <class V>
+__attribute__((noinline)) int rw_rdlock_async_caller(pthread_rwlock_t* l, Call c) {
+  if (abi::glibc_owned(abi::obj(l))) return delegate_rdlock(l, c);
+  return cancel::run_deferred([&] { return rw_rdlock<V>(l, c); }, [&] { rw_unlock<V>(l); });
+}
+template <class V>
+__attribute__((noinline)) int rw_wrlock_async_caller(pthread_rwlock_t* l, Call c) {
+  if (abi::glibc_owned(abi::obj(l))) return delegate_wrlock(l, c);
+  return cancel::run_deferred([&] { return rw_wrlock<V>(l, c); }, [&] { rw_unlock<V>(l); });
+}
+
 template <class V>
 struct NativeRwlock {
-  static int rdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {Call::block, 0, nullptr}); }
+  static int rdlock(pthread_rwlock_t* l) { return rdlock_blocking(l, {Call::block, 0, nullptr}); }
   static int tryrdlock(pthread_rwlock_t* l) { return rw_rdlock<V>(l, {Call::trylock, 0, nullptr}); }
   static int timedrdlock(pthread_rwlock_t* l, const timespec* abs) {
-    return rw_rdlock<V>(l, {Call::timed, CLOCK_REALTIME, abs});
+    return rdlock_blocking(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockrdlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return rw_rdlock<V>(l, {Call::clocked, clock, abs});
+    return rdlock_blocking(l, {Call::clocked, clock, abs});
   }
-  static int wrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {Call::block, 0, nullptr}); }
+  static int wrlock(pthread_rwlock_t* l) { return wrlock_blocking(l, {Call::block, 0, nullptr}); }
   static int trywrlock(pthread_rwlock_t* l) { return rw_wrlock<V>(l, {Call::trylock, 0, nullptr}); }
   static int timedwrlock(pthread_rwlock_t* l, const timespec* abs) {
-    return rw_wrlock<V>(l, {Call::timed, CLOCK_REALTIME, abs});
+    return wrlock_blocking(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockwrlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return rw_wrlock<V>(l, {Call::clocked, clock, abs});
+    return wrlock_blocking(l, {Call::clocked, clock, abs});
+  }
+  LOCKSWAP_INLINE static int rdlock_blocking(pthread_rwlock_t* l, Call c) {
+    if (cancel::async_caller()) return rw_rdlock_async_caller<V>(l, c);
+    return rw_rdlock<V>(l, c);
+  }
+  LOCKSWAP_INLINE static int wrlock_blocking(pthread_rwlock_t* l, Call c) {
+    if (cancel::async_caller()) return rw_wrlock_async_caller<V>(l, c);
+    return rw_wrlock<V>(l, c);
   }
   static int unlock(pthread_rwlock_t* l) { return rw_unlock<V>(l); }
 };
@@ -657,13 +697,51 @@ using namespace lockswap;
 // =================================================================== exports
 // Each is a tail jump through the table.
 
+// glibc's pthread_setcanceltype, plus the mirror of the type that lets a
+// blocking call of a native variant know in one TLS load whether its caller
+// may be cancelled asynchronously (core/cancel.h). lockswap's own type
+// switches come through here too, so the mirror is the thread's real type.
+namespace lockswap {
+namespace {
+using SetCanceltypeFn = int (*)(int, int*);
+std::atomic<SetCanceltypeFn> g_real_setcanceltype{nullptr};
+
+__attribute__((noinline)) SetCanceltypeFn resolve_setcanceltype() {
+  auto fn = reinterpret_cast<SetCanceltypeFn>(dlsym(RTLD_NEXT, "pthread_setcanceltype"));
+  if (fn == nullptr) {
+    static const char msg[] = "lockswap: cannot find glibc's pthread_setcanceltype\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(2);
+  }
+  g_real_setcanceltype.store(fn, std::memory_order_relaxed);
+  return fn;
+}
+// Resolved before main (and lazily by an earlier caller).
+__attribute__((constructor)) void resolve_setcanceltype_early() {
+  if (g_real_setcanceltype.load(std::memory_order_relaxed) == nullptr) resolve_setcanceltype();
+}
+}  // namespace
+}  // namespace lockswap
+
+// Not noexcept (glibc's is not either): enabling the asynchronous type acts
+// on a pending cancellation, which unwinds out of this call.
+LOCKSWAP_EXPORT int pthread_setcanceltype(int type, int* oldtype) {
+  SetCanceltypeFn fn = g_real_setcanceltype.load(std::memory_order_relaxed);
+  if (__builtin_expect(fn == nullptr, 0)) fn = resolve_setcanceltype();
+  int rc = fn(type, oldtype);
+  if (rc == 0) cancel::t_async_type = type == PTHREAD_CANCEL_ASYNCHRONOUS;
+  return rc;
+}
+
 #define LOCKSWAP_FORWARD(name, ret, params, args) \
   LOCKSWAP_EXPORT ret name params noexcept { return g_ops.name args; }
 // Calls that may sleep: no noexcept. A cancellation unwinds through them —
 // deferred at the cancellation points (cond and semaphore waits), and
 // asynchronous from any sleep when the caller enabled that (glibc's locks
-// let such a thread be cancelled where it waits; the variants' unwind guards
-// leave the lock consistent).
+// let such a thread be cancelled where it waits; the native entry points run
+// such a caller's acquisition deferred with only the futex sleep
+// asynchronous, core/cancel.h, and the variants' unwind guards leave the
+// lock consistent).
 #define LOCKSWAP_FORWARD_CANCEL(name, ret, params, args) \
   LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
 

@@ -34,8 +34,9 @@ static_assert(offsetof(PercidRwlockWords, state) + sizeof(uint32_t) <= offsetof(
 // Recursive reads follow RwsemRwlockVariant's rule (see there): a thread that
 // holds a read lock of this rwlock (core/read_pref.h hold buckets, keyed by
 // the object's address) may pass a pending writer, except on the
-// writer-nonrecursive kind; readers that fall back to the rwsem get its
-// reader-preference rules on the default kinds.
+// writer-nonrecursive kind; on the default kinds, readers held off by a
+// draining writer, and readers that fall back to the rwsem, get the
+// reader-preference rules (core/percid_rwlock.h read-slow case (e)).
 struct PercidRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Lock = PercidRwlock<PercidRwlockWords>;
@@ -62,7 +63,7 @@ struct PercidRwlockVariant {
  private:
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, WaitCtx ctx, bool writer_preferring) {
     bool holds_reads = !writer_preferring && read_pref::holds_read_of(&o);
-    int rc = Lock::read_slow(at(o), ctx, holds_reads, writer_preferring);
+    int rc = Lock::read_slow(at(o), ctx, holds_reads, writer_preferring, !writer_preferring);
     if (rc == 0) read_pref::note_read_acquired(&o);
     return rc;
   }

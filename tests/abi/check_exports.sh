@@ -2,7 +2,7 @@
 # tests/abi/check_exports.sh <nm> <liblockswap.so>
 #
 # The dynamic symbol table of liblockswap.so must export every interposed
-# pthread / C11 / semaphore function, nothing else except glibc's __pthread_mutex_* /
+# pthread / C11 / semaphore function (and pthread_setcanceltype), nothing else except glibc's __pthread_mutex_* /
 # __pthread_rwlock_* compatibility aliases (no leaked C++ or core symbols),
 # all as functions and all unversioned (plain names, no @VERSION).
 set -u
@@ -20,6 +20,7 @@ required=(
   mtx_init mtx_lock mtx_timedlock mtx_trylock mtx_unlock mtx_destroy
   cnd_init cnd_signal cnd_broadcast cnd_wait cnd_timedwait cnd_destroy
   sem_init sem_destroy sem_wait sem_trywait sem_timedwait sem_clockwait sem_post sem_getvalue
+  pthread_setcanceltype  # forwarded to glibc; mirrors the cancel type (core/cancel.h)
 )
 allowed_extra='^__pthread_(mutex|rwlock)_[a-z]+$'
 

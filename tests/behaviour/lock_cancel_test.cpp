@@ -33,12 +33,18 @@ struct Objects {
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_t recursive;
   pthread_mutex_t errorcheck;
+  pthread_mutex_t robust;  // glibc's object under every variant: delegated
   pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
   pthread_rwlock_t rw_writer_pref;
   mtx_t c11;
   Objects() {
     lstest_init_mutex(&recursive, PTHREAD_MUTEX_RECURSIVE);
     lstest_init_mutex(&errorcheck, PTHREAD_MUTEX_ERRORCHECK);
+    pthread_mutexattr_t ra;
+    pthread_mutexattr_init(&ra);
+    pthread_mutexattr_setrobust(&ra, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&robust, &ra);
+    pthread_mutexattr_destroy(&ra);
     pthread_rwlockattr_t a;
     pthread_rwlockattr_init(&a);
     pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -101,6 +107,9 @@ std::vector<Scenario> scenarios(Objects& o) {
        {"rdlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
       {"writer_pref_rwlock_wrlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref),
        {"wrlock", wr(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
+      // An object a native variant hands to glibc: an async caller gets
+      // glibc's call at its own type (not lockswap's deferred run).
+      {"robust_mutex_lock", lock(&o.robust), unlock(&o.robust), {"lock", lock(&o.robust), unlock(&o.robust)}},
   };
   return v;
 }
@@ -210,6 +219,6 @@ std::string case_name(const testing::TestParamInfo<std::tuple<int, bool>>& info)
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLockCall, LockCancelTest,
-                         testing::Combine(testing::Range(0, 13), testing::Bool()), case_name);
+                         testing::Combine(testing::Range(0, 14), testing::Bool()), case_name);
 
 }  // namespace

@@ -97,6 +97,54 @@ TEST_P(PercidTest, ReadersShareAndAWriterExcludesThem) {
   Lock::read_unlock(w_);
 }
 
+// Default kinds (reader_pref): a reader held off by a merely pending writer
+// enters past it after the reader-preference bound, while the writer still
+// waits for every reader (a program may hold a read lock while it waits for
+// another reader to get in, as glibc's default rwlock allows).
+TEST_P(PercidTest, APreferredReaderEntersPastAPendingWriterAfterTheBound) {
+  ASSERT_EQ(read_lock(w_), 0);
+  {
+    BlockedWriter writer(w_);
+    std::this_thread::sleep_for(20ms);
+    ASSERT_FALSE(writer.in());
+    std::thread([&] {
+      timespec d = monotonic_in(2s);
+      auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), 0);
+      EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(g_rwsem_tunables.reader_pref_ns));
+      EXPECT_FALSE(writer.in()) << "the writer owns the lock while a second reader holds it";
+      Lock::read_unlock(w_);
+    }).join();
+    EXPECT_FALSE(writer.in());
+    Lock::read_unlock(w_);
+    EXPECT_TRUE(eventually([&] { return writer.in(); })) << "the last reader's unlock did not let the writer in";
+    EXPECT_EQ(writer.rc(), 0);
+  }
+  EXPECT_EQ(try_read(w_), 0);
+  Lock::read_unlock(w_);
+}
+
+// A timed preferred reader waiting for the reader-preference bound still
+// gives up at its own deadline (its sleep slices end there).
+TEST_P(PercidTest, ATimedPreferredReaderGivesUpAtItsDeadline) {
+  const uint64_t saved = g_rwsem_tunables.reader_pref_ns;
+  g_rwsem_tunables.reader_pref_ns = 60'000'000'000;  // rule (b) never comes
+  ASSERT_EQ(read_lock(w_), 0);
+  {
+    BlockedWriter writer(w_);
+    std::this_thread::sleep_for(20ms);
+    std::thread([&] {
+      timespec d = monotonic_in(20ms);
+      auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), ETIMEDOUT);
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "slept on past its deadline";
+    }).join();
+    Lock::read_unlock(w_);
+    EXPECT_TRUE(eventually([&] { return writer.in(); }));
+  }
+  g_rwsem_tunables.reader_pref_ns = saved;
+}
+
 TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
   ASSERT_EQ(read_lock(w_), 0);
   {

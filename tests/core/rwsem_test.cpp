@@ -1184,6 +1184,40 @@ TYPED_TEST(RwsemTest, WaitLockSpinIsBounded) {
                                           << " ms of " << wall_ns.load() / 1000000 << " ms";
 }
 
+// The last reader leaving a lock with waiters queued releases it under the
+// wait_lock, as write_unlock does: while the wait_lock is held elsewhere its
+// read hold stays in the count, so no waiter can take the lock, destroy and
+// unmap it before the reader's wakeup has stopped touching it.
+TYPED_TEST(RwsemTest, LastReaderWithWaitersReleasesUnderTheWaitLock) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false, false, false), 0);
+  std::thread writer([&] {
+    EXPECT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    L::write_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  // Hold the wait_lock as a live thread of this process would.
+  const uint64_t head = w.waitq.load();
+  ASSERT_EQ(head & rwsem_detail::wait_lock::kLockBit, 0u);
+  w.waitq.store(head | rwsem_detail::wait_lock::kLockBit |
+                rwsem_detail::wait_lock::tag(registry::g_fork_generation.load()));
+  std::atomic<bool> unlocked{false};
+  std::thread reader([&] {
+    L::read_unlock(w);
+    unlocked = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(unlocked.load());
+  EXPECT_EQ(rwsem::reader_count(this->count()), 1u) << "the read hold left before the wait_lock was taken";
+  w.waitq.store(head);  // let go
+  reader.join();
+  writer.join();
+  EXPECT_TRUE(unlocked.load());
+  EXPECT_EQ(this->count(), 0u);
+  EXPECT_EQ(this->queued(), 0u);
+}
+
 // --- tryrdlock where a blocking reader would not sleep ---------------------------
 
 // A free lock whose woken writer has not run yet: a blocking reader would
@@ -1483,11 +1517,19 @@ struct AsyncTarget {
   int mode;  // 0 blocking, 1 timed (far deadline)
   std::atomic<int> rc{-1};
   pthread_t t{};
+  // The lock call runs as preload runs it for a caller with asynchronous
+  // cancellation (core/cancel.h): deferred, with only its futex sleeps
+  // asynchronous, and a cancellation pending at its end giving the lock back.
+  // Called with the asynchronous type directly, a core type can be cancelled
+  // at any instruction: in a fast path between its atomic and its slow path,
+  // or at a non-call instruction of a slow path's frame before that frame
+  // switches to deferred, whose unwind terminates the process (what
+  // qemu-aarch64 caught here about 1 run in 10).
   static void* run(void* p) {
     auto* a = static_cast<AsyncTarget*>(p);
     int old;
     pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
-    int rc = a->op(*a->w, a->mode);
+    int rc = cancel::run_deferred([a] { return a->op(*a->w, a->mode); }, [a] { a->undo(*a->w, a->mode); });
     pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old);
     a->rc.store(rc);
     if (rc == 0) a->undo(*a->w, a->mode);

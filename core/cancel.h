@@ -1,0 +1,129 @@
+// core/cancel.h — where an asynchronous cancellation may land in lock code.
+//
+// Design
+// ------
+// A thread with asynchronous cancellation may be cancelled at any instruction.
+// Lock code is not async-cancel-safe anywhere but in its futex sleep: a
+// cancellation between a fast path's atomic and its slow path (an rwsem
+// reader's bias added and not yet taken back), while holding a wait_lock or
+// the thread-registry lock, or half-way through a queue update would leave a
+// lock unusable. And an unwind that starts at a non-call instruction of a
+// frame with cleanups (an LSDA) finds no call-site entry there and
+// terminates the process.
+//
+// So lock code never runs with the asynchronous type. A caller that has it
+// (known cheaply from `t_async_type`, kept by preload's interposed
+// pthread_setcanceltype, see preload/dispatch.cpp) has its acquisition run
+// inside a DeferredScope:
+//   * the type is switched to deferred; `t_async_sleeps` is set;
+//   * every lock sleep (WaitCtx::sleep) sees `t_async_sleeps` and enables the
+//     asynchronous type around the futex system call alone, in
+//     `async_sleep_frame`, a function without cleanups: the unwind leaves it
+//     and enters the sleeping lock's own unwind guards at a call site (the
+//     syscall is made through a potentially-throwing pointer, arch/futex.h);
+//     back from the sleep the type is deferred again before any lock code
+//     runs, and a cancellation that arrived meanwhile waits;
+//   * at the end the caller's asynchronous type is restored. That acts on a
+//     pending cancellation right there, where the lock state is consistent;
+//     if the call acquired the lock, a guard gives it back first, as if the
+//     cancellation had acted while the thread still waited (what glibc's
+//     lock does with a thread cancelled in its sleep).
+// Condition and semaphore waits are cancellation points for every type; they
+// enable the asynchronous type around their own sleep (preload's
+// CancellableSleeper) and do not use `t_async_sleeps`.
+//
+// Cost for a thread of the default (deferred) type: one initial-exec TLS
+// load and a not-taken branch on each blocking lock call, nothing else.
+//
+// The core types are not async-cancel-safe by themselves: a caller with the
+// asynchronous type must enter them through run_deferred (preload's native
+// entry points do; so do the core tests that cancel asynchronously). rwsem's
+// slow paths also open a DeferredScope of their own, which keeps its
+// wait_lock sections safe for the calls preload does not wrap (unlock, try);
+// scopes nest (an inner scope finds the type already deferred and does
+// nothing). Unlock and try calls are not wrapped: POSIX does not make them
+// async-cancel-safe, and wrapping them would cost every caller.
+//
+// Memory order: both flags are the calling thread's own (TLS), read and
+// written only by it; no ordering with other threads is involved.
+#pragma once
+#include <pthread.h>
+
+namespace lockswap::cancel {
+
+// Mirror of the calling thread's cancellation type, written only by preload's
+// pthread_setcanceltype after glibc's succeeded (false: deferred, the type
+// every thread starts with). Static TLS: reading it never allocates.
+inline __thread bool t_async_type __attribute__((tls_model("initial-exec")));
+
+// Set while lock code runs deferred on behalf of a caller that had the
+// asynchronous type: its futex sleeps enable that type around the syscall.
+inline __thread bool t_async_sleeps __attribute__((tls_model("initial-exec")));
+
+inline bool async_caller() { return __builtin_expect(t_async_type, 0); }
+
+// Gives an acquired lock back if restoring the caller's type acts on a
+// pending cancellation (its destructor runs only during that unwind).
+template <class GiveBack>
+struct GiveBackGuard {
+  GiveBack& give_back;
+  bool armed = true;
+  ~GiveBackGuard() {
+    if (armed) give_back();
+  }
+};
+
+class DeferredScope {
+ public:
+  DeferredScope() {
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_);
+    if (async()) t_async_sleeps = true;
+  }
+  DeferredScope(const DeferredScope&) = delete;
+  DeferredScope& operator=(const DeferredScope&) = delete;
+  bool async() const { return old_ == PTHREAD_CANCEL_ASYNCHRONOUS; }
+
+  // Restore the caller's type (normal exits only: an unwind never comes
+  // back). May act on a cancellation that arrived while deferred, here.
+  void restore() const {
+    if (!async()) return;
+    t_async_sleeps = false;
+    int t;
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  }
+  // The same after an acquisition that took the lock (`acquired`): a
+  // cancellation acting here gives the lock back first.
+  template <class GiveBack>
+  void restore(bool acquired, GiveBack&& give_back) const {
+    if (!async() || !acquired) return restore();
+    GiveBackGuard<GiveBack> g{give_back};
+    restore();
+    g.armed = false;
+  }
+
+ private:
+  int old_ = PTHREAD_CANCEL_DEFERRED;
+};
+
+// Run `call` (an acquisition returning 0 when it took the lock) for a caller
+// with the asynchronous type, as described above.
+template <class Call, class GiveBack>
+__attribute__((noinline)) int run_deferred(Call&& call, GiveBack&& give_back) {
+  DeferredScope cs;
+  int rc = call();
+  cs.restore(rc == 0, give_back);
+  return rc;
+}
+
+// The one frame in which lock code runs with the asynchronous type. It must
+// have no cleanups (no objects with destructors, no catch): keep it so.
+template <class Sleep>
+__attribute__((noinline)) int async_sleep_frame(Sleep&& sleep) {
+  int t;
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  int rc = sleep();
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &t);
+  return rc;
+}
+
+}  // namespace lockswap::cancel
