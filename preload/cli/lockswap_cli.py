@@ -293,7 +293,7 @@ def frame_text(fr, addr=None):
     if fr["function"] and fr["source"]:
         text = f"{fr['function']} ({os.path.basename(fr['source'])})"
     elif fr["function"]:
-        text = f"{fr['function']} [{where}]"
+        text = f"~{fr['function']} [{where}]"  # no line info: nearest symbol only
     else:
         text = where
     inlined = [f"{i['function'] or '??'} ({os.path.basename(i['source'] or '??')})" for i in fr["inlined"]]
@@ -650,7 +650,9 @@ def cond_lines(rep):
 
 def site_name(s):
     fr = s["where"]
-    return (fr["function"] or (f"{os.path.basename(fr['module'])}+{fr['offset']:#x}"
+    nearest = fr["function"] and not fr["source"]  # no debug info: the nearest (exported) symbol
+    return ((("~" if nearest else "") + fr["function"] if fr["function"] else None) or
+            (f"{os.path.basename(fr['module'])}+{fr['offset']:#x}"
                                if fr["module"] else f"{s['addr']:#x}"))[:48]
 
 
@@ -666,7 +668,8 @@ def site_lines(rep):
         rows.append([s["rank"], name, s["op"], lock or "?", s["acq"], s["contended"],
                      f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
     out += table(rows, right_from=4)
-    out += ["", "call sites with backtraces (innermost first):"]
+    out += ["", "call sites with backtraces (innermost first; ~name: no debug info there, the nearest "
+            "symbol, which may not be the real function):"]
     for s in rep["sites"]:
         out.append(f"  #{s['rank']} {s['op']} at {frame_text(s['where'], s['addr'])}  "
                    f"[{s['addr']:#x}]")
