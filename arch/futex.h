@@ -30,8 +30,15 @@ inline int futex_op(bool shared, int op) { return shared ? op : (op | FUTEX_PRIV
 // that holds a cleanup guard, and the forced unwind would then terminate the
 // process. Calling through a pointer of a potentially-throwing type, read
 // from a volatile, keeps every caller's guards registered there.
+// The call runs with the asynchronous type, so it must not go through a PLT
+// stub either (no unwind information there on aarch64, core/cancel.h): the
+// indirect call enters glibc's syscall() directly. errno after a failed
+// sleep is read the same way, through a pointer to glibc's
+// __errno_location, not its stub.
 using SyscallFn = long (*)(long, ...);
 inline SyscallFn volatile g_sleeping_syscall = &syscall;
+using ErrnoLocationFn = int* (*)() noexcept;
+inline ErrnoLocationFn volatile g_errno_location = &__errno_location;
 
 // Sleep while *word == expected, until woken or until `abs` (if non-null) on
 // `clock` has passed. Returns 0 (woken, or spurious), EAGAIN (*word differed),
@@ -47,7 +54,7 @@ inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected, cloc
     rc = g_sleeping_syscall(SYS_futex, word, futex_op(shared, op), expected, abs, nullptr,
                             FUTEX_BITSET_MATCH_ANY);
   }
-  return rc == 0 ? 0 : errno;
+  return rc == 0 ? 0 : *g_errno_location();
 }
 
 inline int futex_wait(const std::atomic<uint32_t>* word, uint32_t expected) {

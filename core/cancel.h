@@ -44,12 +44,37 @@
 // nothing). Unlock and try calls are not wrapped: POSIX does not make them
 // async-cancel-safe, and wrapping them would cost every caller.
 //
+// No call made while the type is asynchronous may go through a PLT stub.
+// The linker gives stubs no unwind information on aarch64 (x86-64's ld
+// generates it; aarch64's does not), and an unwind whose first frame's pc
+// has no FDE reports end-of-stack: glibc's stop function then longjmps
+// straight to the thread's start, running the C cleanup buffers but no C++
+// destructor, so no lock guard and none of the caller's pthread_cleanup_push
+// handlers (C++ builds them as destructors). Natively the window is a few
+// instructions; under qemu-user, which delivers signals at translation-block
+// starts, the first instruction of a stub is a likely landing point
+// (qemu/behaviour_sem's racing post/cancel lost its cleanup that way). So
+// every type switch of lock code goes through `set_type`, an indirect call
+// through a pointer loaded in the caller's own frame into the target's code
+// (which has CFI), and arch/futex.h reads errno the same way.
+//
 // Memory order: both flags are the calling thread's own (TLS), read and
 // written only by it; no ordering with other threads is involved.
 #pragma once
 #include <pthread.h>
 
 namespace lockswap::cancel {
+
+// pthread_setcanceltype as the dynamic linker binds it for this object
+// (preload's interposer in liblockswap, glibc's in a program linked with the
+// core alone). A static relocation: set before any constructor runs.
+// Volatile keeps the compiler from turning the call back into a direct one
+// (through the PLT).
+using SetTypeFn = int (*)(int, int*);
+inline SetTypeFn volatile g_set_type = &pthread_setcanceltype;
+
+// pthread_setcanceltype without a PLT stub in the way (see above).
+inline int set_type(int type, int* old_type) { return g_set_type(type, old_type); }
 
 // Mirror of the calling thread's cancellation type, written only by preload's
 // pthread_setcanceltype after glibc's succeeded (false: deferred, the type
@@ -76,7 +101,7 @@ struct GiveBackGuard {
 class DeferredScope {
  public:
   DeferredScope() {
-    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_);
+    set_type(PTHREAD_CANCEL_DEFERRED, &old_);
     if (async()) t_async_sleeps = true;
   }
   DeferredScope(const DeferredScope&) = delete;
@@ -89,7 +114,7 @@ class DeferredScope {
     if (!async()) return;
     t_async_sleeps = false;
     int t;
-    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+    set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
   }
   // The same after an acquisition that took the lock (`acquired`): a
   // cancellation acting here gives the lock back first.
@@ -120,9 +145,9 @@ __attribute__((noinline)) int run_deferred(Call&& call, GiveBack&& give_back) {
 template <class Sleep>
 __attribute__((noinline)) int async_sleep_frame(Sleep&& sleep) {
   int t;
-  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
   int rc = sleep();
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &t);
+  set_type(PTHREAD_CANCEL_DEFERRED, &t);
   return rc;
 }
 

@@ -379,9 +379,9 @@ struct AsyncCancelAround {
   template <class FutexCall>
   int operator()(FutexCall&& futex_call) const {
     int old_type;
-    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
+    cancel::set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &old_type);
     int rc = futex_call();
-    pthread_setcanceltype(old_type, &old_type);
+    cancel::set_type(old_type, &old_type);
     return rc;
   }
 };
@@ -397,9 +397,9 @@ struct AsyncCancelAround {
 template <class Wait>
 int with_deferred_cancellation(Wait&& wait) {
   int old_type;
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &old_type);
+  cancel::set_type(PTHREAD_CANCEL_DEFERRED, &old_type);
   int rc = wait();
-  if (old_type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(old_type, &old_type);
+  if (old_type != PTHREAD_CANCEL_DEFERRED) cancel::set_type(old_type, &old_type);
   return rc;
 }
 
