@@ -25,7 +25,7 @@
 //     runs, and a cancellation that arrived meanwhile waits;
 //   * at the end the caller's asynchronous type is restored. That acts on a
 //     pending cancellation right there, where the lock state is consistent;
-//     if the call acquired the lock, a guard gives it back first, as if the
+//     if the call acquired the lock, a C cleanup buffer gives it back first, as if the
 //     cancellation had acted while the thread still waited (what glibc's
 //     lock does with a thread cancelled in its sleep).
 // Condition and semaphore waits are cancellation points for every type; they
@@ -62,6 +62,7 @@
 // written only by it; no ordering with other threads is involved.
 #pragma once
 #include <pthread.h>
+#include <setjmp.h>
 
 namespace lockswap::cancel {
 
@@ -87,17 +88,6 @@ inline __thread bool t_async_sleeps __attribute__((tls_model("initial-exec")));
 
 inline bool async_caller() { return __builtin_expect(t_async_type, 0); }
 
-// Gives an acquired lock back if restoring the caller's type acts on a
-// pending cancellation (its destructor runs only during that unwind).
-template <class GiveBack>
-struct GiveBackGuard {
-  GiveBack& give_back;
-  bool armed = true;
-  ~GiveBackGuard() {
-    if (armed) give_back();
-  }
-};
-
 class DeferredScope {
  public:
   DeferredScope() {
@@ -110,34 +100,86 @@ class DeferredScope {
 
   // Restore the caller's type (normal exits only: an unwind never comes
   // back). May act on a cancellation that arrived while deferred, here.
+  // Nested scopes (rwsem's inside run_deferred) find the type deferred and
+  // do nothing; only run_deferred's restore runs lock code's last
+  // instructions with the asynchronous type, and it does so without cleanups.
   void restore() const {
     if (!async()) return;
     t_async_sleeps = false;
     int t;
     set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
   }
-  // The same after an acquisition that took the lock (`acquired`): a
-  // cancellation acting here gives the lock back first.
-  template <class GiveBack>
-  void restore(bool acquired, GiveBack&& give_back) const {
-    if (!async() || !acquired) return restore();
-    GiveBackGuard<GiveBack> g{give_back};
-    restore();
-    g.armed = false;
-  }
 
  private:
   int old_ = PTHREAD_CANCEL_DEFERRED;
 };
 
+// Runs f in a frame of its own, so that the unwind guards of f's body stay
+// out of the caller's frame (run_deferred's must have no cleanups).
+template <class F>
+__attribute__((noinline)) int call_in_own_frame(F& f) {
+  return f();
+}
+
+// Brings back the caller's asynchronous type after an acquisition that did
+// not take the lock. A frame without cleanups: once the type is asynchronous
+// every instruction until the caller's code may be where a cancellation
+// lands, and an unwind that starts at a non-call instruction of a frame with
+// an LSDA terminates the process.
+__attribute__((noinline)) inline int restore_async(int rc) {
+  t_async_sleeps = false;
+  int t;
+  set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  return rc;
+}
+
+}  // namespace lockswap::cancel
+
+// glibc's C cleanup-buffer interface (what pthread_cleanup_push expands to in
+// C; <pthread.h> declares it for C and C++ without exceptions only). It needs
+// no LSDA: the unwind's stop function longjmps into the buffer.
+extern "C" {
+void __pthread_register_cancel(__pthread_unwind_buf_t* buf);
+void __pthread_unregister_cancel(__pthread_unwind_buf_t* buf);
+[[noreturn]] void __pthread_unwind_next(__pthread_unwind_buf_t* buf);
+}
+
+namespace lockswap::cancel {
+
+// The same after an acquisition that took the lock: if the cancellation acts
+// while the type comes back, the lock is given back first (as if it had
+// landed while the thread still waited). A C++ guard would put an LSDA on
+// this frame, so a C cleanup buffer does it: registered around the switch,
+// it also covers a landing on any instruction until it is unregistered; after
+// that the lock is the caller's, as after any acquisition by a thread of the
+// asynchronous type.
+template <class GiveBack>
+__attribute__((noinline)) int restore_async_holding(int rc, GiveBack& give_back) {
+  __pthread_unwind_buf_t buf;
+  if (__builtin_expect(__sigsetjmp(reinterpret_cast<struct __jmp_buf_tag*>(buf.__cancel_jmp_buf), 0), 0)) {
+    give_back();
+    __pthread_unwind_next(&buf);
+  }
+  __pthread_register_cancel(&buf);
+  t_async_sleeps = false;
+  int t;
+  set_type(PTHREAD_CANCEL_ASYNCHRONOUS, &t);
+  __pthread_unregister_cancel(&buf);
+  return rc;
+}
+
 // Run `call` (an acquisition returning 0 when it took the lock) for a caller
-// with the asynchronous type, as described above.
+// with the asynchronous type, as described above. No cleanups in this frame:
+// the acquisition runs in its own, and the type comes back in the tail call.
 template <class Call, class GiveBack>
 __attribute__((noinline)) int run_deferred(Call&& call, GiveBack&& give_back) {
-  DeferredScope cs;
-  int rc = call();
-  cs.restore(rc == 0, give_back);
-  return rc;
+  int old;
+  set_type(PTHREAD_CANCEL_DEFERRED, &old);
+  if (old != PTHREAD_CANCEL_ASYNCHRONOUS) return call_in_own_frame(call);
+  t_async_sleeps = true;
+  int rc = call_in_own_frame(call);
+  if (rc != 0) return restore_async(rc);
+  return restore_async_holding(rc, give_back);
 }
 
 // The one frame in which lock code runs with the asynchronous type. It must

@@ -395,11 +395,13 @@ struct AsyncCancelAround {
 // return only (restoring it acts on a cancellation that arrived meanwhile, at
 // a point where the state is consistent); a forced unwind never comes back.
 template <class Wait>
-int with_deferred_cancellation(Wait&& wait) {
+__attribute__((noinline)) int with_deferred_cancellation(Wait&& wait) {
   int old_type;
   cancel::set_type(PTHREAD_CANCEL_DEFERRED, &old_type);
-  int rc = wait();
-  if (old_type != PTHREAD_CANCEL_DEFERRED) cancel::set_type(old_type, &old_type);
+  // The wait's guards live in its own frame: this one has no cleanups, so the
+  // caller's type may come back here (core/cancel.h restore_async).
+  int rc = cancel::call_in_own_frame(wait);
+  if (old_type != PTHREAD_CANCEL_DEFERRED) return cancel::restore_async(rc);
   return rc;
 }
 
