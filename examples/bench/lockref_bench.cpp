@@ -50,7 +50,12 @@
 #include "core/lockref.h"
 #include "core/thread_registry.h"
 
+#include "examples/bench/bench_util.h"
+
 namespace {
+
+using bench::now_ns;
+using bench::pause_n;
 
 using lockswap::LockEvent;
 using lockswap::Lockref;
@@ -139,16 +144,6 @@ Options parse(int argc, char** argv) {
   if (o.hold < 0 || o.work < 0) usage(argv[0], "--hold/--work must be >= 0");
   if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
   return o;
-}
-
-inline void pause_n(int n) {
-  for (int i = 0; i < n; ++i) __builtin_ia32_pause();
-}
-
-inline uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 struct Rng {

@@ -18,21 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      fprintf(stderr, "FAIL %s:%d [%s/%s]: ", __FILE__, __LINE__, g_mode_name, g_scenario); \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
-
+#include "c_cancel_util.h"
 enum mode { WAIT, TIMEDWAIT, CLOCKWAIT_MONO, CLOCKWAIT_REAL, NMODES };
 static const char* const mode_names[] = {"wait", "timedwait", "clockwait-monotonic", "clockwait-realtime"};
-static const char* g_mode_name = "";
-static const char* g_scenario = "";
 
 struct ctx {
   enum mode mode;
@@ -43,18 +31,6 @@ struct ctx {
   volatile int handler_ran, handler_unlock_rc, handler_saw_go, waits_returned, last_wait_rc;
   volatile int unlock_after_wait_rc;
 };
-
-static struct timespec in_ms(clockid_t clk, long ms) {
-  struct timespec t;
-  clock_gettime(clk, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
 
 static int wait_once(struct ctx* x) {
   struct timespec d;
@@ -161,16 +137,6 @@ static void lock_when_ready(struct ctx* x) {
   }
 }
 
-static void* join(pthread_t t) {
-  struct timespec d = in_ms(CLOCK_MONOTONIC, 10000);
-  void* ret = NULL;
-  if (pthread_clockjoin_np(t, &ret, CLOCK_MONOTONIC, &d) != 0) {
-    fprintf(stderr, "FAIL [%s/%s]: cancelled thread did not exit\n", g_mode_name, g_scenario);
-    _exit(1);
-  }
-  return ret;
-}
-
 static void cancel_while_blocked(enum mode mode) {
   struct ctx x;
   pthread_t t;
@@ -181,7 +147,7 @@ static void cancel_while_blocked(enum mode mode) {
   pthread_mutex_unlock(&x.m);
   usleep(20000); /* let it fall asleep in the wait */
   pthread_cancel(t);
-  CHECK(join(t) == PTHREAD_CANCELED, "thread not cancelled");
+  CHECK(join_bounded(t) == PTHREAD_CANCELED, "thread not cancelled");
   CHECK(x.handler_ran, "cleanup handler did not run");
   CHECK(x.handler_unlock_rc == 0, "handler ran without the mutex (unlock rc %d)", x.handler_unlock_rc);
   teardown(&x);
@@ -197,7 +163,7 @@ static void cancel_pending(enum mode mode) {
   }
   pthread_cancel(t);
   sem_post(&x.cancel_sent);
-  CHECK(join(t) == PTHREAD_CANCELED, "thread not cancelled");
+  CHECK(join_bounded(t) == PTHREAD_CANCELED, "thread not cancelled");
   CHECK(x.waits_returned == 0, "the wait returned %d times instead of acting on the request", x.waits_returned);
   CHECK(x.handler_ran, "cleanup handler did not run");
   CHECK(x.handler_unlock_rc == 0, "handler ran without the mutex (unlock rc %d)", x.handler_unlock_rc);
@@ -219,7 +185,7 @@ static void cancel_disabled(enum mode mode) {
   x.go = 1;
   pthread_cond_signal(&x.c);
   pthread_mutex_unlock(&x.m);
-  CHECK(join(t) == PTHREAD_CANCELED, "pending request not acted on at pthread_testcancel");
+  CHECK(join_bounded(t) == PTHREAD_CANCELED, "pending request not acted on at pthread_testcancel");
   CHECK(x.last_wait_rc == 0, "wait returned %d", x.last_wait_rc);
   CHECK(x.unlock_after_wait_rc == 0, "wait returned without the mutex (unlock rc %d)", x.unlock_after_wait_rc);
   CHECK(x.handler_saw_go, "handler ran before the signal");

@@ -23,19 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-static const char* g_mode_name = "";
-static const char* g_scenario = "";
-#define CHECK(cond, ...)                                                                      \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "FAIL %s:%d [%s/%s]: ", __FILE__, __LINE__, g_mode_name, g_scenario); \
-      fprintf(stderr, __VA_ARGS__);                                                           \
-      fputc('\n', stderr);                                                                    \
-      ++failures;                                                                             \
-    }                                                                                         \
-  } while (0)
-
+#include "c_cancel_util.h"
 enum mode { WAIT, TIMEDWAIT, CLOCKWAIT_MONO, CLOCKWAIT_REAL, NMODES };
 static const char* const mode_names[] = {"sem_wait", "sem_timedwait", "sem_clockwait-monotonic",
                                          "sem_clockwait-realtime"};
@@ -49,18 +37,6 @@ struct ctx {
   int wait_returned;    /* atomic */
   int wait_rc;          /* atomic */
 };
-
-static struct timespec in_ms(clockid_t clk, long ms) {
-  struct timespec t;
-  clock_gettime(clk, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
 
 static int wait_once(sem_t* s, enum mode m) {
   struct timespec d;
@@ -122,16 +98,6 @@ static void settle(struct ctx* x) {
     }
     usleep(1000);
   }
-}
-
-static void* join_bounded(pthread_t t) {
-  struct timespec d = in_ms(CLOCK_MONOTONIC, 10000);
-  void* ret = NULL;
-  if (pthread_clockjoin_np(t, &ret, CLOCK_MONOTONIC, &d) != 0) {
-    fprintf(stderr, "FAIL [%s/%s]: the cancelled waiter did not exit\n", g_mode_name, g_scenario);
-    _exit(1);
-  }
-  return ret;
 }
 
 static int value_of(sem_t* s) {

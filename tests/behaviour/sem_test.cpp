@@ -385,6 +385,21 @@ class SemTest : public testing::TestWithParam<Origin> {
 
   void* mem_ = MAP_FAILED;
   sem_t* s_ = nullptr;
+
+  // The three deadline-taking waits, each with the clock its deadline is on.
+  struct TimedWait {
+    const char* name;
+    clockid_t clock;
+    std::function<int(const timespec*)> wait;
+  };
+  std::vector<TimedWait> timed_waits() const {
+    sem_t* s = s_;
+    return {{"sem_timedwait", CLOCK_REALTIME, [s](const timespec* d) { return sem_timedwait(s, d); }},
+            {"sem_clockwait MONOTONIC", CLOCK_MONOTONIC,
+             [s](const timespec* d) { return sem_clockwait(s, CLOCK_MONOTONIC, d); }},
+            {"sem_clockwait REALTIME", CLOCK_REALTIME,
+             [s](const timespec* d) { return sem_clockwait(s, CLOCK_REALTIME, d); }}};
+  }
 };
 
 std::string origin_param_name(const testing::TestParamInfo<Origin>& info) { return origin_name(info.param); }
@@ -459,18 +474,7 @@ TEST_P(SemTest, InvalidNanosecondsAreEinvalAtOnceWhenTheValueIsZero) {
 }
 
 TEST_P(SemTest, TimedWaitsTimeOutOnlyOnceTheDeadlineHasPassedOnTheirClock) {
-  struct Case {
-    const char* name;
-    clockid_t clock;
-    std::function<int(const timespec*)> wait;
-  };
-  const Case cases[] = {
-      {"sem_timedwait", CLOCK_REALTIME, [&](const timespec* d) { return sem_timedwait(s_, d); }},
-      {"sem_clockwait MONOTONIC", CLOCK_MONOTONIC,
-       [&](const timespec* d) { return sem_clockwait(s_, CLOCK_MONOTONIC, d); }},
-      {"sem_clockwait REALTIME", CLOCK_REALTIME, [&](const timespec* d) { return sem_clockwait(s_, CLOCK_REALTIME, d); }},
-  };
-  for (const Case& c : cases) {
+  for (const TimedWait& c : timed_waits()) {
     timespec d = deadline_in(c.clock, kShortMs);
     EXPECT_EQ(res(c.wait(&d)), "-1/ETIMEDOUT") << c.name;
     EXPECT_TRUE(reached(c.clock, d)) << c.name << " timed out before its deadline";
@@ -479,18 +483,7 @@ TEST_P(SemTest, TimedWaitsTimeOutOnlyOnceTheDeadlineHasPassedOnTheirClock) {
 }
 
 TEST_P(SemTest, ExpiredAndNegativeDeadlinesTimeOutAtZeroButSucceedWithAUnit) {
-  struct Case {
-    const char* name;
-    clockid_t clock;
-    std::function<int(const timespec*)> wait;
-  };
-  const Case cases[] = {
-      {"sem_timedwait", CLOCK_REALTIME, [&](const timespec* d) { return sem_timedwait(s_, d); }},
-      {"sem_clockwait MONOTONIC", CLOCK_MONOTONIC,
-       [&](const timespec* d) { return sem_clockwait(s_, CLOCK_MONOTONIC, d); }},
-      {"sem_clockwait REALTIME", CLOCK_REALTIME, [&](const timespec* d) { return sem_clockwait(s_, CLOCK_REALTIME, d); }},
-  };
-  for (const Case& c : cases) {
+  for (const TimedWait& c : timed_waits()) {
     const timespec deadlines[] = {{-1, 0}, {LONG_MIN, 0}, {-1, 999'999'999}, {0, 0}, {0, 999'999'999},
                                   lstest::ts_from_ns(now_ns(c.clock) - 10'000'000'000LL)};
     for (const timespec& d : deadlines) {
