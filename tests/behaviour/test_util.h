@@ -122,10 +122,8 @@ class Sem {
 
 inline pid_t current_tid() { return static_cast<pid_t>(gettid()); }
 
-// Scheduler state of a thread of this process ('R', 'S', ...), or 0.
-inline char thread_state(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+// The state field ('R', 'S', ...) of a /proc .../stat file, or 0.
+inline char stat_file_state(const char* path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[512];
@@ -135,6 +133,13 @@ inline char thread_state(pid_t tid) {
   buf[n] = '\0';
   const char* p = strrchr(buf, ')');
   return (p != nullptr && p[1] == ' ') ? p[2] : 0;
+}
+
+// Scheduler state of a thread of this process ('R', 'S', ...), or 0.
+inline char thread_state(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  return stat_file_state(path);
 }
 
 // Waits (bounded) until thread `tid` sleeps in the kernel, i.e. is blocked in
@@ -158,15 +163,7 @@ inline void settle_until_blocked(pid_t tid, int64_t max_ms = 2000) {
 inline char task_state(pid_t pid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[512];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');
-  return (p != nullptr && p[1] == ' ') ? p[2] : 0;
+  return stat_file_state(path);
 }
 
 // Polls `pred` (every millisecond) until it holds or `ms` have passed; returns
