@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "arch/relax.h"
+#include "core/nocancel_io.h"
 #include "core/spin_guard.h"
 #include "core/wait_ctx.h"
 
@@ -388,14 +389,11 @@ int highest_in_affinity() {
 }  // namespace
 
 uint32_t possible_cpus() {
+  // Reached lazily from a lock call (the percid arena's first use): no
+  // cancellation point here (core/nocancel_io.h).
   char buf[256];
-  ssize_t n = -1;
-  int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    n = read(fd, buf, sizeof buf);
-    close(fd);
-  }
-  int highest = n > 0 ? highest_in_cpu_list(buf, n) : -1;
+  std::size_t n = nocancel::read_small_file("/sys/devices/system/cpu/possible", buf, sizeof buf);
+  int highest = n > 0 ? highest_in_cpu_list(buf, static_cast<ssize_t>(n)) : -1;
   if (highest < 0) highest = highest_in_affinity();
   return static_cast<uint32_t>(highest) + 1;
 }

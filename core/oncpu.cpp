@@ -10,26 +10,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/nocancel_io.h"
+
 namespace lockswap::oncpu {
 namespace {
 
 constexpr unsigned kMapTypeArray = 2;     // BPF_MAP_TYPE_ARRAY
 constexpr uint64_t kFlagMmapable = 1u << 10;  // BPF_F_MMAPABLE
-
-// Reads a small /proc file into buf (NUL-terminated); false if it cannot.
-bool read_small_file(const char* path, char* buf, std::size_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::size_t n = 0;
-  while (n + 1 < size) {
-    ssize_t r = read(fd, buf + n, size - 1 - n);
-    if (r <= 0) break;
-    n += static_cast<std::size_t>(r);
-  }
-  close(fd);
-  buf[n] = '\0';
-  return n > 0;
-}
 
 // The number after "key:" (decimal, or hex with 0x), or `missing`.
 uint64_t field(const char* text, const char* key, uint64_t missing) {
@@ -55,7 +42,7 @@ uint64_t field(const char* text, const char* key, uint64_t missing) {
 
 const char* unusable_here() {
   char status[4096];
-  if (!read_small_file("/proc/self/status", status, sizeof status))
+  if (nocancel::read_small_file("/proc/self/status", status, sizeof status) == 0)
     return "cannot read /proc/self/status to check the PID namespace";
   const char* ns = strstr(status, "NSpid:");
   if (ns == nullptr) return nullptr;  // kernel without PID namespaces
@@ -73,7 +60,7 @@ const char* attach(int fd) {
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
   char info[2048];
-  if (!read_small_file(path, info, sizeof info))
+  if (nocancel::read_small_file(path, info, sizeof info) == 0)
     return "LOCKSWAP_ONCPU_FD names no open descriptor (closed by a parent?)";
   if (field(info, "map_type:", ~0ull) != kMapTypeArray || field(info, "key_size:", 0) != 4 ||
       field(info, "value_size:", 0) != ONCPU_MAP_VALUE_SIZE || !(field(info, "map_flags:", 0) & kFlagMmapable))

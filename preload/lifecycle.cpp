@@ -19,6 +19,7 @@
 #include "core/cid.h"
 #include "core/oncpu.h"
 #include "core/lock_events.h"
+#include "core/nocancel_io.h"
 #include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
@@ -50,7 +51,9 @@ __attribute__((constructor)) void lockswap_start() {
 // a forking server that exit together (O_APPEND) never interleave their
 // lines. It runs at exit and in the LOCKSWAP_STATS_SIGNAL handler, so it is
 // async-signal-safe in practice: snprintf only into stack buffers, no
-// malloc, no stdio streams, strerrordesc_np (a static string) for errors.
+// malloc, no stdio streams, strerrordesc_np (a static string) for errors;
+// and it never acts on the interrupted thread's pending cancellation
+// (core/nocancel_io.h).
 template <class... A>
 void add_line(stats::Out& o, const char* fmt, A... args) {
   char line[512];
@@ -108,7 +111,7 @@ int open_stats_fd() {
   char path[4096];
   int fd = -1, err = ENAMETOOLONG;
   if (expand_stats_path(path, sizeof path)) {
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    fd = nocancel::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     err = errno;
   }
   if (fd >= 0) return fd;
@@ -116,14 +119,14 @@ int open_stats_fd() {
     char why[4096 + 160];
     int n = snprintf(why, sizeof why, "lockswap: cannot open LOCKSWAP_STATS_FILE=%s (%s); statistics follow on stderr\n",
                      g_config.stats_file, strerrordesc_np(err));
-    if (n > 0) (void)!write(2, why, static_cast<size_t>(n) < sizeof why ? static_cast<size_t>(n) : sizeof why - 1);
+    if (n > 0) (void)!nocancel::write(2, why, static_cast<size_t>(n) < sizeof why ? static_cast<size_t>(n) : sizeof why - 1);
   }
   return 2;
 }
 
 void write_all(int fd, const char* p, size_t n) {
   while (n != 0) {
-    ssize_t w = write(fd, p, n);
+    ssize_t w = nocancel::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     p += w;
@@ -138,14 +141,14 @@ void print_stats() {
   void* mem = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) {
     static const char msg[] = "lockswap: cannot map a buffer for the statistics\n";
-    (void)!write(2, msg, sizeof msg - 1);
+    (void)!nocancel::write(2, msg, sizeof msg - 1);
     return;
   }
   stats::Out o{static_cast<char*>(mem), cap};
   fill_stats(o);
   int fd = open_stats_fd();
   write_all(fd, o.text, o.len);
-  if (fd != 2) close(fd);
+  if (fd != 2) nocancel::close(fd);
   munmap(mem, cap);
 }
 

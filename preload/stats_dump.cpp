@@ -42,6 +42,7 @@
 #include <atomic>
 
 #include "core/lock_events.h"
+#include "core/nocancel_io.h"
 #include "core/thread_registry.h"
 #include "preload/stats.h"
 #include "preload/stats_table.h"
@@ -240,12 +241,12 @@ void map_line(Out& o, const char* p, const char* end) {
 }
 
 void map_records(Out& o) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int fd = nocancel::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   char buf[4096];
   size_t have = 0;
   for (;;) {
-    ssize_t n = read(fd, buf + have, sizeof buf - have);
+    ssize_t n = nocancel::read(fd, buf + have, sizeof buf - have);
     if (n <= 0) break;
     have += static_cast<size_t>(n);
     size_t begin = 0;
@@ -258,7 +259,7 @@ void map_records(Out& o) {
     have -= begin;
     if (have == sizeof buf) have = 0;  // a line longer than the buffer: dropped
   }
-  close(fd);
+  nocancel::close(fd);
 }
 
 void begin_record(Out& o, uint64_t seq, const char* mutex, const char* rwlock, const char* sem, const char* cid) {
