@@ -16,6 +16,7 @@ LOCK_EVENT(rwsem_opt_nospin,    "reader-owned spin deadline passed: lock marked 
 LOCK_EVENT(rwsem_opt_owner_off, "spin refused or stopped: owner or OSQ predecessor not on a CPU (owner_on_cpu() stand-in)")
 LOCK_EVENT(rwsem_opt_budget,    "spin stopped: owner_spin_ns spent on a writer or no owner (need_resched() stand-in)")
 LOCK_EVENT(rwsem_opt_preempted, "spin stopped: the spinner saw it had been preempted (LOCKSWAP_ONCPU=rseq)")
+LOCK_EVENT(rwsem_opt_crowded,   "spin refused: as many threads of the process spin already as it has CPUs minus one")
 LOCK_EVENT(rwsem_opt_rlock,     "v5.10: reader took the lock while optimistically spinning")
 LOCK_EVENT(rwsem_opt_rlock2,    "v5.10: reader took the lock in a new reader phase after spinning")
 LOCK_EVENT(rwsem_opt_norspin,   "v5.10: reader spinning disabled on this lock")

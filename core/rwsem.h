@@ -122,6 +122,13 @@
 //     spin through (owner_on_cpu), giving the CPU back to it. Events
 //     rwsem_opt_owner_off / _budget / _preempted say which stopped a spin.
 //     The OSQ wait and the HANDOFF waiter's spin are bounded by (a) too.
+//   * spinner seats: at most max_spinners threads of a process spin at once
+//     (default: its CPUs minus one, at least one; LOCKSWAP_RWSEM_SPINNERS);
+//     the others queue and sleep at once (event rwsem_opt_crowded). The
+//     kernel needs no such cap: spinners beyond the CPUs would meet
+//     need_resched(); ours would only keep runnable threads, the owner
+//     among them, off the CPUs (sysbench mutex at 16 and 64 threads on 2
+//     vCPUs: 0.66x glibc without the cap, 1.04-1.12x with it; core/rwsem.cpp).
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -186,6 +193,7 @@ struct RwsemTunables {
   // rwlock_bench 1.4x faster, with 2 threads unchanged.
   uint64_t owner_spin_ns = 5'000;
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
+  uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
   // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
   // only): a queued reader that waited this long while readers held the lock
@@ -319,6 +327,12 @@ extern template struct Slow<RwsemReaderSpin>;
 // `count`, if given, gets its queue flags fixed should the wait_lock have to
 // be recovered from a thread lost in fork().
 std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count = nullptr);
+// Spinner seats (core/rwsem.cpp): false when max_spinners threads of the
+// process spin already. Every optimistic spin holds one.
+bool take_spinner_seat();
+void give_back_spinner_seat();
+// In a fork child: spinner seats held by threads that did not survive come back.
+void after_fork_in_child();
 
 // Mark the lock reader-owned by `who` (slot pointer, maybe with flag bits),
 // keeping the bit that tells readers not to spin (v5.11: NONSPINNABLE,

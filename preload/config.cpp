@@ -35,6 +35,8 @@ namespace {
     g_rwsem_tunables.owner_spin_ns = v * 1000)                                                       \
   X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), 0: off",             \
     g_rwsem_tunables.writer_spin = v != 0)                                                           \
+  X(LOCKSWAP_RWSEM_SPINNERS, 0, 4096, "threads of a process that may spin at once (0 = default: its CPUs - 1, at least 1)", \
+    g_rwsem_tunables.max_spinners = static_cast<uint32_t>(v))                                        \
   X(LOCKSWAP_RWSEM_READER_PREF_US, 0, 10000000, "us a reader held off by a writer waits on a read-held default-kind rwlock before entering anyway (default 4000)", \
     g_rwsem_tunables.reader_pref_ns = v * 1000)                                                      \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \

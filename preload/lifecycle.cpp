@@ -32,6 +32,7 @@ void on_fork_child() {
   after_fork_in_child();
   cid::after_fork_in_child();
   percid::after_fork_in_child();
+  rwsem_detail::after_fork_in_child();
   stats::after_fork_in_child();
 }
 

@@ -95,6 +95,61 @@ TYPED_TEST(RwsemTest, UncontendedLockUnlockLeavesZero) {
   EXPECT_EQ(this->count(), 0u);
 }
 
+// Spinner seats: at most max_spinners threads spin at once; a writer that
+// finds every seat taken queues and sleeps at once, however long its spin
+// budget (here a minute on a running owner).
+TYPED_TEST(RwsemTest, WriterFindingEverySpinnerSeatTakenQueuesAtOnce) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  g_rwsem_tunables.max_spinners = 2;
+  g_rwsem_tunables.owner_spin_ns = 60'000'000'000;
+  g_rwsem_tunables.handoff_ns = 60'000'000'000;
+  ASSERT_TRUE(rwsem_detail::take_spinner_seat());
+  ASSERT_TRUE(rwsem_detail::take_spinner_seat());
+  EXPECT_FALSE(rwsem_detail::take_spinner_seat()) << "a third seat out of two";
+  // The owner stays busy on a CPU of its own, so owner_on_cpu() holds and
+  // only the seats can stop a spin.
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs two CPUs";
+  int cpus[2], n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
+    if (CPU_ISSET(c, &mine)) cpus[n++] = c;
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+  };
+  ASSERT_EQ(pin(cpus[0]), 0);
+  std::atomic<bool> held{false}, release{false};
+  std::thread owner([&] {
+    ASSERT_EQ(pin(cpus[1]), 0);
+    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    held.store(true);
+    while (!release.load()) {
+    }
+    L::write_unlock(w);
+  });
+  while (!held.load()) std::this_thread::yield();
+  Events ev;
+  timespec deadline = monotonic_in(100ms);
+  int rc = L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &deadline));
+  release.store(true);
+  owner.join();
+  pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+  EXPECT_EQ(rc, ETIMEDOUT);
+  if (kEvents) {
+    EXPECT_GE(ev(LockEvent::rwsem_opt_crowded), 1u);
+    EXPECT_EQ(ev(LockEvent::rwsem_opt_budget), 0u) << "spun although every seat was taken";
+    EXPECT_GE(ev(LockEvent::rwsem_sleep_writer), 1u);
+  }
+  rwsem_detail::give_back_spinner_seat();
+  EXPECT_TRUE(rwsem_detail::take_spinner_seat()) << "a seat given back is free again";
+  rwsem_detail::give_back_spinner_seat();
+  rwsem_detail::give_back_spinner_seat();
+}
+
 // preload overlays the four words, in its own order, on zero-filled memory.
 struct Overlay {
   uint64_t pad0;
