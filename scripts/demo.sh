@@ -5,7 +5,8 @@
 #
 #   scripts/demo.sh [--quick] [--variants "futex rwsem rwsem-rspin lockref"]
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
-#                   [--repeat N] [--time S] [--oversub N] [--no-setup]
+#                   [--repeat N] [--time S] [--oversub N] [--sysbench-threads "2 16 64"]
+#                   [--no-setup]
 #
 #   postgres   PostgreSQL 15 + sysbench oltp_read_only (16 tables x 10,000 rows,
 #              shared_buffers=80MB, max_connections=250, 8 threads per CPU) and
@@ -19,7 +20,7 @@
 #   memcached  memcached + memcaslap;
 #   rocksdb    RocksDB db_bench readrandom and readwhilewriting;
 #   sysbench   sysbench's built-in mutex and threads tests, 2 threads and
-#              oversubscribed (--oversub, 16);
+#              oversubscribed (--oversub, 16; --sysbench-threads lists them);
 #   jemalloc   a 16-thread malloc/free stress with jemalloc, whose mutexes then
 #              go through lockswap (and a check that they bind to it).
 # Every server runs as an unprivileged user on 127.0.0.1 with its data in a
@@ -38,7 +39,7 @@ SRV_NAME=demo
 source "$ROOT/examples/servers/server_lib.sh"
 
 PARTS="postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"
-QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16
+QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS=
 VARIANTS="futex rwsem rwsem-rspin lockref"
 ONLY=$PARTS
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -52,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --repeat) REPEAT=${2:?}; shift 2 ;;
     --time) TIME=${2:?}; shift 2 ;;
     --oversub) OVERSUB=${2:?}; shift 2 ;;
+    --sysbench-threads) SB_THREADS=${2:?}; shift 2 ;;
     --no-setup) SETUP=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -74,6 +76,8 @@ else
   PG=(--workload both) MARIA=(--workload both --oversub 64) WT=() MC=() ROCKS=(--workload both)
   SB_MUTEX_TOTAL=16000000 SB_THREADS_TIME=3 JE_OPS=200000
 fi
+SB_THREADS=${SB_THREADS:-2 $OVERSUB}
+for t in $SB_THREADS; do srv_need_number --sysbench-threads "$t" 1; done
 srv_need_number --repeat "$REPEAT" 1
 srv_need_number --time "$TIME" 1
 
@@ -199,14 +203,14 @@ sysbench_run() {  # sysbench_run TEST THREADS VARIANT REP
   fi
 }
 if wants sysbench; then
-  log "demo: --- sysbench mutex + threads, 2 and $OVERSUB threads ---"
+  log "demo: --- sysbench mutex + threads, threads: $SB_THREADS ---"
   SRV_DIR=$OUT/sysbench SRV_ALL=("${ALL[@]}") SRV_REPEAT=$REPEAT SRV_TIME=$SB_THREADS_TIME SRV_WARMUP=0
   SRV_QUIET=1 SRV_AS=() SRV_EXTRA_ENV=()
   mkdir -p "$SRV_DIR"
   srv_write_header
   n=${#ALL[@]}
   for ((rep = 1; rep <= REPEAT; rep++)); do
-    for t in 2 "$OVERSUB"; do
+    for t in $SB_THREADS; do
       for test in mutex threads; do
         for ((i = 0; i < n; i++)); do sysbench_run "$test" "$t" "${ALL[$(( (i + rep - 1) % n ))]}" "$rep"; done
       done

@@ -149,6 +149,8 @@ def child_env(args, mode, variant, stats_file=None):
     if base is None:
         return env
     env["LD_PRELOAD"] = args.lib
+    if os.environ.get("LOCKSWAP_ONCPU_FD"):  # the map handed down by `lockswap-oncpu exec`
+        env["LOCKSWAP_ONCPU_FD"] = os.environ["LOCKSWAP_ONCPU_FD"]
     if mode == "mutex":
         env["LOCKSWAP_MUTEX"], env["LOCKSWAP_RWLOCK"] = base, "glibc"
     else:
@@ -172,9 +174,12 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, tag=None):
     if args.stats and tag is not None:
         os.makedirs(os.path.join(args.out, "stats"), exist_ok=True)
         stats_file = os.path.join(args.out, "stats", f"{mode}-r{read_pct:g}-l{load}-t{threads}-{variant}-{tag}.txt")
+    env = child_env(args, mode, variant, stats_file)
+    # The owner-on-CPU map descriptor (lockswap-oncpu exec) must survive
+    # subprocess's close_fds.
+    fds = (int(env["LOCKSWAP_ONCPU_FD"]),) if env.get("LOCKSWAP_ONCPU_FD", "").isdigit() else ()
     try:
-        pr = subprocess.run(cmd, env=child_env(args, mode, variant, stats_file), capture_output=True, text=True,
-                            timeout=60 + 15 * duration)
+        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60 + 15 * duration, pass_fds=fds)
     except subprocess.TimeoutExpired:
         return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
     line = next((l for l in pr.stdout.splitlines() if l.startswith("lockswap-bench ")), None)

@@ -122,6 +122,9 @@ srv_variant_envs() {
     echo "$x"
   done
   for x in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do echo "$x"; done
+  # The owner-on-CPU map handed down by `lockswap-oncpu exec` (an inherited
+  # descriptor): every variant run from here may use it.
+  if [[ -n "${LOCKSWAP_ONCPU_FD:-}" ]]; then echo "LOCKSWAP_ONCPU_FD=$LOCKSWAP_ONCPU_FD"; fi
 }
 
 # srv_env VARIANT TAG: sets SRV_ENV (the preload, the variant's settings and
