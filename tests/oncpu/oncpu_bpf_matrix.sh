@@ -11,18 +11,8 @@ LOADER=${1:?usage: oncpu_bpf_matrix.sh LOADER LIB PROGRAM...}
 LIB=${2:?}
 shift 2
 
-skip() { echo "SKIP: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "not root: loading the eBPF program needs CAP_BPF and CAP_PERFMON"
-[[ -r /sys/kernel/btf/vmlinux ]] || skip "no kernel BTF (/sys/kernel/btf/vmlinux): CO-RE cannot relocate"
-[[ -d /sys/fs/bpf ]] || skip "no /sys/fs/bpf to mount a bpf filesystem on"
-
-started=0
-cleanup() { if ((started)); then "$LOADER" stop >/dev/null || true; fi; }
-trap cleanup EXIT
-if ! "$LOADER" status >/dev/null 2>&1; then
-  out=$("$LOADER" start 2>&1) || skip "the loader could not start here: $out"
-  started=1
-fi
+# shellcheck source=oncpu_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/oncpu_lib.sh"
 
 fails=0
 for variant in "rwsem:LOCKSWAP_RWLOCK=rwsem" "rwsem-rspin:LOCKSWAP_RWLOCK=rwsem-rspin"; do
