@@ -1,12 +1,15 @@
 /* tests/behaviour/c_cancel_util.h — what the C cancellation programs
-   (cancel_c.c, sem_cancel_c.c) share: failure counting with the current mode
-   and scenario in every message, deadlines, and a bounded join. Header-only:
-   each program is one translation unit. */
+   (cancel_c.c, sem_cancel_c.c, first_call_cancel.c) share: failure counting
+   with the current mode and scenario in every message, deadlines
+   (c_deadline.h), and a bounded join. Header-only: each program is one
+   translation unit. */
 #pragma once
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "c_deadline.h"
 
 static int failures;
 static const char* g_mode_name = "";
@@ -21,19 +24,6 @@ static const char* g_scenario = "";
       ++failures;                                                                             \
     }                                                                                         \
   } while (0)
-
-/* Now plus `ms` on clock `clk`. */
-static struct timespec in_ms(clockid_t clk, long ms) {
-  struct timespec t;
-  clock_gettime(clk, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
 
 /* Joins a cancelled thread; one that has not exited within 10 s is a hang:
    the program stops there with the mode and scenario. */

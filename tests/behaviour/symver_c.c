@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "c_deadline.h"
+
 typedef int (*cond_init_fn)(pthread_cond_t*, const pthread_condattr_t*);
 typedef int (*cond_destroy_fn)(pthread_cond_t*);
 typedef int (*cond_wait_fn)(pthread_cond_t*, pthread_mutex_t*);
@@ -107,18 +109,6 @@ static int check_binding(const char* what, void* fn, int native) {
   }
   fprintf(stderr, "info: %s -> %s\n", what, object_of(fn));
   return 1;
-}
-
-static struct timespec in_ms(clockid_t clk, long ms) {
-  struct timespec t;
-  clock_gettime(clk, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
 }
 
 struct api {
