@@ -1,0 +1,122 @@
+"""lockswap_stats — the one place that turns interleaved benchmark rounds into
+verdicts. Used by `lockswap compare`, the server runners' report, the
+benchmark matrices and the speed regression check (standard library only).
+
+Method (docs/measuring.md explains why):
+- A *round* runs every variant once, back to back, in a rotated order; the
+  unit of comparison is the per-round ratio variant/reference, so slow drifts
+  of the machine cancel within a round.
+- The estimate is the median of those ratios; its confidence interval is the
+  distribution-free one of the sign test: with n ratios sorted, [r_(k), r_(n-k+1)]
+  covers the true median with probability 1 - 2·P(Binomial(n, 1/2) < k). The
+  largest k whose coverage reaches the asked level is chosen; when even
+  [min, max] does not reach it (n < 6 for 95%), the achieved coverage is
+  reported and the verdict is "not enough runs".
+- A difference is called only when the interval excludes 1.0.
+- Rounds whose core-to-core probe moved between before and after (the host
+  migrated the vCPUs) are dropped before any of this (`steady_round`).
+"""
+
+import math
+import statistics
+
+DEFAULT_LEVEL = 0.95
+PROBE_TOLERANCE = 1.5   # before/after core-to-core round trips within this factor: a steady round
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _binom_cdf_below(n, k):
+    """P(Binomial(n, 1/2) < k)."""
+    return sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+
+def median_ci(xs, level=DEFAULT_LEVEL):
+    """(median, lo, hi, coverage) of the sign-test interval; coverage is what
+    the returned interval achieves (>= level when enough values exist)."""
+    xs = sorted(x for x in xs if x is not None)
+    n = len(xs)
+    if n == 0:
+        return None, None, None, 0.0
+    best_k, best_cov = 1, 1 - 2 * _binom_cdf_below(n, 1)
+    for k in range(2, n // 2 + 1):
+        cov = 1 - 2 * _binom_cdf_below(n, k)
+        if cov < level:
+            break
+        best_k, best_cov = k, cov
+    return statistics.median(xs), xs[best_k - 1], xs[n - best_k], best_cov
+
+
+def runs_needed(level=DEFAULT_LEVEL):
+    """Fewest values whose [min, max] reaches `level` (6 for 95%, 5 for 90%)."""
+    n = 1
+    while 1 - 2 * _binom_cdf_below(n, 1) < level:
+        n += 1
+    return n
+
+
+def steady_round(before_ns, after_ns, tolerance=PROBE_TOLERANCE):
+    """True when a round's core-to-core probes agree: no placement change
+    across it. A missing probe (single CPU, probe unavailable) counts as steady."""
+    if not before_ns or not after_ns:
+        return True
+    return max(before_ns, after_ns) / min(before_ns, after_ns) <= tolerance
+
+
+def paired_ratios(rounds, variant, reference):
+    """rounds: list of {variant: value}; the per-round ratio variant/reference
+    of every round that has both."""
+    out = []
+    for r in rounds:
+        a, b = r.get(variant), r.get(reference)
+        if a is not None and b:
+            out.append(a / b)
+    return out
+
+
+class Verdict:
+    """One variant against the reference: speed = how many times faster the
+    variant is (>1 faster), with its interval, as hyperfine states it."""
+
+    def __init__(self, ratios, higher_is_better, level=DEFAULT_LEVEL):
+        self.n = len(ratios)
+        # Work in "speed-up" space: for a time metric, reference/variant.
+        speed = [r if higher_is_better else 1 / r for r in ratios if r]
+        self.speed, self.lo, self.hi, self.coverage = median_ci(speed, level)
+        self.level = level
+        if self.n == 0:
+            self.word = "no runs"
+        elif self.coverage < level:
+            self.word = "not enough runs"
+        elif self.lo > 1.0:
+            self.word = "faster"
+        elif self.hi < 1.0:
+            self.word = "slower"
+        else:
+            self.word = "no significant difference"
+
+    def interval_text(self):
+        if self.speed is None:
+            return "-"
+        return f"{self.speed:.3f} [{self.lo:.3f}, {self.hi:.3f}]"
+
+    def sentence(self, name, reference):
+        """hyperfine's shape: 'rwsem is 1.23 [1.19, 1.27] times faster than none'."""
+        if self.speed is None:
+            return f"{name}: no runs"
+        pct = f"{self.coverage * 100:.1f}%"
+        if self.word in ("faster", "slower"):
+            how = self.speed if self.word == "faster" else 1 / self.speed
+            lo, hi = (self.lo, self.hi) if self.word == "faster" else (1 / self.hi, 1 / self.lo)
+            return (f"{name} is {how:.3f} [{lo:.3f}, {hi:.3f}] times {self.word} than {reference} "
+                    f"({pct} interval, {self.n} rounds)")
+        return (f"{name} vs {reference}: {self.interval_text()} ({self.word}; {pct} interval, "
+                f"{self.n} rounds)")
