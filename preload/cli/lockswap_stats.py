@@ -120,3 +120,23 @@ class Verdict:
                     f"({pct} interval, {self.n} rounds)")
         return (f"{name} vs {reference}: {self.interval_text()} ({self.word}; {pct} interval, "
                 f"{self.n} rounds)")
+
+
+def probe_c2c(probe):
+    """Core-to-core round trip in ns from `lockswap-probe c2c` (contract: one
+    line `c2c_ns=N cpus=A,B`), or None when the probe is missing or fails."""
+    import os
+    import subprocess
+    if not probe or not os.access(probe, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([probe, "c2c"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for word in out.split():
+        if word.startswith("c2c_ns="):
+            try:
+                return float(word[len("c2c_ns="):]) or None
+            except ValueError:
+                return None
+    return None
