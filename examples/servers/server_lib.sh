@@ -22,6 +22,7 @@
 #   --dir D          results directory [build/servers/<runner>/<date-time>]
 #   --port P         first TCP port to try on 127.0.0.1
 #   --user U         unprivileged user the server runs as when started by root
+#                    [lockswap-srv, a system account created when missing]
 #   --keep           keep the temporary data directory
 #   --no-plot        no PNG                     --quiet   no per-run progress
 #   --report D       print the tables of an earlier run (D/runs.tsv); run nothing
@@ -38,9 +39,14 @@ source "$SRV_HERE/../../scripts/lib.sh"
 : "${SRV_NAME:?set SRV_NAME before sourcing server_lib.sh}"
 SRV_VARIANTS=${SRV_VARIANTS:-futex,rwsem,rwsem-rspin,lockref}
 SRV_REPEAT=${SRV_REPEAT:-3} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
-SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000} SRV_USER=${SRV_USER:-nobody}
+SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000}
+# The server's own account: `nobody` is shared with other daemons, and a
+# package's account (mysql, postgres) with that package's real server.
+SRV_DEFAULT_USER=lockswap-srv SRV_USER=${SRV_USER:-lockswap-srv}
 SRV_DIR='' SRV_KEEP=0 SRV_CHECK=0 SRV_PLOT=1 SRV_QUIET=0 SRV_EXTRA_ENV=()
-SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
+SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_BASE='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
+# A statistics file the server wrote is read back up to this size.
+SRV_STATS_MAX_BYTES=$((64 << 20))
 SRV_STOP_SIGNAL=TERM SRV_VERDICT='' SRV_FAILED=0 SRV_ALL=()
 
 # srv_usage: the runner's header comment, then the common options above.
@@ -172,30 +178,63 @@ srv_setup() {
   SRV_DIR=${SRV_DIR:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$SRV_DIR"
   SRV_DIR=$(cd "$SRV_DIR" && pwd)
-  SRV_AS=()
-  if [[ $(id -u) -eq 0 ]]; then
-    id "$SRV_USER" >/dev/null 2>&1 || die "user $SRV_USER does not exist (--user)"
-    # setpriv execs (no fork): the pid of a background job is the program's.
-    SRV_AS=(setpriv --reuid="$SRV_USER" --regid="$(id -g "$SRV_USER")" --init-groups --)
-  fi
-  SRV_TMP=$(mktemp -d "/tmp/lockswap-$SRV_NAME.XXXXXX")
+  srv_become_user
+  srv_make_tmp
   trap srv_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  [[ ${#SRV_AS[@]} -eq 0 ]] || chown "$SRV_USER:" "$SRV_TMP"
-  chmod 700 "$SRV_TMP"
   # The server's user must read the library; the build tree may be closed to it.
   SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
   srv_write_header
 }
 
-# srv_user_path FILE: FILE, or a copy of it in the private directory when the
+# srv_become_user: when run as root, SRV_AS (the words that run a command as
+# the server's user); the default account is created when missing.
+srv_become_user() {
+  SRV_AS=()
+  [[ $(id -u) -eq 0 ]] || return 0
+  if [[ "$SRV_USER" == "$SRV_DEFAULT_USER" ]]; then srv_ensure_account "$SRV_USER"; fi
+  id "$SRV_USER" >/dev/null 2>&1 || die "user $SRV_USER does not exist (--user)"
+  [[ $(id -u "$SRV_USER") -ne 0 ]] || die "--user $SRV_USER: the server must not run as root"
+  # setpriv execs (no fork): the pid of a background job is the program's.
+  SRV_AS=(setpriv --reuid="$SRV_USER" --regid="$(id -g "$SRV_USER")" --init-groups --)
+}
+
+# srv_ensure_account NAME: a system account with no login shell and no home,
+# created once (idempotent; scripts/setup.sh makes it too).
+srv_ensure_account() {
+  id "$1" >/dev/null 2>&1 && return 0
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$1" ||
+    id "$1" >/dev/null 2>&1 || die "could not create the system account $1"
+}
+
+# srv_make_tmp: the private directories. SRV_BASE is root's (0755): only root
+# writes there (copies of files the server's user must read). SRV_TMP, inside
+# it, is the server's (0700): its data, sockets, statistics files. Everything
+# in SRV_TMP is the server user's to change at any moment, so the runner
+# touches it only as that user (srv_user), never as root; and since SRV_BASE
+# is not the user's, SRV_TMP itself cannot be renamed or replaced.
+srv_make_tmp() {
+  SRV_BASE=$(mktemp -d "/tmp/lockswap-$SRV_NAME.XXXXXX")
+  chmod 755 "$SRV_BASE"
+  SRV_TMP=$SRV_BASE/tmp
+  mkdir -m 700 "$SRV_TMP"
+  [[ ${#SRV_AS[@]} -eq 0 ]] || chown "$SRV_USER:" "$SRV_TMP"
+}
+
+# srv_user CMD...: CMD as the server's user (as is when not root), in a clean
+# environment without the preload: file work inside SRV_TMP.
+srv_user() { ${SRV_AS[@]+"${SRV_AS[@]}"} env -i PATH="$PATH" LANG=C.UTF-8 "$@"; }
+
+# srv_user_path FILE: FILE, or a copy of it in root's SRV_BASE when the
 # server's user cannot read (and execute) it there.
 srv_user_path() {
+  local copy
+  copy=$SRV_BASE/$(basename "$1")
   if ${SRV_AS[@]+"${SRV_AS[@]}"} test -r "$1" && { [[ ! -x "$1" ]] || ${SRV_AS[@]+"${SRV_AS[@]}"} test -x "$1"; }; then
     echo "$1"
   else
-    cp "$1" "$SRV_TMP/$(basename "$1")" && chmod a+rX "$SRV_TMP/$(basename "$1")" && echo "$SRV_TMP/$(basename "$1")"
+    rm -f "$copy" && cp "$1" "$copy" && chmod a+rX "$copy" && echo "$copy"
   fi
 }
 
@@ -207,7 +246,7 @@ srv_write_header() {
     echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
     echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
     echo "library:   $LIBLOCKSWAP"
-    [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (removed at exit unless --keep)"
+    [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
     echo "runs:      repeat $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
   } >"$SRV_DIR/header.txt"
@@ -228,17 +267,26 @@ srv_cleanup() {
   fi
   [[ -z "$SRV_DIR" ]] || rm -f "$SRV_DIR/server.pid"
   if declare -F srv_on_exit >/dev/null; then srv_on_exit || true; fi
-  if [[ -n "$SRV_TMP" && -d "$SRV_TMP" ]]; then
-    if ((SRV_KEEP)); then log "$SRV_NAME: kept $SRV_TMP"; else rm -rf "$SRV_TMP"; fi
+  if [[ -n "$SRV_BASE" && -d "$SRV_BASE" ]]; then
+    if ((SRV_KEEP)); then
+      log "$SRV_NAME: kept $SRV_TMP"
+    else  # the user's files as the user; then root's directory (rm never follows a link)
+      srv_user rm -rf "$SRV_TMP" 2>/dev/null || true
+      rm -rf "$SRV_BASE"
+    fi
   fi
   exit "$rc"
 }
 
 # srv_data_snapshot / srv_data_reset: the prepared data directory
-# ($SRV_TMP/data) is copied once; every run starts from that copy.
-srv_data_snapshot() { rm -rf "$SRV_TMP/pristine" && cp -a "$SRV_TMP/data" "$SRV_TMP/pristine"; }
+# ($SRV_TMP/data) is copied once; every run starts from that copy. As the
+# server's user: a link it plants there redirects only its own writes.
+srv_data_snapshot() {
+  srv_user rm -rf "$SRV_TMP/pristine" && srv_user cp -a "$SRV_TMP/data" "$SRV_TMP/pristine" ||
+    die "could not copy $SRV_TMP/data"
+}
 srv_data_reset() {
-  rm -rf "$SRV_TMP/data" && cp -a "$SRV_TMP/pristine" "$SRV_TMP/data" ||
+  srv_user rm -rf "$SRV_TMP/data" && srv_user cp -a "$SRV_TMP/pristine" "$SRV_TMP/data" ||
     die "could not restore $SRV_TMP/data from its prepared copy"
 }
 
@@ -314,17 +362,29 @@ srv_stop() {
   SRV_VERDICT=$verdict
 }
 
-# srv_stats TAG LOG: moves the run's statistics file into --dir (blocks a
-# process wrote to stderr instead, i.e. into LOG, are collected too); prints
-# the new path.
+# srv_stats TAG LOG: the run's statistics file, copied into a new file in
+# --dir (blocks a process wrote to stderr instead, i.e. into LOG, are
+# collected too); prints the new path. The file lies in the server user's
+# directory, so it is read as that user (a link it planted there reaches
+# only what the user may read), only when it is a regular file, with a time
+# and size bound; root writes only the new file in its own --dir.
 srv_stats() {
   local dst=$SRV_DIR/stats-$1.txt
-  if [[ -n "$SRV_STATS_TMP" && -f "$SRV_STATS_TMP" ]]; then mv "$SRV_STATS_TMP" "$dst"; else : >"$dst"; fi
+  rm -f "$dst"
+  : >"$dst"
+  if [[ -n "$SRV_STATS_TMP" ]]; then
+    srv_user timeout 20 sh -c '[ -f "$1" ] && [ ! -h "$1" ] || exit 0; head -c "$2" -- "$1"' sh \
+      "$SRV_STATS_TMP" "$SRV_STATS_MAX_BYTES" >>"$dst" 2>/dev/null || log "$SRV_NAME: could not read $SRV_STATS_TMP"
+    srv_user rm -f "$SRV_STATS_TMP" || true
+  fi
   if [[ -n "${2:-}" && -f "$2" ]] && grep -q '^lockswap: pid ' "$2"; then
     grep '^lockswap: ' "$2" >>"$dst" || true
   fi
   echo "$dst"
 }
+
+# srv_discard_stats: removes the statistics file of a run not recorded (a warm-up).
+srv_discard_stats() { [[ -z "$SRV_STATS_TMP" ]] || srv_user rm -f "$SRV_STATS_TMP" || true; }
 
 # srv_client_bg CMD...: runs a load generator in the background (so a signal
 # interrupts the wait); SRV_CLIENT_PID is killed on exit. srv_client_wait
