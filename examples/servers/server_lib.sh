@@ -1,23 +1,31 @@
 # examples/servers/server_lib.sh — what every runner in examples/servers/
 # shares: the common options, variants, an unprivileged user and a private
 # temporary directory, start / ready / stop by PID, clean-up on any exit,
-# interleaved repetitions, the results file and the comparison table.
+# rounds of interleaved variants guarded by the core-to-core probe, the
+# results file and the comparison table.
 # A runner sets SRV_NAME and its defaults, sources this file, parses its
 # arguments with srv_parse_common, calls srv_setup, then srv_matrix.
 # Defines functions and variables only.
 # shellcheck shell=bash
 #
 # COMMON OPTIONS (every runner)
-#   --variants LIST  comma or space list; glibc, the control, always runs.
+#   --variants LIST  comma or space list; `none` (no preload at all: the
+#                    reference of the ratios) and glibc (the preload with
+#                    glibc's locks) always run.
 #                    A variant is a name of the test matrix (LOCKSWAP_TEST_VARIANTS
 #                    in tests/CMakeLists.txt: glibc futex rwsem rwsem-rspin lockref ...,
 #                    with that entry's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
 #                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
-#                    NAME:K=V:... adds settings to a name; `none` runs without the preload.
-#   --repeat N       repetitions; each runs every variant, the order rotated
+#                    NAME:K=V:... adds settings to a name.
+#   --repeat N       rounds; each runs every variant once, the order rotated
+#                    (6 rounds give a verdict at 95%)
 #   --time S         measured seconds per run     --warmup S   warm-up seconds
 #   --threads N      client threads
-#   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable)
+#   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable;
+#                    LOCKSWAP_STATS is the runner's: counts when measured)
+#   --profile        after the rounds, one more run per variant with the
+#                    per-lock profiler (LOCKSWAP_STATS=profile), in profile.tsv
+#                    and its stats-*-rprofile.txt: never in the comparison
 #   --check          check the data after each load (CHECK TABLE, amcheck, ...)
 #   --dir D          results directory [build/servers/<runner>/<date-time>]
 #   --port P         first TCP port to try on 127.0.0.1
@@ -27,8 +35,10 @@
 #   --no-plot        no PNG                     --quiet   no per-run progress
 #   --report D       print the tables of an earlier run (D/runs.tsv); run nothing
 # OUTPUT: progress on stderr; a RESULT line per run and the comparison table
-# on stdout; in --dir: runs.tsv (every run), results.md, results.csv,
+# on stdout; in --dir: runs.tsv (every measured run), rounds.tsv (each
+# round's probes), profile.tsv (--profile), results.md, results.csv,
 # results.png, the server and client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
+# Measured runs are profiler-free: LOCKSWAP_STATS=counts (event counters).
 # EXIT STATUS: 0 when every run completed (load finished without errors,
 # checks clean, clean shutdown), 1 otherwise, 2 for bad arguments.
 
@@ -38,7 +48,7 @@ source "$SRV_HERE/../../scripts/lib.sh"
 
 : "${SRV_NAME:?set SRV_NAME before sourcing server_lib.sh}"
 SRV_VARIANTS=${SRV_VARIANTS:-futex,rwsem,rwsem-rspin,lockref}
-SRV_REPEAT=${SRV_REPEAT:-3} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
+SRV_REPEAT=${SRV_REPEAT:-6} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
 SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000}
 # The server's own account: `nobody` is shared with other daemons, and a
 # package's account (mysql, postgres) with that package's real server.
@@ -48,6 +58,10 @@ SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_BASE='' SRV_TMP='' SRV_AS=() SRV_EN
 # A statistics file the server wrote is read back up to this size.
 SRV_STATS_MAX_BYTES=$((64 << 20))
 SRV_STOP_SIGNAL=TERM SRV_VERDICT='' SRV_FAILED=0 SRV_ALL=()
+# Measured runs count lock events only; --profile adds separate runs.
+SRV_PROFILE=0 SRV_STATS_MODE=counts SRV_TSV=runs.tsv SRV_ROUND='' SRV_ROUND_C2C='' SRV_ROUNDS=0
+# The environment probe (lockswap-probe c2c / summary), when built.
+SRV_PROBE=${LOCKSWAP_PROBE:-$BUILD_DIR/bin/lockswap-probe}
 
 # srv_usage: the runner's header comment, then the common options above.
 srv_usage() {
@@ -78,6 +92,7 @@ srv_parse_common() {
     --port) SRV_PORT_BASE=$2 ;;
     --user) SRV_USER=$2 ;;
     --keep) SRV_KEEP=1 ;;
+    --profile) SRV_PROFILE=1 ;;
     --no-plot) SRV_PLOT=0 ;;
     --quiet) SRV_QUIET=1 ;;
     --report) [[ -f "$2/runs.tsv" ]] || { echo "error: --report $2: no runs.tsv there" >&2; exit 2; }
@@ -134,16 +149,43 @@ srv_variant_envs() {
 }
 
 # srv_env VARIANT TAG: sets SRV_ENV (the preload, the variant's settings and
-# a statistics file in the private directory) and SRV_STATS_TMP.
+# a statistics file in the private directory) and SRV_STATS_TMP; for `none`
+# both are empty: no preload, no LOCKSWAP_* setting at all.
 srv_env() {
-  local settings
-  SRV_ENV=() SRV_STATS_TMP=''
+  SRV_STATS_TMP=''
+  [[ -z "$1" || "$1" == none ]] || SRV_STATS_TMP=$SRV_TMP/stats-$2.txt
+  srv_env_words "$1" "$SRV_LIB" "$SRV_STATS_TMP"
+}
+
+# srv_env_words VARIANT LIBRARY STATS_FILE: SRV_ENV, the words of `env` for
+# one run: LD_PRELOAD, the variant's settings, LOCKSWAP_STATS (SRV_STATS_MODE:
+# counts for a measured run, whatever --env said; profile for a --profile
+# run) and the statistics file. Empty for `none`.
+srv_env_words() {
+  local settings stats
+  SRV_ENV=()
   [[ -z "$1" || "$1" == none ]] && return 0
   settings=$(srv_variant_envs "$1") || exit 2
   mapfile -t SRV_ENV <<<"$settings"
   [[ -n "${SRV_ENV[0]:-}" ]] || SRV_ENV=()
-  SRV_STATS_TMP=$SRV_TMP/stats-$2.txt
-  SRV_ENV=(LD_PRELOAD="$SRV_LIB" ${SRV_ENV[@]+"${SRV_ENV[@]}"} LOCKSWAP_STATS_FILE="$SRV_STATS_TMP")
+  stats=(LOCKSWAP_STATS="$SRV_STATS_MODE" LOCKSWAP_STATS_FILE="$3")
+  if ! srv_stats_modes_known; then  # an older library: any statistics file meant the profiler
+    stats=()
+    [[ "$SRV_STATS_MODE" != profile ]] || stats=(LOCKSWAP_STATS=1 LOCKSWAP_STATS_FILE="$3")
+  fi
+  SRV_ENV=(LD_PRELOAD="$2" ${SRV_ENV[@]+"${SRV_ENV[@]}"} ${stats[@]+"${stats[@]}"})
+}
+
+# srv_stats_modes_known: the library takes LOCKSWAP_STATS=counts. An older
+# one knows only 0/1 and profiles whenever it writes statistics: its measured
+# runs then go without statistics (they stay profiler-free).
+SRV_STATS_MODES=''
+srv_stats_modes_known() {
+  if [[ -z "$SRV_STATS_MODES" ]]; then
+    SRV_STATS_MODES=no
+    env -i LOCKSWAP_STATS=counts LD_PRELOAD="$LIBLOCKSWAP" /bin/true >/dev/null 2>&1 && SRV_STATS_MODES=yes
+  fi
+  [[ "$SRV_STATS_MODES" == yes ]]
 }
 
 # srv_tag TEXT: TEXT made safe for a file name.
@@ -158,7 +200,7 @@ srv_setup() {
   require_library
   local v out envs
   IFS=', ' read -r -a envs <<<"$SRV_VARIANTS"
-  SRV_ALL=(glibc)
+  SRV_ALL=(none glibc)
   for v in ${envs[@]+"${envs[@]}"}; do
     [[ -z "$v" || " ${SRV_ALL[*]} " == *" $v "* ]] || SRV_ALL+=("$v")
   done
@@ -178,6 +220,7 @@ srv_setup() {
   SRV_DIR=${SRV_DIR:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$SRV_DIR"
   SRV_DIR=$(cd "$SRV_DIR" && pwd)
+  rm -f "$SRV_DIR/rounds.tsv" "$SRV_DIR/profile.tsv"
   srv_become_user
   srv_make_tmp
   trap srv_cleanup EXIT
@@ -238,19 +281,61 @@ srv_user_path() {
   fi
 }
 
+SRV_TSV_COLUMNS='bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n'
 srv_write_header() {
-  printf 'bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n' \
-    >"$SRV_DIR/runs.tsv"
+  # shellcheck disable=SC2059
+  printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/runs.tsv"
+  # shellcheck disable=SC2059
+  ((SRV_PROFILE)) && printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/profile.tsv"
   {
     echo "date:      $(date -Is)"
     echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
     echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
+    srv_probe_summary
     echo "library:   $LIBLOCKSWAP"
     [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
-    echo "runs:      repeat $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+    echo "runs:      $SRV_REPEAT rounds, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+    srv_stats_header
   } >"$SRV_DIR/header.txt"
   ((SRV_QUIET)) || cat "$SRV_DIR/header.txt" >&2
+}
+
+# srv_stats_header: the header line on the statistics of the runs.
+srv_stats_header() {
+  local extra=''
+  ((SRV_PROFILE)) && extra="; plus one LOCKSWAP_STATS=profile run per variant, outside the comparison"
+  if srv_stats_modes_known; then echo "stats:     measured runs LOCKSWAP_STATS=counts (no profiler)$extra"
+  else echo "stats:     measured runs without statistics (this library predates LOCKSWAP_STATS=counts)$extra"; fi
+}
+
+# srv_probe_summary: the header line of `lockswap-probe summary` (contract:
+# one line starting `env:`), or why there is none.
+srv_probe_summary() {
+  local line=''
+  [[ -x "$SRV_PROBE" ]] && line=$(timeout 20 "$SRV_PROBE" summary 2>/dev/null | grep -m1 '^env:' || true)
+  if [[ -n "$line" ]]; then echo "$line"
+  else echo "env:       probe unavailable ($SRV_PROBE not built or failed): every round counts as steady"; fi
+}
+
+# srv_probe_c2c: the core-to-core round trip (ns) of `lockswap-probe c2c`, or
+# nothing when the probe is not there (the round then counts as steady).
+srv_probe_c2c() {
+  [[ -x "$SRV_PROBE" ]] || return 0
+  timeout 10 "$SRV_PROBE" c2c 2>/dev/null | sed -n 's/.*c2c_ns=\([0-9.]*\).*/\1/p' | head -1 || true
+}
+
+# srv_round_begin / srv_round_end NAME: one round (every variant once) with
+# the probe before and after; rounds.tsv keeps both readings, the report
+# drops the rounds whose readings disagree (lockswap_stats.steady_round).
+srv_round_begin() {
+  SRV_ROUNDS=$((SRV_ROUNDS + 1)) SRV_ROUND=$((SRV_ROUNDS)) SRV_ROUND_C2C=$(srv_probe_c2c)
+}
+srv_round_end() {
+  local f=$SRV_DIR/rounds.tsv
+  [[ -f "$f" ]] || printf 'round\tload\tc2c_before_ns\tc2c_after_ns\n' >"$f"
+  printf '%s\t%s\t%s\t%s\n' "$SRV_ROUND" "$1" "$SRV_ROUND_C2C" "$(srv_probe_c2c)" >>"$f"
+  SRV_ROUND=''
 }
 
 # Runs as the EXIT trap: stops a client and a server left running (by PID),
@@ -463,17 +548,19 @@ srv_note() { echo "$*" | tee -a "$SRV_DIR/header.txt" >&2; }
 
 # --- the run matrix and the results --------------------------------------
 
-# srv_matrix LOAD...: for each repetition, each LOAD, each variant (order
-# rotated by one per repetition so no variant always runs first):
-# run_one LOAD VARIANT REP (defined by the runner).
+# srv_matrix LOAD...: for each repetition and each LOAD a round: every
+# variant once, the order rotated by one per repetition so no variant always
+# runs first: run_one LOAD VARIANT REP (defined by the runner). With
+# --profile, then one profiled run per LOAD and preloaded variant.
 srv_matrix() {
   local n=${#SRV_ALL[@]} rep i load total done=0 t0 eta
-  total=$(( SRV_REPEAT * $# * n ))
+  total=$(( SRV_REPEAT * $# * n + SRV_PROFILE * $# * (n - 1) ))
   t0=$(date +%s)
   for ((rep = 1; rep <= SRV_REPEAT; rep++)); do
     for load in "$@"; do
+      srv_round_begin
       for ((i = 0; i < n; i++)); do
-        SRV_PROGRESS="[$((done + 1))/$total rep $rep/$SRV_REPEAT]"
+        SRV_PROGRESS="[$((done + 1))/$total round $rep/$SRV_REPEAT]"
         run_one "$load" "${SRV_ALL[$(( (i + rep - 1) % n ))]}" "$rep"
         done=$((done + 1))
         if ((!SRV_QUIET && done < total)); then
@@ -481,9 +568,25 @@ srv_matrix() {
           log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
         fi
       done
+      srv_round_end "$load"
     done
   done
+  ((SRV_PROFILE)) || return 0
+  srv_profile_begin
+  for load in "$@"; do
+    for ((i = 1; i < n; i++)); do
+      SRV_PROGRESS="[$((done + 1))/$total profile]"
+      run_one "$load" "${SRV_ALL[$i]}" profile
+      done=$((done + 1))
+    done
+  done
+  srv_profile_end
 }
+
+# srv_profile_begin / srv_profile_end: the runs between them are profiled
+# (LOCKSWAP_STATS=profile) and go to profile.tsv, never to runs.tsv.
+srv_profile_begin() { SRV_STATS_MODE=profile SRV_TSV=profile.tsv SRV_ROUND=''; }
+srv_profile_end() { SRV_STATS_MODE=counts SRV_TSV=runs.tsv; }
 
 # srv_record key=value...: one run's outcome. Keys: bench (an id), label (for
 # the table), variant, rep, value (throughput), unit, lat, lat_kind (e.g.
@@ -496,15 +599,17 @@ srv_record() {
   for kv in "$@"; do r[${kv%%=*}]=${kv#*=}; done
   [[ "${r[status]}" == ok ]] || SRV_FAILED=1
   # the 1-minute load average as the run ends: other work on the machine is noise
-  r[extra]="${r[extra]:+${r[extra]};}loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  r[extra]="${r[extra]:+${r[extra]};}loadavg=$(cut -d' ' -f1 /proc/loadavg)${SRV_ROUND:+;round=$SRV_ROUND}"
+  [[ "${r[variant]}" != none ]] || r[stats]=''
   local cols=()
   for k in bench label variant rep value unit lat lat_kind errors shutdown status stats extra; do
     cols+=("${r[$k]//$'\t'/ }")
   done
-  (IFS=$'\t'; echo "${cols[*]}") >>"$SRV_DIR/runs.tsv"
+  (IFS=$'\t'; echo "${cols[*]}") >>"$SRV_DIR/$SRV_TSV"
   echo "RESULT bench=${r[bench]} variant=${r[variant]} rep=${r[rep]} ${r[unit]:-value}=${r[value]:-0}" \
        "${r[lat_kind]:-lat}=${r[lat]:--} errors=${r[errors]:--} shutdown=${r[shutdown]:--}" \
-       "status=${r[status]} stats=${r[stats]:--}"
+       "status=${r[status]} stats_mode=$([[ "${r[variant]}" == none ]] && echo off || echo "$SRV_STATS_MODE")" \
+       "stats=${r[stats]:--}"
   ((SRV_QUIET)) || log "$SRV_NAME: ${SRV_PROGRESS:-} ${r[label]:-${r[bench]}} ${r[variant]}:" \
     "${r[value]:-?} ${r[unit]} ${r[lat_kind]:-lat} ${r[lat]:--} errors ${r[errors]:--}" \
     "shutdown ${r[shutdown]:--} ${r[status]}"
