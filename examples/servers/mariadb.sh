@@ -72,7 +72,7 @@ srv_log_ok() {
 }
 db_start() {  # db_start LOG: the server on a free port, with SRV_ENV
   PORT=$(free_port "$SRV_PORT_BASE")
-  rm -f "$SOCK"; : >"$1"
+  srv_user rm -f "$SOCK"; : >"$1"   # the socket is in the server user's directory
   srv_start mariadbd "$1" maria_ready 120 -- mariadbd --no-defaults \
     --datadir="$DATA" --socket="$SOCK" --port="$PORT" --bind-address=127.0.0.1 \
     --pid-file="$SRV_TMP/mariadbd.pid" --log-error="$1" --tmpdir="$SRV_TMP" \

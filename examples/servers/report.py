@@ -89,20 +89,26 @@ def sibling(runs_file, name):
     return os.path.join(os.path.dirname(os.path.abspath(runs_file)), name)
 
 
-def load_rounds(files):
-    """{(file index, round): steady} from the rounds.tsv beside each runs file,
-    and whether any round had probe readings at all."""
-    steady, probed = {}, False
+def sibling_rows(files, name):
+    """(file index, row) of the tab-separated file `name` beside each runs file, where there is one."""
     for i, f in enumerate(files):
         try:
-            fh = open(sibling(f, "rounds.tsv"))
+            fh = open(sibling(f, name))
         except OSError:
             continue
         with fh:
             for r in csv.DictReader(fh, delimiter="\t"):
-                before, after = num(r.get("c2c_before_ns")), num(r.get("c2c_after_ns"))
-                probed = probed or bool(before and after)
-                steady[(i, r["round"])] = lockswap_stats.steady_round(before, after)
+                yield i, r
+
+
+def load_rounds(files):
+    """{(file index, round): steady} from the rounds.tsv beside each runs file,
+    and whether any round had probe readings at all."""
+    steady, probed = {}, False
+    for i, r in sibling_rows(files, "rounds.tsv"):
+        before, after = num(r.get("c2c_before_ns")), num(r.get("c2c_after_ns"))
+        probed = probed or bool(before and after)
+        steady[(i, r["round"])] = lockswap_stats.steady_round(before, after)
     return steady, probed
 
 
@@ -192,16 +198,8 @@ def verdict_cells(r, reference):
 
 def profile_section(files):
     """The --profile runs beside each runs file: listed, never compared."""
-    rows = []
-    for f in files:
-        try:
-            fh = open(sibling(f, "profile.tsv"))
-        except OSError:
-            continue
-        with fh:
-            for r in csv.DictReader(fh, delimiter="\t"):
-                rows.append([r["label"] or r["bench"], r["variant"], f"{r['value'] or '-'} {r['unit']}", r["status"],
-                             r["stats"] or "-"])
+    rows = [[r["label"] or r["bench"], r["variant"], f"{r['value'] or '-'} {r['unit']}", r["status"], r["stats"] or "-"]
+            for _, r in sibling_rows(files, "profile.tsv")]
     if not rows:
         return ""
     return ("\nProfiled runs (LOCKSWAP_STATS=profile, one per variant after the rounds; the profiler's cost is in "
