@@ -13,7 +13,7 @@
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)
-# defaults: --variants glibc,futex,lockref --repeat 3 --time 20 --warmup 3
+# defaults: --variants glibc,futex,lockref --repeat 6 --time 20 --warmup 3
 #           --threads 8 x CPUs (8..128) --user lockswap-srv --port 25432
 #
 # How: initdb into a private temporary directory owned by the unprivileged
