@@ -169,7 +169,7 @@ log "demo: output in $OUT"
   echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
   srv_probe_summary
   echo "library:   $LIBLOCKSWAP"
-  echo "variants:  ${ALL[*]}  (PostgreSQL: none glibc ${PG_VARIANTS[*]}); $REPEAT rounds, ${TIME}s runs, quick=$QUICK"
+  echo "variants:  ${ALL[*]}  (PostgreSQL: none glibc ${PG_VARIANTS[*]}); rounds $REPEAT, ${TIME}s runs, quick=$QUICK"
   SRV_PROFILE=$PROFILE srv_stats_header
 } | tee "$OUT/header.txt" >&2
 

@@ -295,7 +295,7 @@ srv_write_header() {
     echo "library:   $LIBLOCKSWAP"
     [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
-    echo "runs:      $SRV_REPEAT rounds, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+    echo "runs:      rounds $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
     srv_stats_header
   } >"$SRV_DIR/header.txt"
   ((SRV_QUIET)) || cat "$SRV_DIR/header.txt" >&2
