@@ -61,7 +61,7 @@ SRV_STOP_SIGNAL=TERM SRV_VERDICT='' SRV_FAILED=0 SRV_ALL=()
 # Measured runs count lock events only; --profile adds separate runs.
 SRV_PROFILE=0 SRV_STATS_MODE=counts SRV_TSV=runs.tsv SRV_ROUND='' SRV_ROUND_C2C='' SRV_ROUNDS=0
 # The environment probe (lockswap-probe c2c / summary), when built.
-SRV_PROBE=${LOCKSWAP_PROBE:-$BUILD_DIR/bin/lockswap-probe}
+SRV_PROBE=${SRV_PROBE:-$BUILD_DIR/bin/lockswap-probe}
 
 # srv_usage: the runner's header comment, then the common options above.
 srv_usage() {
