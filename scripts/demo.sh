@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# scripts/demo.sh — unmodified servers and programs under glibc's locks and
-# under each lockswap variant, compared in one table (ratios against glibc
-# from the same run, variants interleaved across repetitions).
+# scripts/demo.sh — unmodified servers and programs without lockswap (`none`,
+# the reference), under lockswap with glibc's locks (`glibc`) and under each
+# lockswap variant, compared in one table: per benchmark, the speed against
+# none as the median of per-round ratios with its 95% interval and a verdict
+# (a round runs every variant once, in a rotated order; rounds the
+# core-to-core probe flags as unsteady are dropped, and the table says how
+# many were kept). Measured runs are profiler-free (LOCKSWAP_STATS=counts).
 #
 #   scripts/demo.sh [--quick] [--variants "futex rwsem rwsem-rspin lockref"]
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
 #                   [--repeat N] [--time S] [--oversub N] [--sysbench-threads "2 16 64"]
-#                   [--no-setup]
+#                   [--profile] [--no-setup]
 #
 #   postgres   PostgreSQL 15 + sysbench oltp_read_only (16 tables x 10,000 rows,
-#              shared_buffers=80MB, max_connections=250, 8 threads per CPU) and
-#              oltp_read_write; only the variants that change LOCKSWAP_SEM
-#              (PostgreSQL's processes take no pthread lock: they sleep on
-#              semaphores), or all chosen ones if none does;
-#   mariadb    MariaDB 10.11 + sysbench oltp_read_only and oltp_read_write at
-#              8 threads and oltp_read_write at 64 (oversubscribed);
+#              shared_buffers=80MB, max_connections=250, 8 threads per CPU);
+#              only the variants that change LOCKSWAP_SEM (PostgreSQL's
+#              processes take no pthread lock: they sleep on semaphores), or
+#              all chosen ones if none does;
+#   mariadb    MariaDB 10.11 + sysbench oltp_read_write at 8 threads;
 #   wiredtiger WiredTiger (mongod's engine), YCSB workload A by ycsb_wt.c;
 #   mongod     mongod + YCSB-style workload A, only when mongod is on PATH;
 #   memcached  memcached + memcaslap;
-#   rocksdb    RocksDB db_bench readrandom and readwhilewriting;
+#   rocksdb    RocksDB db_bench readwhilewriting;
 #   sysbench   sysbench's built-in mutex and threads tests, 2 threads and
 #              oversubscribed (--oversub, 16; --sysbench-threads lists them);
 #   jemalloc   a 16-thread malloc/free stress with jemalloc, whose mutexes then
 #              go through lockswap (and a check that they bind to it).
+# Default: 6 rounds (the fewest that can give a verdict at 95%) of 3-second
+# runs (1 s warm-up), about 25 minutes on a quiet 2-CPU machine; each runner
+# alone (examples/servers/, see its --help) covers more workloads.
+# --profile: after the rounds, one more run per variant with the per-lock
+# profiler (LOCKSWAP_STATS=profile), listed apart and never compared; its
+# statistics files are for `lockswap report`.
+# --quick: one round of short runs on small data, a smoke run of a few
+# minutes (its verdicts read "not enough runs").
 # Every server runs as an unprivileged user on 127.0.0.1 with its data in a
 # temporary directory, is prepared once without the preload, and is stopped
-# by its PID with its shutdown checked. --quick: one repetition of short runs
-# on small data, a smoke run of a few minutes. The runners are in
-# examples/servers/ (each can be run on its own, see its --help).
+# by its PID with its shutdown checked.
 # Output: build/demo/<date-time>/ (build/demo/latest): table.txt, table.csv,
 # table.png, results.txt (every RESULT line) and one directory per part with
-# its logs, runs.tsv and LOCKSWAP_STATS output (stats-*.txt).
+# its logs, runs.tsv, rounds.tsv and LOCKSWAP_STATS output (stats-*.txt).
 # Exit status: 0 when every run completed cleanly, 1 otherwise.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,7 +48,7 @@ SRV_NAME=demo
 source "$ROOT/examples/servers/server_lib.sh"
 
 PARTS="postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"
-QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS=
+QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0
 VARIANTS="futex rwsem rwsem-rspin lockref"
 ONLY=$PARTS
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -55,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --oversub) OVERSUB=${2:?}; shift 2 ;;
     --sysbench-threads) SB_THREADS=${2:?}; shift 2 ;;
     --no-setup) SETUP=0; shift ;;
+    --profile) PROFILE=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -72,9 +82,11 @@ if ((QUICK)); then
   WT=(--records 20000 --threads 4) MC=() ROCKS=(--workload readrandom --num 50000 --threads 4)
   SB_MUTEX_TOTAL=4000000 SB_THREADS_TIME=1 JE_OPS=20000
 else
-  REPEAT=${REPEAT:-3} TIME=${TIME:-5} WARMUP=1
-  PG=(--workload both) MARIA=(--workload both --oversub 64) WT=() MC=() ROCKS=(--workload both)
-  SB_MUTEX_TOTAL=16000000 SB_THREADS_TIME=3 JE_OPS=200000
+  # 6 rounds give a verdict at 95% (lockswap_stats.runs_needed()); one
+  # workload per server and 3-second runs keep the whole demo near 25 minutes.
+  REPEAT=${REPEAT:-6} TIME=${TIME:-3} WARMUP=1
+  PG=(--workload read_only) MARIA=(--workload read_write --oversub 0) WT=() MC=() ROCKS=(--workload readwhilewriting)
+  SB_MUTEX_TOTAL=4000000 SB_THREADS_TIME=2 JE_OPS=100000
 fi
 SB_THREADS=${SB_THREADS:-2 $OVERSUB}
 for t in $SB_THREADS; do srv_need_number --sysbench-threads "$t" 1; done
@@ -87,9 +99,10 @@ if ((SETUP)); then
 fi
 require_library
 
-# The control first, then each variant; the library validates every name.
-ALL=(glibc)
-for v in ${VARIANTS//,/ }; do [[ "$v" == glibc || " ${ALL[*]} " == *" $v "* ]] || ALL+=("$v"); done
+# The reference (no preload) and the control first, then each variant; the
+# library validates every name.
+ALL=(none glibc)
+for v in ${VARIANTS//,/ }; do [[ " ${ALL[*]} " == *" $v "* ]] || ALL+=("$v"); done
 for v in "${ALL[@]}"; do
   [[ "$v" == none ]] && continue
   envs=$(srv_variant_envs "$v") || exit 2
@@ -98,12 +111,12 @@ for v in "${ALL[@]}"; do
 done
 # PostgreSQL: the variants whose LOCKSWAP_SEM is not glibc's.
 PG_VARIANTS=()
-for v in "${ALL[@]:1}"; do
+for v in "${ALL[@]:2}"; do
   if srv_variant_envs "$v" | grep -qE '^LOCKSWAP_SEM=' && ! srv_variant_envs "$v" | grep -qx 'LOCKSWAP_SEM=glibc'; then
     PG_VARIANTS+=("$v")
   fi
 done
-((${#PG_VARIANTS[@]})) || PG_VARIANTS=("${ALL[@]:1}")
+((${#PG_VARIANTS[@]})) || PG_VARIANTS=("${ALL[@]:2}")
 
 OUT=$BUILD_DIR/demo/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
@@ -154,11 +167,14 @@ log "demo: output in $OUT"
   echo "date:      $(date -Is)"
   echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
   echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
+  srv_probe_summary
   echo "library:   $LIBLOCKSWAP"
-  echo "variants:  ${ALL[*]}  (PostgreSQL: glibc ${PG_VARIANTS[*]}); repeat $REPEAT, ${TIME}s runs, quick=$QUICK"
+  echo "variants:  ${ALL[*]}  (PostgreSQL: none glibc ${PG_VARIANTS[*]}); rounds $REPEAT, ${TIME}s runs, quick=$QUICK"
+  SRV_PROFILE=$PROFILE srv_stats_header
 } | tee "$OUT/header.txt" >&2
 
 COMMON=(--repeat "$REPEAT" --time "$TIME" --warmup "$WARMUP")
+((PROFILE)) && COMMON+=(--profile)
 VLIST=$(IFS=,; echo "${ALL[*]}")
 S=$ROOT/examples/servers
 wants postgres && run_part postgres bash "$S/postgres.sh" --dir "$OUT/postgres" "${COMMON[@]}" \
@@ -174,18 +190,17 @@ wants rocksdb && run_part rocksdb bash "$S/rocksdb.sh" --dir "$OUT/rocksdb" "${C
 # ------------------------------------------------- sysbench's built-in tests
 # One row per run in sysbench/runs.tsv, the format of the runners.
 sysbench_run() {  # sysbench_run TEST THREADS VARIANT REP
-  local test=$1 t=$2 v=$3 rep=$4 envs out stats rc=0 args tag
-  envs=$(srv_variant_envs "$v")
+  local test=$1 t=$2 v=$3 rep=$4 out stats='' rc=0 args tag
   tag=$(srv_tag "$test-t$t-$v-r$rep")
-  out=$SRV_DIR/$tag.log stats=$SRV_DIR/stats-$tag.txt
+  out=$SRV_DIR/$tag.log
+  [[ "$v" == none ]] || stats=$SRV_DIR/stats-$tag.txt
+  srv_env_words "$v" "$LIBLOCKSWAP" "$stats"
   if [[ $test == mutex ]]; then
     args=(mutex --threads="$t" --mutex-num=1 --mutex-locks=$((SB_MUTEX_TOTAL / t)) --mutex-loops=100)
   else
     args=(threads --threads="$t" --thread-yields=100 --thread-locks=4 --time="$SB_THREADS_TIME")
   fi
-  # shellcheck disable=SC2086
-  timeout 300 env -i PATH="$PATH" $envs LD_PRELOAD="$LIBLOCKSWAP" LOCKSWAP_STATS_FILE="$stats" \
-    sysbench "${args[@]}" run >"$out" 2>&1 || rc=$?
+  timeout 300 env -i PATH="$PATH" ${SRV_ENV[@]+"${SRV_ENV[@]}"} sysbench "${args[@]}" run >"$out" 2>&1 || rc=$?
   local secs events value status=ok
   secs=$(sed -n 's/^ *total time: *\([0-9.]*\)s.*/\1/p' "$out")
   events=$(sed -n 's/^ *total number of events: *\([0-9]*\).*/\1/p' "$out")
@@ -205,29 +220,45 @@ sysbench_run() {  # sysbench_run TEST THREADS VARIANT REP
 if wants sysbench; then
   log "demo: --- sysbench mutex + threads, threads: $SB_THREADS ---"
   SRV_DIR=$OUT/sysbench SRV_ALL=("${ALL[@]}") SRV_REPEAT=$REPEAT SRV_TIME=$SB_THREADS_TIME SRV_WARMUP=0
-  SRV_QUIET=1 SRV_AS=() SRV_EXTRA_ENV=()
+  SRV_QUIET=1 SRV_AS=() SRV_EXTRA_ENV=() SRV_PROFILE=$PROFILE
   mkdir -p "$SRV_DIR"
+  rm -f "$SRV_DIR/rounds.tsv"
   srv_write_header
   n=${#ALL[@]}
   for ((rep = 1; rep <= REPEAT; rep++)); do
     for t in $SB_THREADS; do
       for test in mutex threads; do
+        srv_round_begin
         for ((i = 0; i < n; i++)); do sysbench_run "$test" "$t" "${ALL[$(( (i + rep - 1) % n ))]}" "$rep"; done
+        srv_round_end "$test-t$t"
       done
     done
   done >/dev/null
+  if ((PROFILE)); then
+    srv_profile_begin
+    for t in $SB_THREADS; do
+      for test in mutex threads; do
+        for v in "${ALL[@]:1}"; do sysbench_run "$test" "$t" "$v" profile; done
+      done
+    done >/dev/null
+    srv_profile_end
+  fi
   TSVS+=("$SRV_DIR/runs.tsv")
 fi
 
 # ----------------------------------------------------------------- jemalloc
 if wants jemalloc; then
-  run_part jemalloc bash "$S/jemalloc.sh" --dir "$OUT/jemalloc" --threads 16 --ops "$JE_OPS" "${ALL[@]}"
-  SRV_DIR=$OUT/jemalloc SRV_QUIET=1
+  JE_ARGS=(--dir "$OUT/jemalloc" --threads 16 --ops "$JE_OPS" --repeat "$REPEAT")
+  ((PROFILE)) && JE_ARGS+=(--profile)
+  run_part jemalloc bash "$S/jemalloc.sh" "${JE_ARGS[@]}" "${ALL[@]}"
+  SRV_DIR=$OUT/jemalloc SRV_QUIET=1 SRV_PROFILE=$PROFILE
   srv_write_header
-  while read -r line; do
-    srv_record bench=jemalloc label="jemalloc malloc/free 16 thr" variant="$(kv variant "$line")" rep=1 \
-      value="$(kv mops "$line")" unit=M-ops/s status="$(kv status "$line")" stats="$(kv stats "$line")" \
-      extra="lock_events=$(kv lock_events "$line")" >/dev/null
+  while read -r line; do  # the runs in runs.tsv (rounds.tsv is jemalloc.sh's), the profiled ones apart
+    if [[ "$(kv rep "$line")" == profile ]]; then srv_profile_begin; else SRV_ROUND=$(kv round "$line"); fi
+    srv_record bench=jemalloc label="jemalloc malloc/free 16 thr" variant="$(kv variant "$line")" \
+      rep="$(kv rep "$line")" value="$(kv mops "$line")" unit=M-ops/s status="$(kv status "$line")" \
+      stats="$(kv stats "$line")" extra="lock_events=$(kv lock_events "$line")" >/dev/null
+    srv_profile_end
   done < <(grep '^RESULT bench=jemalloc ' "$OUT/jemalloc.out" || true)
   [[ ! -s "$SRV_DIR/runs.tsv" ]] || TSVS+=("$SRV_DIR/runs.tsv")
 fi

@@ -24,6 +24,16 @@ PACKAGES=(
   g++-aarch64-linux-gnu qemu-user-static # tests/aarch64: cross build, run under qemu
 )
 
+# The runners' servers (examples/servers/) run as this system account when
+# started by root: no shell, no home, shared with no other daemon.
+SERVER_ACCOUNT=lockswap-srv
+ensure_server_account() {
+  id "$SERVER_ACCOUNT" >/dev/null 2>&1 && return 0
+  [[ $(id -u) -eq 0 ]] || { echo "setup: account $SERVER_ACCOUNT missing (created as root)" >&2; return 0; }
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SERVER_ACCOUNT"
+  echo "setup: created system account $SERVER_ACCOUNT"
+}
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
@@ -34,6 +44,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
+  ensure_server_account
   exit 0
 fi
 
@@ -59,4 +70,5 @@ trap cleanup EXIT
 
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+ensure_server_account
 echo "setup: done"

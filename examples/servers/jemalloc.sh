@@ -11,11 +11,15 @@
 #      program itself never takes a lock (slow-path events only: a run with
 #      no contended acquisition would legitimately count none).
 #
-#   jemalloc.sh [--dir D] [--threads N] [--ops N] [VARIANT...]
-#     default variants: glibc futex rwsem rwsem-rspin lockref (names of the
-#     test matrix, see server_lib.sh); threads 16; ops 200000 per thread.
-# RESULT line per variant:
-#   RESULT bench=jemalloc variant=V mops=.. seconds=.. lock_events=.. status=ok|FAIL stats=FILE
+#   jemalloc.sh [--dir D] [--threads N] [--ops N] [--repeat N] [--profile] [VARIANT...]
+#     default variants: none glibc futex rwsem rwsem-rspin lockref (names of
+#     the test matrix, see server_lib.sh; `none`: jemalloc without lockswap);
+#     threads 16; ops 200000 per thread; 1 round. A round runs every variant
+#     once (rotated order), between two core-to-core probes (D/rounds.tsv).
+#     Timed runs count lock events only (LOCKSWAP_STATS=counts); --profile
+#     adds one run per preloaded variant with LOCKSWAP_STATS=profile (rep=profile).
+# RESULT line per run:
+#   RESULT bench=jemalloc variant=V rep=R round=N mops=.. seconds=.. lock_events=.. status=ok|FAIL stats=FILE
 # plus  RESULT bench=jemalloc-bindings bound=N symbols=... status=..
 # and   RESULT bench=jemalloc-control allocator=glibc-malloc lock_events=N ..
 # (the same stress without jemalloc: the program alone takes no lock).
@@ -27,22 +31,27 @@ SRV_NAME=jemalloc
 source "$HERE/server_lib.sh"   # for srv_variant_envs: the test matrix's variants
 
 DIR=$BUILD_DIR/servers/jemalloc
-THREADS=16 OPS=200000
+THREADS=16 OPS=200000 REPEAT=1 PROFILE=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --ops) OPS=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --profile) PROFILE=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) break ;;
   esac
 done
 VARIANTS=("$@")
-((${#VARIANTS[@]})) || VARIANTS=(glibc futex rwsem rwsem-rspin lockref)
+((${#VARIANTS[@]})) || VARIANTS=(none glibc futex rwsem rwsem-rspin lockref)
+srv_need_number --repeat "$REPEAT" 1
 require_library
 mkdir -p "$DIR"
+SRV_DIR=$DIR   # rounds.tsv
+rm -f "$DIR/rounds.tsv"
 
 # libjemalloc2's shared object, from the package's own file list.
 JEMALLOC=$(dpkg -L libjemalloc2 2>/dev/null | grep -E '/libjemalloc\.so\.2$' | head -1 || true)
@@ -84,28 +93,44 @@ ctl_status=ok
 [[ "$ctl_line" == "jemalloc_stress ok "*allocator=glibc-malloc* ]] || ctl_status=FAIL
 echo "RESULT bench=jemalloc-control allocator=glibc-malloc variant=rwsem lock_events=$ctl_events status=$ctl_status"
 
-# 2. The stress under each variant.
+# 2. The stress: rounds of every variant, then (--profile) the profiled runs.
 for variant in "${VARIANTS[@]}"; do
+  [[ "$variant" == none ]] && continue
   envs_text=$(srv_variant_envs "$variant") || exit 2
   mapfile -t envs <<<"$envs_text"
   env "${envs[@]}" LD_PRELOAD="$LIBLOCKSWAP" /bin/true || die "variant '$variant' rejected by $LIBLOCKSWAP"
-  tag=$(srv_tag "$variant")
-  stats=$DIR/stats-$tag.log out=$DIR/stress-$tag.log
-  : >"$stats"
-  log "jemalloc: $variant: $THREADS threads x $OPS malloc/free"
-  run_rc=0
-  timeout 300 env "${envs[@]}" LD_PRELOAD="$JEMALLOC $LIBLOCKSWAP" LOCKSWAP_STATS_FILE="$stats" \
-    "$BIN" "$THREADS" "$OPS" >"$out" 2>&1 || run_rc=$?
+done
+stress() {  # stress VARIANT REP
+  local variant=$1 rep=$2 tag stats='' out run_rc=0 line events status=ok preload=$JEMALLOC
+  tag=$(srv_tag "$variant-r$rep")
+  out=$DIR/stress-$tag.log
+  if [[ "$variant" != none ]]; then stats=$DIR/stats-$tag.log preload="$JEMALLOC $LIBLOCKSWAP"; : >"$stats"; fi
+  srv_env_words "$variant" "$preload" "$stats"
+  [[ "$variant" != none ]] || SRV_ENV=(LD_PRELOAD="$JEMALLOC")
+  log "jemalloc: $variant ($rep): $THREADS threads x $OPS malloc/free"
+  timeout 300 env -i PATH="$PATH" "${SRV_ENV[@]}" "$BIN" "$THREADS" "$OPS" >"$out" 2>&1 || run_rc=$?
   line=$(grep '^jemalloc_stress ' "$out" || true)
-  events=$(awk '$1 == "lockswap:" && $2 != "pid" && $3 ~ /^[0-9]+$/ {s += $3} END {print s + 0}' "$stats")
-  status=ok
+  events=0
+  [[ -z "$stats" ]] || events=$(awk '$1 == "lockswap:" && $2 != "pid" && $3 ~ /^[0-9]+$/ {s += $3} END {print s + 0}' "$stats")
   if ((run_rc != 0)) || [[ "$line" != "jemalloc_stress ok "* ]]; then
     log "jemalloc: $variant: stress failed (status $run_rc):"; tail -5 "$out" >&2; status=FAIL
   elif [[ "$line" != *allocator=jemalloc* ]]; then
     log "jemalloc: $variant: jemalloc was not the allocator: $line"; status=FAIL
   fi
   [[ "$status" == ok ]] || rc=1
-  echo "RESULT bench=jemalloc variant=$variant mops=$(kv mops_per_s "$line") seconds=$(kv seconds "$line")" \
-       "cross_frees=$(kv cross_frees "$line") lock_events=$events status=$status stats=$stats"
+  echo "RESULT bench=jemalloc variant=$variant rep=$rep round=${SRV_ROUND:--} mops=$(kv mops_per_s "$line")" \
+       "seconds=$(kv seconds "$line") cross_frees=$(kv cross_frees "$line") lock_events=$events status=$status" \
+       "stats=${stats:--}"
+}
+n=${#VARIANTS[@]}
+for ((rep = 1; rep <= REPEAT; rep++)); do
+  srv_round_begin
+  for ((i = 0; i < n; i++)); do stress "${VARIANTS[$(( (i + rep - 1) % n ))]}" "$rep"; done
+  srv_round_end stress
 done
+if ((PROFILE)); then
+  srv_profile_begin
+  for variant in "${VARIANTS[@]}"; do [[ "$variant" == none ]] || stress "$variant" profile; done
+  srv_profile_end
+fi
 exit $rc

@@ -9,8 +9,8 @@
 #   --oversub N      client threads of the extra oversubscribed oltp_read_write
 #                    run [64]; 0: none
 #   --tables N       sysbench tables [4]        --table-size N  rows per table [10000]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 3 --time 10
-#           --warmup 2 --threads 8 --user mysql --port 23306
+# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+#           --warmup 2 --threads 8 --user lockswap-srv --port 23306
 #
 # How: mariadb-install-db into a private temporary directory owned by the
 # unprivileged user (nothing of the system's MariaDB, /etc/mysql or
@@ -27,7 +27,7 @@
 # lockswap; InnoDB's own srw_lock sleeps on raw futexes.
 set -euo pipefail
 SRV_NAME=mariadb
-SRV_TIME=10 SRV_WARMUP=2 SRV_THREADS=8 SRV_USER=mysql SRV_PORT_BASE=23306
+SRV_TIME=10 SRV_WARMUP=2 SRV_THREADS=8 SRV_PORT_BASE=23306
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 TABLES=4 TABLE_SIZE=10000 WORKLOAD=both OVERSUB=64
@@ -72,7 +72,7 @@ srv_log_ok() {
 }
 db_start() {  # db_start LOG: the server on a free port, with SRV_ENV
   PORT=$(free_port "$SRV_PORT_BASE")
-  rm -f "$SOCK"; : >"$1"
+  srv_user rm -f "$SOCK"; : >"$1"   # the socket is in the server user's directory
   srv_start mariadbd "$1" maria_ready 120 -- mariadbd --no-defaults \
     --datadir="$DATA" --socket="$SOCK" --port="$PORT" --bind-address=127.0.0.1 \
     --pid-file="$SRV_TMP/mariadbd.pid" --log-error="$1" --tmpdir="$SRV_TMP" \

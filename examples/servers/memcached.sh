@@ -6,8 +6,8 @@
 # options (and the common ones below):
 #   --client-threads N  memcaslap -T [4]     --concurrency N  memcaslap -c [32]
 #   --server-threads N  memcached -t [4]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 3 --time 5
-#           --warmup 0 --user memcache --port 21211 (--threads sets --client-threads)
+# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 5
+#           --warmup 0 --user lockswap-srv --port 21211 (--threads sets --client-threads)
 #
 # memcached runs as the unprivileged user, listens on 127.0.0.1 only (TCP, UDP
 # off), is stopped by SIGTERM to its PID and must exit with status 0.
@@ -17,7 +17,7 @@
 # --check: after the load, a set and a get of a fresh key must round-trip.
 set -euo pipefail
 SRV_NAME=memcached
-SRV_TIME=5 SRV_WARMUP=0 SRV_USER=memcache SRV_PORT_BASE=21211
+SRV_TIME=5 SRV_WARMUP=0 SRV_PORT_BASE=21211
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 CLIENT_THREADS=4 CONC=32 SERVER_THREADS=4

@@ -9,8 +9,8 @@
 #   mongod.sh [options]
 # options (and the common ones below):
 #   --records N      documents of 10 x 100-byte fields [100000]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 3 --time 10
-#           --warmup 2 --threads 8 --user mongodb (nobody if absent) --port 27117
+# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+#           --warmup 2 --threads 8 --user lockswap-srv --port 27117
 #
 # How: mongod runs as the unprivileged user on 127.0.0.1 with its dbpath and
 # socket in a private temporary directory (WiredTiger cache 0.25 GB); the
@@ -19,7 +19,7 @@
 # the PID is mongod's clean shutdown and must end with exit status 0.
 set -euo pipefail
 SRV_NAME=mongod
-SRV_TIME=10 SRV_WARMUP=2 SRV_THREADS=8 SRV_USER=mongodb SRV_PORT_BASE=27117
+SRV_TIME=10 SRV_WARMUP=2 SRV_THREADS=8 SRV_PORT_BASE=27117
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 RECORDS=100000
@@ -42,7 +42,6 @@ if ! python3 -c 'import pymongo' 2>/dev/null; then
   echo "SKIP bench=mongod reason=no-pymongo"
   exit 0
 fi
-id "$SRV_USER" >/dev/null 2>&1 || SRV_USER=nobody
 
 srv_setup
 srv_note "mongod:    $(mongod --version 2>/dev/null | head -1); YCSB-A, $SRV_THREADS threads, $RECORDS documents"

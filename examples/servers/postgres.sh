@@ -13,8 +13,8 @@
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)
-# defaults: --variants glibc,futex,lockref --repeat 3 --time 20 --warmup 3
-#           --threads 8 x CPUs (8..128) --user postgres --port 25432
+# defaults: --variants glibc,futex,lockref --repeat 6 --time 20 --warmup 3
+#           --threads 8 x CPUs (8..128) --user lockswap-srv --port 25432
 #
 # How: initdb into a private temporary directory owned by the unprivileged
 # user; the server listens on 127.0.0.1 (a free port) and a socket in that
@@ -30,7 +30,7 @@
 # sysbench tables after the load, under the variant.
 set -euo pipefail
 SRV_NAME=postgres
-SRV_VARIANTS=glibc,futex,lockref SRV_TIME=20 SRV_WARMUP=3 SRV_USER=postgres SRV_PORT_BASE=25432
+SRV_VARIANTS=glibc,futex,lockref SRV_TIME=20 SRV_WARMUP=3 SRV_PORT_BASE=25432
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}

@@ -4,28 +4,36 @@ files written by the runners in examples/servers/ (server_lib.sh) and by
 scripts/demo.sh.
 
     report.py [--title T] [--md F] [--csv F] [--png F] [--header F] [--events] [--event-detail]
-              [--baseline glibc] runs.tsv...
+              [--reference none] runs.tsv...
 
 One row per benchmark x variant, in the order the runs file(s) name them:
-median throughput over the repetitions, its ratio to the baseline's median
-from the same file, the spread of the runs ((max - min) / median), the median
-latency (p95 where the program reports one) and its ratio, errors and status.
-A ratio is marked `*` when every run of the variant lies above (or below)
-every run of the baseline: a difference larger than the run-to-run spread.
+median throughput over the rounds, the speed against the reference (`none`,
+the program without any preload, unless --reference names another variant)
+as the median of the per-round ratios with its 95% sign-test interval and a
+verdict (preload/cli/lockswap_stats.py: faster / slower / no significant
+difference / not enough runs), the rounds kept, the spread of the runs
+((max - min) / median), the median latency (p95 where the program reports
+one) and its ratio of medians, errors and status. A round is every variant
+once (runs.tsv's extra round=N; the repetition in older files); rounds.tsv
+next to runs.tsv holds each round's core-to-core probe before and after, and
+a round whose probes disagree (lockswap_stats.steady_round) is dropped.
+profile.tsv next to runs.tsv (runners' --profile: LOCKSWAP_STATS=profile)
+is listed apart, never compared.
 --events adds a column of lock events per run (LOCKSWAP_STATS_FILE, summed
 over the processes of a run, median over the runs); --event-detail the top
 events of each row (and, where a run names an activity file, by process kind)."""
 import argparse
 import csv
-import math
 import os
 import re
-import statistics
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "preload", "cli"))
 from bench_common import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table, median  # noqa: E402
+import lockswap_stats  # noqa: E402
 
 
 def num(x):
@@ -77,7 +85,38 @@ def load(files):
     return runs
 
 
-def summarise(runs, base):
+def sibling(runs_file, name):
+    return os.path.join(os.path.dirname(os.path.abspath(runs_file)), name)
+
+
+def sibling_rows(files, name):
+    """(file index, row) of the tab-separated file `name` beside each runs file, where there is one."""
+    for i, f in enumerate(files):
+        try:
+            fh = open(sibling(f, name))
+        except OSError:
+            continue
+        with fh:
+            for r in csv.DictReader(fh, delimiter="\t"):
+                yield i, r
+
+
+def load_rounds(files):
+    """{(file index, round): steady} from the rounds.tsv beside each runs file,
+    and whether any round had probe readings at all."""
+    steady, probed = {}, False
+    for i, r in sibling_rows(files, "rounds.tsv"):
+        before, after = num(r.get("c2c_before_ns")), num(r.get("c2c_after_ns"))
+        probed = probed or bool(before and after)
+        steady[(i, r["round"])] = lockswap_stats.steady_round(before, after)
+    return steady, probed
+
+
+def round_of(r):
+    return extra(r).get("round") or r["rep"]
+
+
+def summarise(runs, base, steady):
     benches, order = {}, []
     for r in runs:
         key = (r["_file"], r["bench"])
@@ -89,23 +128,29 @@ def summarise(runs, base):
     rows = []
     for key in order:
         b = benches[key]
-        vals = {v: [num(r["value"]) for r in rs if r["status"] == "ok" and num(r["value"]) is not None]
+        # medians and spreads from the kept (steady) rounds only, like the ratios
+        vals = {v: [num(r["value"]) for r in rs if r["status"] == "ok" and num(r["value"]) is not None
+                    and steady.get((key[0], round_of(r)), True)]
                 for v, rs in b["variants"].items()}
-        lats = {v: [num(r["lat"]) for r in rs if r["status"] == "ok" and num(r["lat"]) is not None]
+        lats = {v: [num(r["lat"]) for r in rs if r["status"] == "ok" and num(r["lat"]) is not None
+                    and steady.get((key[0], round_of(r)), True)]
                 for v, rs in b["variants"].items()}
-        bv, bl = vals.get(base, []), lats.get(base, [])
-        bmed, blat = median(bv), median(bl)
+        ref = base if base in b["variants"] else "glibc" if "glibc" in b["variants"] else None
+        blat = median(lats.get(ref, []))
+        rounds, kept = {}, {}
+        for v, rs in b["variants"].items():
+            for r in rs:
+                if r["status"] == "ok" and num(r["value"]) is not None:
+                    rounds.setdefault(round_of(r), {})[v] = num(r["value"])
+        for rid, rd in rounds.items():
+            if steady.get((key[0], rid), True):
+                kept[rid] = rd
         for v, rs in b["variants"].items():
             vs, ls = vals[v], lats[v]
             m, lm = median(vs), median(ls)
-            ratio = m / bmed if m is not None and bmed else None
+            verdict = (lockswap_stats.Verdict(lockswap_stats.paired_ratios(kept.values(), v, ref), True)
+                       if ref and v != ref else None)
             lratio = lm / blat if lm is not None and blat else None
-            beyond = ""
-            if v != base and len(vs) >= 2 and len(bv) >= 2:
-                if min(vs) > max(bv):
-                    beyond = "+"
-                elif max(vs) < min(bv):
-                    beyond = "-"
             bad = [r for r in rs if r["status"] != "ok"]
             errs = [int(r["errors"]) for r in rs if (r["errors"] or "").isdigit()]
             shut = sorted({r["shutdown"] for r in rs if r["shutdown"] and r["shutdown"] != "-"})
@@ -117,14 +162,16 @@ def summarise(runs, base):
                 events.append(tot)
             rows.append({
                 "bench": key[1], "label": b["label"], "variant": v, "runs": len(rs), "ok": len(rs) - len(bad),
-                "unit": b["unit"], "median": m, "ratio": ratio,
+                "unit": b["unit"], "median": m, "ref": ref, "verdict": verdict,
+                "ratio": verdict.speed if verdict else None,
+                "rounds_kept": len(kept), "rounds_total": len(rounds),
                 "spread": (max(vs) - min(vs)) / m if len(vs) >= 2 and m else None,
                 "min": min(vs) if vs else None, "max": max(vs) if vs else None,
-                "lat_kind": b["lat_kind"], "lat": lm, "lat_ratio": lratio, "beyond": beyond,
+                "lat_kind": b["lat_kind"], "lat": lm, "lat_ratio": lratio,
                 "errors": sum(errs) if errs else None, "shutdown": ",".join(shut),
                 "status": "ok" if not bad else f"{len(bad)} FAIL",
-                "events": median(events) if v != base and any(events) else None,
-                "each": [num(r["value"]) for r in rs], "base_median": bmed, "_runs": rs,
+                "events": median(events) if any(events) else None,
+                "each": [num(r["value"]) for r in rs], "_runs": rs,
             })
     return rows
 
@@ -136,11 +183,36 @@ def lat_label(kind):
     return f"{name} {unit}" if name else kind
 
 
+def verdict_cells(r, reference):
+    """The speed against the reference with its interval, and the verdict."""
+    if r["variant"] == r["ref"]:
+        return "1 (reference)", "-"
+    v = r["verdict"]
+    if v is None:
+        return f"- (no {reference} runs)", "-"
+    text = v.interval_text()
+    if v.speed is not None and v.coverage < v.level:  # too few rounds: say what the interval covers
+        text += f" ({v.coverage:.0%})"
+    return text, v.word
+
+
+def profile_section(files):
+    """The --profile runs beside each runs file: listed, never compared."""
+    rows = [[r["label"] or r["bench"], r["variant"], f"{r['value'] or '-'} {r['unit']}", r["status"], r["stats"] or "-"]
+            for _, r in sibling_rows(files, "profile.tsv")]
+    if not rows:
+        return ""
+    return ("\nProfiled runs (LOCKSWAP_STATS=profile, one per variant after the rounds; the profiler's cost is in "
+            "their numbers, so they are never compared; read a statistics file with `lockswap report FILE`):\n\n"
+            + md_table(["benchmark", "variant", "throughput (profiled)", "status", "statistics file"], rows,
+                       ["---", "---", "---:", "---", "---"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--title", default="")
-    ap.add_argument("--baseline", default="glibc")
+    ap.add_argument("--reference", "--baseline", dest="reference", default="none")
     ap.add_argument("--md")
     ap.add_argument("--csv")
     ap.add_argument("--png")
@@ -152,8 +224,9 @@ def main():
     if not runs:
         print("(no runs)")
         return 0
-    rows = summarise(runs, a.baseline)
-    nrep = max(int(r["rep"]) for r in runs if (r["rep"] or "").isdigit()) if runs else 0
+    steady, probed = load_rounds(a.runs)
+    rows = summarise(runs, a.reference, steady)
+    level = lockswap_stats.DEFAULT_LEVEL
 
     out = []
     if a.title:
@@ -162,32 +235,43 @@ def main():
         out.append("```\n" + open(a.header).read().rstrip() + "\n```\n\n")
     table = []
     for r in rows:
-        ratio = fmt(r["ratio"], "{:.3f}") + (" *" if r["beyond"] else "") if r["variant"] != a.baseline else "1"
+        speed, word = verdict_cells(r, a.reference)
         lat = "-" if r["lat"] is None else f"{fnum(r['lat'])} {lat_label(r['lat_kind'])}"
         table.append([r["label"], r["variant"], f"{r['ok']}/{r['runs']}", f"{fnum(r['median'])} {r['unit']}",
-                      ratio, fmt(r["spread"] and r["spread"] * 100, "{:.1f}%") if r["spread"] is not None else "-",
-                      lat, fmt(r["lat_ratio"], "{:.3f}") if r["variant"] != a.baseline else "1",
+                      speed, word, f"{r['rounds_kept']}/{r['rounds_total']}",
+                      fmt(r["spread"] and r["spread"] * 100, "{:.1f}%") if r["spread"] is not None else "-",
+                      lat, fmt(r["lat_ratio"], "{:.3f}") if r["variant"] != r["ref"] else "1",
                       "-" if r["errors"] is None else str(r["errors"]),
                       r["shutdown"] or "-", r["status"]]
                      + ([f"{r['events']:.0f}" if r["events"] is not None else "-"] if a.events else []))
-    header = ["benchmark", "variant", "runs ok", "throughput (median)", f"ratio to {a.baseline}", "spread",
+    header = ["benchmark", "variant", "runs ok", "throughput (median)",
+              f"speed vs {a.reference} [{level:.0%} CI]", "verdict", "rounds kept", "spread",
               "latency (median)", "latency ratio", "errors", "shutdown", "status"] + (
                   ["lock events/run"] if a.events else [])
-    out.append(md_table(header, table, ["---", "---"] + ["---:"] * (len(header) - 2)))
-    beyond = [r for r in rows if r["beyond"]]
-    out.append(f"\nMedians over {nrep} interleaved repetition(s); spread = (max - min) / median of the runs; "
-               f"ratios against {a.baseline} from the same run. `*`: every run of the variant lies "
-               f"{'above or below'} every {a.baseline} run (a difference larger than the run-to-run spread).\n")
-    if nrep >= 2:
-        chance = 2 * math.factorial(nrep) ** 2 / math.factorial(2 * nrep)
-        out.append(f"With {nrep} runs each, two identical distributions give non-overlapping runs with probability "
-                   f"{chance:.2f} per comparison: read a lone `*` among many rows with that in mind.\n")
-    if beyond:
-        out.append("Differences larger than the spread: " + "; ".join(
-            f"{r['label']} {r['variant']} {r['ratio']:.3f} ({'faster' if r['beyond'] == '+' else 'slower'})"
-            for r in beyond) + ".\n")
-    elif nrep >= 2:
-        out.append("No difference is larger than the run-to-run spread.\n")
+    out.append(md_table(header, table, ["---", "---"] + ["---:"] * 3 + ["---"] + ["---:"] * (len(header) - 6)))
+    kept = {(r["bench"], r["rounds_kept"], r["rounds_total"]) for r in rows}
+    kept_all, total_all = sum(k for _, k, _ in kept), sum(t for _, _, t in kept)
+    fallback = sorted({r["label"] for r in rows if r["ref"] != a.reference})
+    out.append(
+        f"\nReference: `{a.reference}` (the program with no LD_PRELOAD and no LOCKSWAP_* setting); `glibc` is "
+        f"lockswap loaded with glibc's own locks, its own row. A round runs every variant once, in an order "
+        f"rotated from round to round; speed = median of the per-round ratios variant/{a.reference} of "
+        f"throughput (>1: faster), with the {level:.0%} sign-test interval; a verdict needs at least "
+        f"{lockswap_stats.runs_needed(level)} kept rounds (else `not enough runs`). Measured runs count lock "
+        f"events only (LOCKSWAP_STATS=counts, no profiler). Spread = (max - min) / median of the runs.\n")
+    if probed:
+        out.append(f"Rounds kept: {kept_all} of {total_all} (a round is dropped when `lockswap-probe c2c` before "
+                   f"and after it differ by more than x{lockswap_stats.PROBE_TOLERANCE}: the host moved the "
+                   f"vCPUs).\n")
+    else:
+        out.append(f"Rounds kept: {kept_all} of {total_all} (probe unavailable: no round could be checked for "
+                   f"steadiness, every round counts).\n")
+    if fallback:
+        out.append(f"No `{a.reference}` runs for: {', '.join(fallback)}; their ratios are against glibc.\n")
+    called = [r for r in rows if r["verdict"] and r["verdict"].word in ("faster", "slower")]
+    if called:
+        out.append("Significant at " + f"{level:.0%}: " + "; ".join(
+            f"{r['label']} {r['variant']} {r['verdict'].speed:.3f} ({r['verdict'].word})" for r in called) + ".\n")
     loads = [num(extra(r).get("loadavg")) for r in runs]
     loads = [x for x in loads if x is not None]
     if loads:
@@ -199,7 +283,8 @@ def main():
         out.append("FAILED runs: " + "; ".join(f"{r['label']} {r['variant']}: {r['status']}" for r in fails) + "\n")
 
     if a.event_detail:
-        out.append(events_section(rows, a.baseline))
+        out.append(events_section(rows, a.reference))
+    out.append(profile_section(a.runs))
     text = "".join(out)
     print(text)
     if a.md:
@@ -208,23 +293,26 @@ def main():
     if a.csv:
         with open(a.csv, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["bench", "label", "variant", "runs", "ok", "unit", "median", "ratio", "spread", "min", "max",
-                        "beyond_spread", "lat_kind", "lat_median", "lat_ratio", "errors", "shutdown", "status",
+            w.writerow(["bench", "label", "variant", "runs", "ok", "unit", "median", "reference", "speed", "speed_lo",
+                        "speed_hi", "coverage", "verdict", "rounds_kept", "rounds_total", "spread", "min", "max",
+                        "lat_kind", "lat_median", "lat_ratio", "errors", "shutdown", "status",
                         "lock_events_per_run", "each_run"])
             for r in rows:
-                w.writerow([r["bench"], r["label"], r["variant"], r["runs"], r["ok"], r["unit"], r["median"],
-                            r["ratio"], r["spread"], r["min"], r["max"], r["beyond"], r["lat_kind"], r["lat"],
-                            r["lat_ratio"], r["errors"], r["shutdown"], r["status"], r["events"],
+                v = r["verdict"]
+                w.writerow([r["bench"], r["label"], r["variant"], r["runs"], r["ok"], r["unit"], r["median"], r["ref"],
+                            v and v.speed, v and v.lo, v and v.hi, v and v.coverage, v.word if v else "",
+                            r["rounds_kept"], r["rounds_total"], r["spread"], r["min"], r["max"], r["lat_kind"],
+                            r["lat"], r["lat_ratio"], r["errors"], r["shutdown"], r["status"], r["events"],
                             " ".join(fnum(x) for x in r["each"])])
     if a.png:
-        plot(rows, a.baseline, a.png, a.title)
+        plot(rows, a.png, a.title, a.reference)
     return 0
 
 
 def events_section(rows, base):
     s = []
     for r in rows:
-        if r["variant"] == base:
+        if r["variant"] in (base, "none"):
             continue
         per_run = []
         for run in r["_runs"]:
@@ -255,7 +343,7 @@ def process_kinds(rows, base):
     out = []
     done = set()
     for r in reversed(rows):
-        if r["variant"] == base or r["bench"] in done:
+        if r["variant"] in (base, "none") or r["bench"] in done:
             continue
         run = next((x for x in reversed(r["_runs"]) if extra(x).get("activity")), None)
         if not run:
@@ -285,32 +373,27 @@ def process_kinds(rows, base):
     return "".join(reversed(out))
 
 
-def plot(rows, base, png, title):
-    """Ratio to the baseline per benchmark (x) and variant (bars); error bars: each run / baseline median."""
-    per_bench = {}
-    for r in rows:
-        if r["variant"] != base:
-            per_bench.setdefault(r["label"], []).append(r["variant"])
-    variants = max(per_bench.values(), key=len, default=[])[:]  # the order of the fullest benchmark
-    for r in rows:
-        if r["variant"] != base and r["variant"] not in variants:
+def plot(rows, png, title, reference):
+    """Speed against the reference per benchmark (x) and variant (bars); error bars: the interval."""
+    shown = [r for r in rows if r["variant"] != r["ref"]]
+    variants, benches = [], []
+    for r in shown:
+        if r["variant"] not in variants:
             variants.append(r["variant"])
-    benches = []
-    for r in rows:
         if r["label"] not in benches:
             benches.append(r["label"])
     if not variants or not benches:
         return
     data = png[:-4] + ".dat" if png.endswith(".png") else png + ".dat"
-    by = {(r["label"], r["variant"]): r for r in rows}
+    by = {(r["label"], r["variant"]): r for r in shown}
     with open(data, "w") as f:
         for b in benches:
             cells = []
             for v in variants:
                 r = by.get((b, v))
-                if r and r["ratio"] and r["base_median"]:
-                    lo, hi = r["min"] / r["base_median"], r["max"] / r["base_median"]
-                    cells += [f"{r['ratio']:.4f}", f"{lo:.4f}", f"{hi:.4f}"]
+                ver = r and r["verdict"]
+                if ver and ver.speed:
+                    cells += [f"{ver.speed:.4f}", f"{ver.lo:.4f}", f"{ver.hi:.4f}"]
                 else:
                     cells += ["NaN", "NaN", "NaN"]
             f.write('"' + b.replace('"', "'") + '" ' + " ".join(cells) + "\n")
@@ -322,12 +405,12 @@ def plot(rows, base, png, title):
     gnuplot(png[:-4] + ".gp" if png.endswith(".png") else png + ".gp", f"""
 set terminal pngcairo size {width},600 noenhanced font ',10'
 set output {gp_quote(png)}
-set title {gp_quote((title + ': ' if title else '') + 'throughput relative to ' + base
-                    + ' (median; bars: min..max of the runs)')}
+set title {gp_quote((title + ': ' if title else '') + 'speed against ' + reference
+                    + ' (median of per-round ratios; bars: 95% interval)')}
 set style data histogram
 set style histogram errorbars gap 2 lw 1
 set style fill solid 0.8 border -1
-set ylabel 'ratio to {base}'
+set ylabel 'speed vs {reference}'
 set yrange [0:*]
 set grid ytics
 set key outside right top

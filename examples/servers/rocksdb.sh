@@ -9,8 +9,8 @@
 #   --workload W     readrandom | readwhilewriting | both [both]
 #   --num N          keys [500000]              --value-size N  [100]
 #   --cache-mb N     block cache [128]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 3 --time 10
-#           --warmup 0 --threads 4 x CPUs (4..64) --user nobody
+# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+#           --warmup 0 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
 # How: the database is filled once (fillseq + flush, every key present)
 # WITHOUT the preload into a private temporary directory owned by the
@@ -24,7 +24,7 @@
 # the readrandom run, and ldb checkconsistency must pass after the run.
 set -euo pipefail
 SRV_NAME=rocksdb
-SRV_TIME=10 SRV_WARMUP=0 SRV_USER=nobody
+SRV_TIME=10 SRV_WARMUP=0
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 NUM=500000 VALUE_SIZE=100 CACHE_MB=128 WORKLOAD=both
@@ -87,7 +87,7 @@ run_one() {  # run_one BENCHMARK VARIANT REP
     srv_client_bg timeout $((SRV_WARMUP + 300)) "${SRV_PREFIX[@]}" db_bench "${args[@]}" --duration="$SRV_WARMUP" \
       </dev/null >"$out.warmup" 2>&1
     srv_client_wait || rc=$?
-    [[ -z "$SRV_STATS_TMP" ]] || rm -f "$SRV_STATS_TMP"
+    srv_discard_stats
   fi
   if ((rc == 0)); then
     srv_client_bg timeout $((SRV_TIME + 300)) "${SRV_PREFIX[@]}" db_bench "${args[@]}" --duration="$SRV_TIME" \

@@ -1,33 +1,44 @@
 # examples/servers/server_lib.sh — what every runner in examples/servers/
 # shares: the common options, variants, an unprivileged user and a private
 # temporary directory, start / ready / stop by PID, clean-up on any exit,
-# interleaved repetitions, the results file and the comparison table.
+# rounds of interleaved variants guarded by the core-to-core probe, the
+# results file and the comparison table.
 # A runner sets SRV_NAME and its defaults, sources this file, parses its
 # arguments with srv_parse_common, calls srv_setup, then srv_matrix.
 # Defines functions and variables only.
 # shellcheck shell=bash
 #
 # COMMON OPTIONS (every runner)
-#   --variants LIST  comma or space list; glibc, the control, always runs.
+#   --variants LIST  comma or space list; `none` (no preload at all: the
+#                    reference of the ratios) and glibc (the preload with
+#                    glibc's locks) always run.
 #                    A variant is a name of the test matrix (LOCKSWAP_TEST_VARIANTS
 #                    in tests/CMakeLists.txt: glibc futex rwsem rwsem-rspin lockref ...,
 #                    with that entry's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
 #                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
-#                    NAME:K=V:... adds settings to a name; `none` runs without the preload.
-#   --repeat N       repetitions; each runs every variant, the order rotated
+#                    NAME:K=V:... adds settings to a name.
+#   --repeat N       rounds; each runs every variant once, the order rotated
+#                    (6 rounds give a verdict at 95%)
 #   --time S         measured seconds per run     --warmup S   warm-up seconds
 #   --threads N      client threads
-#   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable)
+#   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable;
+#                    LOCKSWAP_STATS is the runner's: counts when measured)
+#   --profile        after the rounds, one more run per variant with the
+#                    per-lock profiler (LOCKSWAP_STATS=profile), in profile.tsv
+#                    and its stats-*-rprofile.txt: never in the comparison
 #   --check          check the data after each load (CHECK TABLE, amcheck, ...)
 #   --dir D          results directory [build/servers/<runner>/<date-time>]
 #   --port P         first TCP port to try on 127.0.0.1
 #   --user U         unprivileged user the server runs as when started by root
+#                    [lockswap-srv, a system account created when missing]
 #   --keep           keep the temporary data directory
 #   --no-plot        no PNG                     --quiet   no per-run progress
 #   --report D       print the tables of an earlier run (D/runs.tsv); run nothing
 # OUTPUT: progress on stderr; a RESULT line per run and the comparison table
-# on stdout; in --dir: runs.tsv (every run), results.md, results.csv,
+# on stdout; in --dir: runs.tsv (every measured run), rounds.tsv (each
+# round's probes), profile.tsv (--profile), results.md, results.csv,
 # results.png, the server and client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
+# Measured runs are profiler-free: LOCKSWAP_STATS=counts (event counters).
 # EXIT STATUS: 0 when every run completed (load finished without errors,
 # checks clean, clean shutdown), 1 otherwise, 2 for bad arguments.
 
@@ -37,11 +48,20 @@ source "$SRV_HERE/../../scripts/lib.sh"
 
 : "${SRV_NAME:?set SRV_NAME before sourcing server_lib.sh}"
 SRV_VARIANTS=${SRV_VARIANTS:-futex,rwsem,rwsem-rspin,lockref}
-SRV_REPEAT=${SRV_REPEAT:-3} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
-SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000} SRV_USER=${SRV_USER:-nobody}
+SRV_REPEAT=${SRV_REPEAT:-6} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
+SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000}
+# The server's own account: `nobody` is shared with other daemons, and a
+# package's account (mysql, postgres) with that package's real server.
+SRV_DEFAULT_USER=lockswap-srv SRV_USER=${SRV_USER:-lockswap-srv}
 SRV_DIR='' SRV_KEEP=0 SRV_CHECK=0 SRV_PLOT=1 SRV_QUIET=0 SRV_EXTRA_ENV=()
-SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
+SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_BASE='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
+# A statistics file the server wrote is read back up to this size.
+SRV_STATS_MAX_BYTES=$((64 << 20))
 SRV_STOP_SIGNAL=TERM SRV_VERDICT='' SRV_FAILED=0 SRV_ALL=()
+# Measured runs count lock events only; --profile adds separate runs.
+SRV_PROFILE=0 SRV_STATS_MODE=counts SRV_TSV=runs.tsv SRV_ROUND='' SRV_ROUND_C2C='' SRV_ROUNDS=0
+# The environment probe (lockswap-probe c2c / summary), when built.
+SRV_PROBE=${SRV_PROBE:-$BUILD_DIR/bin/lockswap-probe}
 
 # srv_usage: the runner's header comment, then the common options above.
 srv_usage() {
@@ -72,6 +92,7 @@ srv_parse_common() {
     --port) SRV_PORT_BASE=$2 ;;
     --user) SRV_USER=$2 ;;
     --keep) SRV_KEEP=1 ;;
+    --profile) SRV_PROFILE=1 ;;
     --no-plot) SRV_PLOT=0 ;;
     --quiet) SRV_QUIET=1 ;;
     --report) [[ -f "$2/runs.tsv" ]] || { echo "error: --report $2: no runs.tsv there" >&2; exit 2; }
@@ -128,16 +149,43 @@ srv_variant_envs() {
 }
 
 # srv_env VARIANT TAG: sets SRV_ENV (the preload, the variant's settings and
-# a statistics file in the private directory) and SRV_STATS_TMP.
+# a statistics file in the private directory) and SRV_STATS_TMP; for `none`
+# both are empty: no preload, no LOCKSWAP_* setting at all.
 srv_env() {
-  local settings
-  SRV_ENV=() SRV_STATS_TMP=''
+  SRV_STATS_TMP=''
+  [[ -z "$1" || "$1" == none ]] || SRV_STATS_TMP=$SRV_TMP/stats-$2.txt
+  srv_env_words "$1" "$SRV_LIB" "$SRV_STATS_TMP"
+}
+
+# srv_env_words VARIANT LIBRARY STATS_FILE: SRV_ENV, the words of `env` for
+# one run: LD_PRELOAD, the variant's settings, LOCKSWAP_STATS (SRV_STATS_MODE:
+# counts for a measured run, whatever --env said; profile for a --profile
+# run) and the statistics file. Empty for `none`.
+srv_env_words() {
+  local settings stats
+  SRV_ENV=()
   [[ -z "$1" || "$1" == none ]] && return 0
   settings=$(srv_variant_envs "$1") || exit 2
   mapfile -t SRV_ENV <<<"$settings"
   [[ -n "${SRV_ENV[0]:-}" ]] || SRV_ENV=()
-  SRV_STATS_TMP=$SRV_TMP/stats-$2.txt
-  SRV_ENV=(LD_PRELOAD="$SRV_LIB" ${SRV_ENV[@]+"${SRV_ENV[@]}"} LOCKSWAP_STATS_FILE="$SRV_STATS_TMP")
+  stats=(LOCKSWAP_STATS="$SRV_STATS_MODE" LOCKSWAP_STATS_FILE="$3")
+  if ! srv_stats_modes_known; then  # an older library: any statistics file meant the profiler
+    stats=()
+    [[ "$SRV_STATS_MODE" != profile ]] || stats=(LOCKSWAP_STATS=1 LOCKSWAP_STATS_FILE="$3")
+  fi
+  SRV_ENV=(LD_PRELOAD="$2" ${SRV_ENV[@]+"${SRV_ENV[@]}"} ${stats[@]+"${stats[@]}"})
+}
+
+# srv_stats_modes_known: the library takes LOCKSWAP_STATS=counts. An older
+# one knows only 0/1 and profiles whenever it writes statistics: its measured
+# runs then go without statistics (they stay profiler-free).
+SRV_STATS_MODES=''
+srv_stats_modes_known() {
+  if [[ -z "$SRV_STATS_MODES" ]]; then
+    SRV_STATS_MODES=no
+    env -i LOCKSWAP_STATS=counts LD_PRELOAD="$LIBLOCKSWAP" /bin/true >/dev/null 2>&1 && SRV_STATS_MODES=yes
+  fi
+  [[ "$SRV_STATS_MODES" == yes ]]
 }
 
 # srv_tag TEXT: TEXT made safe for a file name.
@@ -152,7 +200,7 @@ srv_setup() {
   require_library
   local v out envs
   IFS=', ' read -r -a envs <<<"$SRV_VARIANTS"
-  SRV_ALL=(glibc)
+  SRV_ALL=(none glibc)
   for v in ${envs[@]+"${envs[@]}"}; do
     [[ -z "$v" || " ${SRV_ALL[*]} " == *" $v "* ]] || SRV_ALL+=("$v")
   done
@@ -172,46 +220,122 @@ srv_setup() {
   SRV_DIR=${SRV_DIR:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$SRV_DIR"
   SRV_DIR=$(cd "$SRV_DIR" && pwd)
-  SRV_AS=()
-  if [[ $(id -u) -eq 0 ]]; then
-    id "$SRV_USER" >/dev/null 2>&1 || die "user $SRV_USER does not exist (--user)"
-    # setpriv execs (no fork): the pid of a background job is the program's.
-    SRV_AS=(setpriv --reuid="$SRV_USER" --regid="$(id -g "$SRV_USER")" --init-groups --)
-  fi
-  SRV_TMP=$(mktemp -d "/tmp/lockswap-$SRV_NAME.XXXXXX")
+  rm -f "$SRV_DIR/rounds.tsv" "$SRV_DIR/profile.tsv"
+  srv_become_user
+  srv_make_tmp
   trap srv_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  [[ ${#SRV_AS[@]} -eq 0 ]] || chown "$SRV_USER:" "$SRV_TMP"
-  chmod 700 "$SRV_TMP"
   # The server's user must read the library; the build tree may be closed to it.
   SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
   srv_write_header
 }
 
-# srv_user_path FILE: FILE, or a copy of it in the private directory when the
+# srv_become_user: when run as root, SRV_AS (the words that run a command as
+# the server's user); the default account is created when missing.
+srv_become_user() {
+  SRV_AS=()
+  [[ $(id -u) -eq 0 ]] || return 0
+  if [[ "$SRV_USER" == "$SRV_DEFAULT_USER" ]]; then srv_ensure_account "$SRV_USER"; fi
+  id "$SRV_USER" >/dev/null 2>&1 || die "user $SRV_USER does not exist (--user)"
+  [[ $(id -u "$SRV_USER") -ne 0 ]] || die "--user $SRV_USER: the server must not run as root"
+  # setpriv execs (no fork): the pid of a background job is the program's.
+  SRV_AS=(setpriv --reuid="$SRV_USER" --regid="$(id -g "$SRV_USER")" --init-groups --)
+}
+
+# srv_ensure_account NAME: a system account with no login shell and no home,
+# created once (idempotent; scripts/setup.sh makes it too).
+srv_ensure_account() {
+  id "$1" >/dev/null 2>&1 && return 0
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$1" ||
+    id "$1" >/dev/null 2>&1 || die "could not create the system account $1"
+}
+
+# srv_make_tmp: the private directories. SRV_BASE is root's (0755): only root
+# writes there (copies of files the server's user must read). SRV_TMP, inside
+# it, is the server's (0700): its data, sockets, statistics files. Everything
+# in SRV_TMP is the server user's to change at any moment, so the runner
+# touches it only as that user (srv_user), never as root; and since SRV_BASE
+# is not the user's, SRV_TMP itself cannot be renamed or replaced.
+srv_make_tmp() {
+  SRV_BASE=$(mktemp -d "/tmp/lockswap-$SRV_NAME.XXXXXX")
+  chmod 755 "$SRV_BASE"
+  SRV_TMP=$SRV_BASE/tmp
+  mkdir -m 700 "$SRV_TMP"
+  [[ ${#SRV_AS[@]} -eq 0 ]] || chown "$SRV_USER:" "$SRV_TMP"
+}
+
+# srv_user CMD...: CMD as the server's user (as is when not root), in a clean
+# environment without the preload: file work inside SRV_TMP.
+srv_user() { ${SRV_AS[@]+"${SRV_AS[@]}"} env -i PATH="$PATH" LANG=C.UTF-8 "$@"; }
+
+# srv_user_path FILE: FILE, or a copy of it in root's SRV_BASE when the
 # server's user cannot read (and execute) it there.
 srv_user_path() {
+  local copy
+  copy=$SRV_BASE/$(basename "$1")
   if ${SRV_AS[@]+"${SRV_AS[@]}"} test -r "$1" && { [[ ! -x "$1" ]] || ${SRV_AS[@]+"${SRV_AS[@]}"} test -x "$1"; }; then
     echo "$1"
   else
-    cp "$1" "$SRV_TMP/$(basename "$1")" && chmod a+rX "$SRV_TMP/$(basename "$1")" && echo "$SRV_TMP/$(basename "$1")"
+    rm -f "$copy" && cp "$1" "$copy" && chmod a+rX "$copy" && echo "$copy"
   fi
 }
 
+SRV_TSV_COLUMNS='bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n'
 srv_write_header() {
-  printf 'bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n' \
-    >"$SRV_DIR/runs.tsv"
+  # shellcheck disable=SC2059
+  printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/runs.tsv"
+  # shellcheck disable=SC2059
+  ((SRV_PROFILE)) && printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/profile.tsv"
   {
     echo "date:      $(date -Is)"
     echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
     echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
+    srv_probe_summary
     echo "library:   $LIBLOCKSWAP"
-    [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (removed at exit unless --keep)"
+    [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
-    echo "runs:      repeat $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+    echo "runs:      rounds $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
+    srv_stats_header
   } >"$SRV_DIR/header.txt"
   ((SRV_QUIET)) || cat "$SRV_DIR/header.txt" >&2
+}
+
+# srv_stats_header: the header line on the statistics of the runs.
+srv_stats_header() {
+  local extra=''
+  ((SRV_PROFILE)) && extra="; plus one LOCKSWAP_STATS=profile run per variant, outside the comparison"
+  if srv_stats_modes_known; then echo "stats:     measured runs LOCKSWAP_STATS=counts (no profiler)$extra"
+  else echo "stats:     measured runs without statistics (this library predates LOCKSWAP_STATS=counts)$extra"; fi
+}
+
+# srv_probe_summary: the header line of `lockswap-probe summary` (contract:
+# one line starting `env:`), or why there is none.
+srv_probe_summary() {
+  local line=''
+  [[ -x "$SRV_PROBE" ]] && line=$(timeout 20 "$SRV_PROBE" summary 2>/dev/null | grep -m1 '^env:' || true)
+  if [[ -n "$line" ]]; then echo "$line"
+  else echo "env:       probe unavailable ($SRV_PROBE not built or failed): every round counts as steady"; fi
+}
+
+# srv_probe_c2c: the core-to-core round trip (ns) of `lockswap-probe c2c`, or
+# nothing when the probe is not there (the round then counts as steady).
+srv_probe_c2c() {
+  [[ -x "$SRV_PROBE" ]] || return 0
+  timeout 10 "$SRV_PROBE" c2c 2>/dev/null | sed -n 's/.*c2c_ns=\([0-9.]*\).*/\1/p' | head -1 || true
+}
+
+# srv_round_begin / srv_round_end NAME: one round (every variant once) with
+# the probe before and after; rounds.tsv keeps both readings, the report
+# drops the rounds whose readings disagree (lockswap_stats.steady_round).
+srv_round_begin() {
+  SRV_ROUNDS=$((SRV_ROUNDS + 1)) SRV_ROUND=$((SRV_ROUNDS)) SRV_ROUND_C2C=$(srv_probe_c2c)
+}
+srv_round_end() {
+  local f=$SRV_DIR/rounds.tsv
+  [[ -f "$f" ]] || printf 'round\tload\tc2c_before_ns\tc2c_after_ns\n' >"$f"
+  printf '%s\t%s\t%s\t%s\n' "$SRV_ROUND" "$1" "$SRV_ROUND_C2C" "$(srv_probe_c2c)" >>"$f"
+  SRV_ROUND=''
 }
 
 # Runs as the EXIT trap: stops a client and a server left running (by PID),
@@ -228,17 +352,26 @@ srv_cleanup() {
   fi
   [[ -z "$SRV_DIR" ]] || rm -f "$SRV_DIR/server.pid"
   if declare -F srv_on_exit >/dev/null; then srv_on_exit || true; fi
-  if [[ -n "$SRV_TMP" && -d "$SRV_TMP" ]]; then
-    if ((SRV_KEEP)); then log "$SRV_NAME: kept $SRV_TMP"; else rm -rf "$SRV_TMP"; fi
+  if [[ -n "$SRV_BASE" && -d "$SRV_BASE" ]]; then
+    if ((SRV_KEEP)); then
+      log "$SRV_NAME: kept $SRV_TMP"
+    else  # the user's files as the user; then root's directory (rm never follows a link)
+      srv_user rm -rf "$SRV_TMP" 2>/dev/null || true
+      rm -rf "$SRV_BASE"
+    fi
   fi
   exit "$rc"
 }
 
 # srv_data_snapshot / srv_data_reset: the prepared data directory
-# ($SRV_TMP/data) is copied once; every run starts from that copy.
-srv_data_snapshot() { rm -rf "$SRV_TMP/pristine" && cp -a "$SRV_TMP/data" "$SRV_TMP/pristine"; }
+# ($SRV_TMP/data) is copied once; every run starts from that copy. As the
+# server's user: a link it plants there redirects only its own writes.
+srv_data_snapshot() {
+  srv_user rm -rf "$SRV_TMP/pristine" && srv_user cp -a "$SRV_TMP/data" "$SRV_TMP/pristine" ||
+    die "could not copy $SRV_TMP/data"
+}
 srv_data_reset() {
-  rm -rf "$SRV_TMP/data" && cp -a "$SRV_TMP/pristine" "$SRV_TMP/data" ||
+  srv_user rm -rf "$SRV_TMP/data" && srv_user cp -a "$SRV_TMP/pristine" "$SRV_TMP/data" ||
     die "could not restore $SRV_TMP/data from its prepared copy"
 }
 
@@ -314,17 +447,29 @@ srv_stop() {
   SRV_VERDICT=$verdict
 }
 
-# srv_stats TAG LOG: moves the run's statistics file into --dir (blocks a
-# process wrote to stderr instead, i.e. into LOG, are collected too); prints
-# the new path.
+# srv_stats TAG LOG: the run's statistics file, copied into a new file in
+# --dir (blocks a process wrote to stderr instead, i.e. into LOG, are
+# collected too); prints the new path. The file lies in the server user's
+# directory, so it is read as that user (a link it planted there reaches
+# only what the user may read), only when it is a regular file, with a time
+# and size bound; root writes only the new file in its own --dir.
 srv_stats() {
   local dst=$SRV_DIR/stats-$1.txt
-  if [[ -n "$SRV_STATS_TMP" && -f "$SRV_STATS_TMP" ]]; then mv "$SRV_STATS_TMP" "$dst"; else : >"$dst"; fi
+  rm -f "$dst"
+  : >"$dst"
+  if [[ -n "$SRV_STATS_TMP" ]]; then
+    srv_user timeout 20 sh -c '[ -f "$1" ] && [ ! -h "$1" ] || exit 0; head -c "$2" -- "$1"' sh \
+      "$SRV_STATS_TMP" "$SRV_STATS_MAX_BYTES" >>"$dst" 2>/dev/null || log "$SRV_NAME: could not read $SRV_STATS_TMP"
+    srv_user rm -f "$SRV_STATS_TMP" || true
+  fi
   if [[ -n "${2:-}" && -f "$2" ]] && grep -q '^lockswap: pid ' "$2"; then
     grep '^lockswap: ' "$2" >>"$dst" || true
   fi
   echo "$dst"
 }
+
+# srv_discard_stats: removes the statistics file of a run not recorded (a warm-up).
+srv_discard_stats() { [[ -z "$SRV_STATS_TMP" ]] || srv_user rm -f "$SRV_STATS_TMP" || true; }
 
 # srv_client_bg CMD...: runs a load generator in the background (so a signal
 # interrupts the wait); SRV_CLIENT_PID is killed on exit. srv_client_wait
@@ -403,17 +548,19 @@ srv_note() { echo "$*" | tee -a "$SRV_DIR/header.txt" >&2; }
 
 # --- the run matrix and the results --------------------------------------
 
-# srv_matrix LOAD...: for each repetition, each LOAD, each variant (order
-# rotated by one per repetition so no variant always runs first):
-# run_one LOAD VARIANT REP (defined by the runner).
+# srv_matrix LOAD...: for each repetition and each LOAD a round: every
+# variant once, the order rotated by one per repetition so no variant always
+# runs first: run_one LOAD VARIANT REP (defined by the runner). With
+# --profile, then one profiled run per LOAD and preloaded variant.
 srv_matrix() {
   local n=${#SRV_ALL[@]} rep i load total done=0 t0 eta
-  total=$(( SRV_REPEAT * $# * n ))
+  total=$(( SRV_REPEAT * $# * n + SRV_PROFILE * $# * (n - 1) ))
   t0=$(date +%s)
   for ((rep = 1; rep <= SRV_REPEAT; rep++)); do
     for load in "$@"; do
+      srv_round_begin
       for ((i = 0; i < n; i++)); do
-        SRV_PROGRESS="[$((done + 1))/$total rep $rep/$SRV_REPEAT]"
+        SRV_PROGRESS="[$((done + 1))/$total round $rep/$SRV_REPEAT]"
         run_one "$load" "${SRV_ALL[$(( (i + rep - 1) % n ))]}" "$rep"
         done=$((done + 1))
         if ((!SRV_QUIET && done < total)); then
@@ -421,9 +568,25 @@ srv_matrix() {
           log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
         fi
       done
+      srv_round_end "$load"
     done
   done
+  ((SRV_PROFILE)) || return 0
+  srv_profile_begin
+  for load in "$@"; do
+    for ((i = 1; i < n; i++)); do
+      SRV_PROGRESS="[$((done + 1))/$total profile]"
+      run_one "$load" "${SRV_ALL[$i]}" profile
+      done=$((done + 1))
+    done
+  done
+  srv_profile_end
 }
+
+# srv_profile_begin / srv_profile_end: the runs between them are profiled
+# (LOCKSWAP_STATS=profile) and go to profile.tsv, never to runs.tsv.
+srv_profile_begin() { SRV_STATS_MODE=profile SRV_TSV=profile.tsv SRV_ROUND=''; }
+srv_profile_end() { SRV_STATS_MODE=counts SRV_TSV=runs.tsv; }
 
 # srv_record key=value...: one run's outcome. Keys: bench (an id), label (for
 # the table), variant, rep, value (throughput), unit, lat, lat_kind (e.g.
@@ -436,15 +599,17 @@ srv_record() {
   for kv in "$@"; do r[${kv%%=*}]=${kv#*=}; done
   [[ "${r[status]}" == ok ]] || SRV_FAILED=1
   # the 1-minute load average as the run ends: other work on the machine is noise
-  r[extra]="${r[extra]:+${r[extra]};}loadavg=$(cut -d' ' -f1 /proc/loadavg)"
+  r[extra]="${r[extra]:+${r[extra]};}loadavg=$(cut -d' ' -f1 /proc/loadavg)${SRV_ROUND:+;round=$SRV_ROUND}"
+  [[ "${r[variant]}" != none ]] || r[stats]=''
   local cols=()
   for k in bench label variant rep value unit lat lat_kind errors shutdown status stats extra; do
     cols+=("${r[$k]//$'\t'/ }")
   done
-  (IFS=$'\t'; echo "${cols[*]}") >>"$SRV_DIR/runs.tsv"
+  (IFS=$'\t'; echo "${cols[*]}") >>"$SRV_DIR/$SRV_TSV"
   echo "RESULT bench=${r[bench]} variant=${r[variant]} rep=${r[rep]} ${r[unit]:-value}=${r[value]:-0}" \
        "${r[lat_kind]:-lat}=${r[lat]:--} errors=${r[errors]:--} shutdown=${r[shutdown]:--}" \
-       "status=${r[status]} stats=${r[stats]:--}"
+       "status=${r[status]} stats_mode=$([[ "${r[variant]}" == none ]] && echo off || echo "$SRV_STATS_MODE")" \
+       "stats=${r[stats]:--}"
   ((SRV_QUIET)) || log "$SRV_NAME: ${SRV_PROGRESS:-} ${r[label]:-${r[bench]}} ${r[variant]}:" \
     "${r[value]:-?} ${r[unit]} ${r[lat_kind]:-lat} ${r[lat]:--} errors ${r[errors]:--}" \
     "shutdown ${r[shutdown]:--} ${r[status]}"

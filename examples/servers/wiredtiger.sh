@@ -9,8 +9,8 @@
 # options (and the common ones below):
 #   --records N      records [100000]            --value-bytes N  [1000]
 #   --cache-mb N     WiredTiger cache [128]      --read-pct N     reads in the mix [50]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 3 --time 10
-#           --warmup 2 --threads 4 x CPUs (4..64) --user nobody
+# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+#           --warmup 2 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
 # How: ycsb_wt is built (cc, -lwiredtiger) into build/servers/bin/. The table
 # is loaded once WITHOUT the preload into a private temporary directory owned
@@ -20,7 +20,7 @@
 # threads. --check: WT_SESSION::verify and a full scan after the run.
 set -euo pipefail
 SRV_NAME=wiredtiger
-SRV_TIME=10 SRV_WARMUP=2 SRV_USER=nobody
+SRV_TIME=10 SRV_WARMUP=2
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
 RECORDS=100000 VALUE_BYTES=1000 CACHE_MB=128 READ_PCT=50

@@ -73,8 +73,8 @@ timeout -k 20 330 bash "$ROOT/examples/servers/$SERVER.sh" --check --repeat 1 --
 echo "integration/$SERVER: runner exit status $rc after $(( $(date +%s) - start )) s"
 
 fail=0
-# one ok run per variant (glibc always runs)
-want=$(printf '%s\n' glibc "$@" | sort -u | wc -l)
+# one ok run per variant (none, the reference, and glibc always run)
+want=$(printf '%s\n' none glibc "$@" | sort -u | wc -l)
 ok=$(awk -F'\t' 'NR > 1 && $11 == "ok"' "$OUTDIR/runs.tsv" 2>/dev/null | cut -f3 | sort -u | wc -l)
 if ((ok != want)); then
   echo "FAIL: $ok of $want variants completed cleanly:"; cut -f3,5,9-11,13 "$OUTDIR/runs.tsv" 2>/dev/null || true
