@@ -13,7 +13,7 @@ Parts (--parts, default all):
   sem       sem_bench pingpong-threads: none glibc futex (rwsem has no
             semaphore)
   instr     instructions per idle lock+unlock pair (fastpath_callgrind.sh,
-            deterministic): mutex rdlock wrlock sem x none glibc futex rwsem percid
+            deterministic): mutex rdlock wrlock sem x none glibc futex rwsem
 
 A timed ratio is flagged CHANGED when the reference's ratio lies outside
 today's interval (a verdict needs at least 6 steady rounds); an instruction
@@ -124,7 +124,9 @@ def part_sem(a):
 
 def part_instr(a):
     out = os.path.join(a.out, "fastpath")
-    variants = ["none", "glibc", "futex", "rwsem", "percid"]
+    # Not percid: under valgrind there is no rseq, and its fallback's count
+    # varies from run to run.
+    variants = MUTEX_VARIANTS
     cmd = ["bash", os.path.join(HERE, "fastpath_callgrind.sh"), "--build", a.build, "--out", out,
            "--variants", ",".join(variants), "--ops", ",".join(INSTR_OPS)]
     with open(os.path.join(a.out, "fastpath.log"), "w") as f:
@@ -168,7 +170,10 @@ def report(results, ref, env_line, elapsed):
     refs = ref.get("results", {}) if ref else {}
     print(f"speedcheck  {env_line}")
     if ref:
-        print(f"reference   {ref.get('env', '?')}  ({ref.get('date', '?')})")
+        print(f"reference   {ref.get('env', '?')}  ({ref.get('date', '?')}, parts {','.join(ref.get('parts', []))})")
+        if env_field(ref.get("env"), "cpus") != env_field(env_line, "cpus"):
+            print("note: the reference comes from a machine with another CPU count: timed flags compare "
+                  "different machines; write a reference here first (--write-reference)")
     print("speed = how many times faster than none (no LD_PRELOAD), median of per-round ratios "
           "[sign-test 95% interval]; rounds = steady/run")
     changes = 0
@@ -178,6 +183,25 @@ def report(results, ref, env_line, elapsed):
         print(f"  {key:<28} {describe(entry):<70} ref {reference_text(refs.get(key)):>7}  {f}")
     print(f"{changes} change(s) beyond noise against the reference; wall time {elapsed:.0f} s")
     return changes
+
+
+def write_reference(a, old, results, env_line):
+    """This run's entries replace the reference's; entries of parts not run stay."""
+    merged = dict(old.get("results", {})) if old else {}
+    merged.update(results)
+    parts = sorted(set(old.get("parts", []) if old else []) | set(a.parts))
+    with open(a.reference, "w") as f:
+        json.dump({"env": env_line, "date": time.strftime("%Y-%m-%d"), "parts": parts, "quick": a.quick,
+                   "results": merged}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"speedcheck: wrote {a.reference} (parts {','.join(parts)})")
+
+
+def env_field(line, key):
+    for word in (line or "").split():
+        if word.startswith(key + "="):
+            return word.split("=", 1)[1]
+    return None
 
 
 def main():
@@ -212,11 +236,7 @@ def main():
             ref = json.load(f)
     changes = report(results, ref, env_line, time.time() - t0)
     if a.write_reference:
-        with open(a.reference, "w") as f:
-            json.dump({"env": env_line, "date": time.strftime("%Y-%m-%d"), "quick": a.quick,
-                       "results": results}, f, indent=1, sort_keys=True)
-            f.write("\n")
-        print(f"speedcheck: wrote {a.reference}")
+        write_reference(a, ref, results, env_line)
     if failed:
         log("speedcheck: some runs failed (see the logs in " + a.out + ")")
         return 1
