@@ -335,7 +335,14 @@ std::string cpu_list(const std::vector<int>& cpus) {
 int cmd_c2c(int argc, char** argv) {
   std::vector<int> cpus = allowed_cpus();
   if (argc == 4) {
-    cpus = {atoi(argv[2]), atoi(argv[3])};
+    const int a = atoi(argv[2]), b = atoi(argv[3]);
+    auto allowed = [&](int c) { return std::find(cpus.begin(), cpus.end(), c) != cpus.end(); };
+    if (!allowed(a) || !allowed(b)) {
+      fprintf(stderr, "lockswap-probe: CPUs %d,%d are not both in this process's affinity (%s)\n", a, b,
+              cpu_list(cpus).c_str());
+      return 2;
+    }
+    cpus = {a, b};
   } else if (argc != 2) {
     fprintf(stderr, "usage: lockswap-probe c2c [CPU_A CPU_B]\n");
     return 2;

@@ -21,6 +21,7 @@ echo "c2c: $out (best ${best_ms} ms)"
 
 out=$("$probe" c2c 1 0)
 [[ "$out" =~ ^c2c_ns=[0-9]+\ cpus=1,0$ ]] || fail "c2c with explicit CPUs: '$out'"
+"$probe" c2c 0 4000 2>/dev/null && fail "c2c on a CPU outside the affinity must fail"
 
 # One allowed CPU: a zero round trip and that CPU alone.
 if command -v taskset >/dev/null; then
