@@ -45,7 +45,7 @@ namespace {
 // outlier the median ignores, as long as most batches ran undisturbed.
 constexpr int kC2cBatches = 201;              // median over up to this many batches
 constexpr int kC2cRoundTripsPerBatch = 25;    // one batch: ~2.5 µs at 100 ns, ~25 µs at 1 µs
-constexpr int64_t kC2cDeadlineNs = 50'000'000;  // the whole c2c run stays under the contract's 100 ms
+constexpr int64_t kC2cDeadlineNs = 40'000'000;  // the whole c2c run stays under the contract's 100 ms
 constexpr int kWakeSamples = 40;
 constexpr int64_t kWakeSettleNs = 200'000;    // the waker spins this long after the sleeper said it sleeps
 constexpr int64_t kWakeDeadlineNs = 50'000'000;  // one wake-up that takes longer counts as lost
