@@ -14,7 +14,7 @@
 #
 # About 8 minutes on 16 CPUs, less on fewer (thread counts scale with the
 # CPUs: 2, CPUs and 4 x CPUs, capped at 64); --quick is a smoke run of a
-# minute or two. Nothing is a pass/fail on time; exit status 1 only when a
+# minute or two. Builds what it needs in BUILD_DIR (default build/) first. Nothing is a pass/fail on time; exit status 1 only when a
 # run failed or a lock broke. Output: BUILD/seeds/<date-time>/ (BUILD/seeds/latest).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,6 +31,9 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
+[[ -f "$BUILD_DIR/CMakeCache.txt" ]] || die "$BUILD_DIR is not configured: run scripts/build.sh first"
+log "seeds: building the benchmarks and lockswap-probe in $BUILD_DIR"
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target bench lockswap-probe >/dev/null
 require_library
 B=$ROOT/examples/bench
 cpus=$(nproc)
@@ -83,7 +86,7 @@ if wants lockref; then
 fi
 
 if wants cid; then
-  cells="1x4,$(cap "$cpus")x4,$(cap "$cpus")x$(cap $((2 * cpus)))"
+  cells=$(printf '%s\n' 1x4 "$(cap "$cpus")x4" "$(cap "$cpus")x$(cap $((4 * cpus)))" | awk '!seen[$0]++' | paste -sd,)
   python3 "$B/cid_churn.py" --build "$BUILD_DIR" --out "$OUT/cid" --no-plot --cells "$cells" \
     --duration "$cid_dur" --repeat "$lr_repeat" >"$OUT/cid.txt" 2>"$OUT/cid.err" || status=1
   {
