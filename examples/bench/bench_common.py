@@ -103,3 +103,70 @@ def gnuplot(script_path, text):
 
 def gp_quote(s):
     return "'" + str(s).replace("'", "''") + "'"
+
+
+# ---- interleaved rounds guarded by the core-to-core probe (docs/measuring.md) ----
+
+sys.path.insert(0, os.path.join(ROOT, "preload", "cli"))
+import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
+
+
+def probe_binary(build):
+    return os.path.join(build, "bin", "lockswap-probe")
+
+
+def env_summary(probe):
+    """The `env:` line of lockswap-probe summary, for headers and results files."""
+    try:
+        out = subprocess.run([probe, "summary"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return out if out.startswith("env:") else f"env: unknown ({probe} not built: cmake --build BUILD --target lockswap-probe)"
+
+
+def rotated(items, i):
+    i %= len(items)
+    return items[i:] + items[:i]
+
+
+class Rounds:
+    """One cell's interleaved rounds: every variant once per round, in an
+    order rotated from round to round; a round counts only when the
+    core-to-core probe before and after it agree (lockswap_stats.steady_round)."""
+
+    def __init__(self, variants):
+        self.variants = list(variants)
+        self.kept = []      # [{variant: result}], steady rounds only
+        self.dropped = 0
+        self.started = 0
+        self.steady = []    # per round run: kept or not
+
+    def run(self, run_variant, probe, want, max_rounds, offset=0):
+        """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result."""
+        while len(self.kept) < want and self.started < max_rounds:
+            before = lockswap_stats.probe_c2c(probe)
+            results = {v: run_variant(v) for v in rotated(self.variants, offset + self.started)}
+            after = lockswap_stats.probe_c2c(probe)
+            self.started += 1
+            self.steady.append(lockswap_stats.steady_round(before, after))
+            if self.steady[-1]:
+                self.kept.append(results)
+            else:
+                self.dropped += 1
+        return self
+
+    def values(self, metric):
+        """[{variant: number}] of the kept rounds; metric(result) -> number or None."""
+        return [{v: metric(r) for v, r in rnd.items()} for rnd in self.kept]
+
+    def verdict(self, metric, variant, reference, higher_is_better):
+        rounds = self.values(metric)
+        return lockswap_stats.Verdict(lockswap_stats.paired_ratios(rounds, variant, reference), higher_is_better)
+
+    def kept_text(self):
+        return f"{len(self.kept)}/{self.started}"
+
+
+def verdict_text(v):
+    """'1.023 [0.981, 1.070] no significant difference' — speed against the reference (>1 faster)."""
+    return "-" if v.speed is None else f"{v.interval_text()} {v.word}"

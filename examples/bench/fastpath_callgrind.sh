@@ -19,8 +19,11 @@
 #   percid, percid+percpu, percid+global, percid+thread (rwlock only; percid
 #                   alone uses the default LOCKSWAP_CID, rseq)
 #   lockref         (rwlock and sem)
-#   any of these with "+stats" appended: the same with LOCKSWAP_STATS=1 (the
-#                   cost of per-lock statistics when they are on)
+#   any of these with "+counts" appended: the same with LOCKSWAP_STATS=counts
+#                   (lock event counters only: what a measured run may carry);
+#                   "+profile": LOCKSWAP_STATS=profile (the per-lock/per-site
+#                   profiler: never on in a timed run); "+stats": LOCKSWAP_STATS=1
+#                   (= counts). docs/measuring.md keeps the table of these costs.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,10 +80,12 @@ trap 'rm -rf "$tmp"' EXIT
 # variant_env VARIANT OP -> env assignments on stdout; exit 1 when n/a.
 variant_env() {
   local v="$1" op="$2" var stats=""
-  if [[ "$v" == *+stats ]]; then
-    [[ "$v" == none+stats ]] && return 1
-    v="${v%+stats}" stats=" LOCKSWAP_STATS=1"
-  fi
+  case "$v" in
+    none+*) return 1 ;;
+    *+stats) v="${v%+stats}" stats=" LOCKSWAP_STATS=1" ;;
+    *+counts) v="${v%+counts}" stats=" LOCKSWAP_STATS=counts" ;;
+    *+profile) v="${v%+profile}" stats=" LOCKSWAP_STATS=profile" ;;
+  esac
   variant_env_plain "$v" "$op" | sed "s/\$/$stats/" | grep . || return 1
 }
 

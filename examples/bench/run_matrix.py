@@ -3,16 +3,23 @@
 every lockswap variant side by side with glibc in ONE run.
 
 Each measurement is a child process: rwlock_bench under
-LD_PRELOAD=liblockswap.so with LOCKSWAP_RWLOCK / LOCKSWAP_MUTEX set. Variants
-are interleaved inside each cell (glibc, futex, rwsem, ... for cell 1, then
-cell 2, ...; the order rotates between repeats) so machine noise hits them
-alike. Numbers are reported as ratios to the baseline (glibc); nothing here is
+LD_PRELOAD=liblockswap.so with LOCKSWAP_RWLOCK / LOCKSWAP_MUTEX set, or with
+no LD_PRELOAD at all for the `none` row. The method is docs/measuring.md's:
+per cell, interleaved rounds (every variant once, the order rotated from
+round to round), each round guarded by `lockswap-probe c2c` before and after
+(a round across which the core-to-core round trip moved is dropped, and the
+table says how many were kept); per variant the median of its per-round
+ratios to the baseline (`none`, no preload, unless --baseline says otherwise)
+with the sign-test 95% interval and a verdict (preload/cli/lockswap_stats.py).
+Measured runs never have LOCKSWAP_STATS set; --stats / --profile add one
+separate, untimed run per cell and variant for the statistics. Nothing here is
 a timed pass/fail. A lock that breaks mutual exclusion, loses updates or hangs
 is reported as BROKEN / HANG and makes the exit status 1.
 
 Outputs (in --out, default build/bench-results/):
-  raw.csv         every run
-  results.csv     per cell and variant: medians over --repeat runs, ratio to baseline
+  raw.csv         every timed run (round, kept or dropped)
+  results.csv     per cell and variant: median kops, speed vs the baseline with its interval, verdict
+  results.json    the same for programs (scripts/speedcheck.sh), with the env: line
   results.md      the tables printed on stdout
   throughput.png  kops/s vs threads, one panel per (mode/read fraction, CS load), a line per variant
   ratio.png       the same as ratio to the baseline
@@ -25,7 +32,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import json
 import time
+
+from bench_common import Rounds, env_summary, lockswap_stats, probe_binary, verdict_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -45,8 +55,6 @@ BUILTIN = {
     "percid+global": ("percid", {"LOCKSWAP_CID": "global"}, False),
     "percid+thread": ("percid", {"LOCKSWAP_CID": "thread"}, False),
 }
-
-NOISY, NOISY_MARK = 1.5, "†"  # max/min kops over the repeats of a cell above which it is flagged
 
 FIELDS = ["kops", "fairness", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
@@ -69,54 +77,65 @@ def parse_args():
     p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
     p.add_argument("--bench", help="rwlock_bench binary (default BUILD/examples/bench/rwlock_bench)")
     p.add_argument("--out", help="output directory (default BUILD/bench-results)")
-    p.add_argument("--duration", type=float, help="seconds per run (default 1, --quick 0.2)")
+    p.add_argument("--probe", help="lockswap-probe binary (default BUILD/bin/lockswap-probe); missing: rounds unguarded")
+    p.add_argument("--duration", type=float, help="seconds per run (default 0.5, --quick 0.2)")
     p.add_argument("--quick", action="store_true",
-                   help="a few cells at 0.2 s: threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
+                   help="a few cells at 0.2 s, 2 rounds (too few for a verdict: a check that it runs): "
+                        "threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
     p.add_argument("--read-mostly", action="store_true",
                    help="the read-mostly matrix: reads 100,99,90 x threads 2..64 x load 1, variants "
-                        "glibc,rwsem,percid, no mutex matrix, --repeat 3 (~3 min); other options still apply")
+                        "none,glibc,rwsem,percid, no mutex matrix; other options still apply")
     p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
-    p.add_argument("--variants", help="rwlock variants (default glibc,futex,rwsem,rwsem-rspin; "
-                   "also: none (no preload), rwsem+dropbias, lockref, percid, percid+percpu, percid+global, "
+    p.add_argument("--variants", help="rwlock variants (default none,glibc,futex,rwsem,rwsem-rspin; "
+                   "also: rwsem+dropbias, lockref, percid, percid+percpu, percid+global, "
                    "percid+thread, or names from --define)")
-    p.add_argument("--mutex-variants", help="mutex variants (default glibc,futex,rwsem)")
+    p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
-    p.add_argument("--baseline", default="glibc", help="variant the ratios are taken against (default glibc)")
-    p.add_argument("--repeat", type=int, help="runs per cell and variant; the median is reported "
-                   "(default 1, 3 with --read-mostly)")
+    p.add_argument("--baseline", default="none",
+                   help="variant the ratios are taken against (default none: no LD_PRELOAD)")
+    p.add_argument("--repeat", type=int, help="steady rounds to keep per cell (default 6, the fewest that give a "
+                   "95%% interval; --quick 2)")
+    p.add_argument("--max-rounds", type=int, help="rounds to try per cell before giving up on --repeat steady "
+                   "ones (default 2 x --repeat)")
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
     p.add_argument("--no-plot", action="store_true", help="do not run gnuplot")
     p.add_argument("--stats", action="store_true",
-                   help="LOCKSWAP_STATS=1 for every preloaded run; lock event counts go to OUT/stats/*.txt")
+                   help="after the timed rounds, one separate untimed run per cell and preloaded variant with "
+                        "LOCKSWAP_STATS=counts; the lock event counts go to OUT/stats/*-counts.txt")
+    p.add_argument("--profile", action="store_true",
+                   help="the same with LOCKSWAP_STATS=profile (per-lock/per-site profiler): OUT/stats/*-profile.txt")
     p.add_argument("--prefer-writer", action="store_true",
                    help="init the rwlock PREFER_WRITER_NONRECURSIVE_NP (default: default attributes)")
     a = p.parse_args()
     if a.read_mostly:
         a.reads = a.reads or "100,99,90"
         a.loads = a.loads or "1"
-        a.variants = a.variants or "glibc,rwsem,percid"
+        a.variants = a.variants or "none,glibc,rwsem,percid"
         a.no_mutex = True
-        a.repeat = a.repeat or 3
-    a.repeat = a.repeat or 1
+    if a.quick:
+        a.repeat = a.repeat or 2
+    a.repeat = a.repeat or lockswap_stats.runs_needed()
+    a.max_rounds = a.max_rounds or 2 * a.repeat
     a.lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     a.bench = os.path.abspath(a.bench or os.path.join(a.build, "examples", "bench", "rwlock_bench"))
     a.out = os.path.abspath(a.out or os.path.join(a.build, "bench-results"))
+    a.probe = a.probe or probe_binary(a.build)
     if a.quick:
         a.duration = a.duration or 0.2
         a.threads = a.threads or "4,64"
         a.loads = a.loads or "1,100"
         a.reads = a.reads or "50,90"
-    a.duration = a.duration or 1.0
+    a.duration = a.duration or 0.5
     a.threads = csv_list(a.threads or "2,4,8,16,32,64", int)
     a.loads = csv_list(a.loads or "1,20,100", int)
     a.reads = csv_list(a.reads or "50,90", pct)
-    a.variants = csv_list(a.variants or "glibc,futex,rwsem,rwsem-rspin")
-    a.mutex_variants = csv_list(a.mutex_variants or "glibc,futex,rwsem")
+    a.variants = csv_list(a.variants or "none,glibc,futex,rwsem,rwsem-rspin")
+    a.mutex_variants = csv_list(a.mutex_variants or "none,glibc,futex,rwsem")
     a.defs = dict(BUILTIN)
     for d in a.define:
         name, _, rest = d.partition("=")
@@ -138,12 +157,12 @@ def parse_args():
         if a.baseline in lst:
             lst.remove(a.baseline)
         lst.insert(0, a.baseline)
-    if a.repeat < 1:
-        p.error("--repeat must be >= 1")
+    if a.repeat < 1 or a.max_rounds < a.repeat:
+        p.error("--repeat must be >= 1 and --max-rounds >= --repeat")
     return a
 
 
-def child_env(args, mode, variant, stats_file=None):
+def child_env(args, mode, variant, stats=None):
     base, extra, _ = args.defs[variant]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKSWAP_") and k != "LD_PRELOAD"}
     if base is None:
@@ -156,12 +175,12 @@ def child_env(args, mode, variant, stats_file=None):
     else:
         env["LOCKSWAP_MUTEX"], env["LOCKSWAP_RWLOCK"] = "glibc", base
     env.update(extra)
-    if stats_file:
-        env["LOCKSWAP_STATS"], env["LOCKSWAP_STATS_FILE"] = "1", stats_file
+    if stats:  # (mode, file): only ever a separate, untimed run
+        env["LOCKSWAP_STATS"], env["LOCKSWAP_STATS_FILE"] = stats
     return env
 
 
-def run_one(args, mode, variant, threads, load, read_pct, duration, tag=None):
+def run_one(args, mode, variant, threads, load, read_pct, duration, stats_mode=None):
     cmd = [args.bench, "--threads", str(threads), "--load", str(load), "--work", str(args.work),
            "--duration", f"{duration:g}", "--label", variant]
     if mode == "mutex":
@@ -170,11 +189,12 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, tag=None):
         cmd += ["--reads", f"{read_pct:g}%"]
         if args.prefer_writer:
             cmd.append("--prefer-writer")
-    stats_file = None
-    if args.stats and tag is not None:
+    stats = None
+    if stats_mode:
         os.makedirs(os.path.join(args.out, "stats"), exist_ok=True)
-        stats_file = os.path.join(args.out, "stats", f"{mode}-r{read_pct:g}-l{load}-t{threads}-{variant}-{tag}.txt")
-    env = child_env(args, mode, variant, stats_file)
+        stats = (stats_mode, os.path.join(args.out, "stats",
+                                          f"{mode}-r{read_pct:g}-l{load}-t{threads}-{variant}-{stats_mode}.txt"))
+    env = child_env(args, mode, variant, stats)
     # The owner-on-CPU map descriptor (lockswap-oncpu exec) must survive
     # subprocess's close_fds.
     fds = (int(env["LOCKSWAP_ONCPU_FD"]),) if env.get("LOCKSWAP_ONCPU_FD", "").isdigit() else ()
@@ -196,7 +216,7 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, tag=None):
     return r
 
 
-def probe(args, mode, variants):
+def available(args, mode, variants):
     """Drops variants the library does not offer (rwsem may not exist yet)."""
     ok = []
     for v in variants:
@@ -237,52 +257,34 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"run_matrix: {what} not found at {path} (build the `bench` target, or pass --build/--lib/--bench)")
     os.makedirs(args.out, exist_ok=True)
+    args.env_line = env_summary(args.probe)
+    if not os.access(args.probe, os.X_OK):
+        print(f"run_matrix: {args.probe} missing: rounds are not guarded by the c2c probe", file=sys.stderr)
 
     groups = []  # (mode, read_pct, variants)
     if not args.no_rwlock:
-        rv = probe(args, "rwlock", args.variants)
+        rv = available(args, "rwlock", args.variants)
         groups += [("rwlock", r, rv) for r in args.reads]
     if not args.no_mutex:
         for v in args.mutex_variants:
             if not args.defs[v][2]:
                 print(f"note: {v} is rwlock-only, not run in the mutex matrix", file=sys.stderr)
-        mv = probe(args, "mutex", [v for v in args.mutex_variants if args.defs[v][2]])
+        mv = available(args, "mutex", [v for v in args.mutex_variants if args.defs[v][2]])
         groups.append(("mutex", 0, mv))
     cells = [(m, t, l, r, vs) for (m, r, vs) in groups for l in args.loads for t in args.threads]
     total_runs = sum(len(vs) for *_, vs in cells) * args.repeat
-    print(f"run_matrix: {len(cells)} cells, {total_runs} runs of {args.duration:g} s "
-          f"(~{total_runs * (args.duration + 0.05) / 60:.1f} min); lib={args.lib}", file=sys.stderr)
+    print(f"{args.env_line}\nrun_matrix: {len(cells)} cells, at least {total_runs} runs of {args.duration:g} s "
+          f"(~{total_runs * (args.duration + 0.1) / 60:.1f} min, more if rounds are dropped); lib={args.lib}",
+          file=sys.stderr)
 
     raw = []
-    results = {}  # (mode, read, load, threads, variant) -> dict of medians
-    n = 0
+    results = {}  # (mode, read, load, threads, variant) -> summary of the kept rounds
     t0 = time.time()
-    for (mode, threads, load, read, vs) in cells:
-        runs = {v: [] for v in vs}
-        for rep in range(args.repeat):
-            order = vs[rep % len(vs):] + vs[:rep % len(vs)]
-            for v in order:
-                n += 1
-                r = run_one(args, mode, v, threads, load, read, args.duration, tag=rep)
-                r.update(mode=mode, variant=v, threads=threads, load=load, read_pct=read, rep=rep)
-                raw.append(r)
-                runs[v].append(r)
-                print(f"[{n}/{total_runs}] {mode} reads={read:g}% load={load} threads={threads} {v}: "
-                      + (f"{float(r['kops']):.1f} kops/s" if r["status"] == "ok" else f"{r['status']} {r['detail']}"),
-                      file=sys.stderr)
-        for v in vs:
-            okr = [r for r in runs[v] if r["status"] == "ok"]
-            bad = [r["status"] for r in runs[v] if r["status"] != "ok"]
-            res = {"status": bad[0] if bad else "ok", "reps": len(okr)}
-            for f in FIELDS:
-                res[f] = median([float(r[f]) for r in okr])
-            ks = [float(r["kops"]) for r in okr]
-            res["spread"] = (max(ks) / min(ks)) if len(ks) >= 2 and min(ks) > 0 else None
-            results[(mode, read, load, threads, v)] = res
-        base = results[(mode, read, load, threads, args.baseline)]
-        for v in vs:
-            res = results[(mode, read, load, threads, v)]
-            res["ratio"] = (res["kops"] / base["kops"]) if res["kops"] and base["kops"] else None
+    for ci, cell in enumerate(cells):
+        rounds = run_cell(args, ci, cell, raw)
+        summarize(args, cell, rounds, results)
+        if args.stats or args.profile:
+            statistics_runs(args, cell)
     elapsed = time.time() - t0
 
     write_raw(args, raw)
@@ -299,16 +301,69 @@ def main():
         for r in failures:
             print(f"  {r['mode']} reads={r['read_pct']:g}% load={r['load']} threads={r['threads']} "
                   f"{r['variant']}: {r['status']} {r['detail']}", file=sys.stderr)
-    print(f"run_matrix: wrote {args.out}/{{raw.csv,results.csv,results.md}}"
+    print(f"run_matrix: wrote {args.out}/{{raw.csv,results.csv,results.json,results.md}}"
           + ("" if args.no_plot else ",throughput.png,ratio.png") + f" in {elapsed:.0f} s", file=sys.stderr)
     return 1 if failures else 0
 
 
+def run_cell(args, ci, cell, raw):
+    """The interleaved, probe-guarded rounds of one cell; every run goes to raw."""
+    mode, threads, load, read, vs = cell
+    rounds = Rounds(vs)
+    first = len(raw)
+
+    def run_variant(v):
+        r = run_one(args, mode, v, threads, load, read, args.duration)
+        r.update(mode=mode, variant=v, threads=threads, load=load, read_pct=read, round=rounds.started)
+        raw.append(r)
+        print(f"[{len(raw)}] {mode} reads={read:g}% load={load} threads={threads} round {rounds.started + 1} {v}: "
+              + (f"{float(r['kops']):.1f} kops/s" if r["status"] == "ok" else f"{r['status']} {r['detail']}"),
+              file=sys.stderr)
+        return r
+
+    rounds.run(run_variant, args.probe, args.repeat, args.max_rounds, offset=ci)
+    for r in raw[first:]:
+        r["kept"] = int(rounds.steady[r["round"]])
+    return rounds
+
+
+def kops_of(r):
+    return float(r["kops"]) if r.get("status") == "ok" else None
+
+
+def summarize(args, cell, rounds, results):
+    mode, threads, load, read, vs = cell
+    for v in vs:
+        runs = [rnd[v] for rnd in rounds.kept]
+        okr = [r for r in runs if r["status"] == "ok"]
+        bad = [r["status"] for r in runs if r["status"] != "ok"]
+        res = {"status": bad[0] if bad else "ok", "reps": len(okr), "kept": len(rounds.kept), "run": rounds.started}
+        for f in FIELDS:
+            res[f] = median([float(r[f]) for r in okr])
+        res["verdict"] = None if v == args.baseline else rounds.verdict(kops_of, v, args.baseline, True)
+        res["ratio"] = 1.0 if v == args.baseline else res["verdict"].speed
+        results[(mode, read, load, threads, v)] = res
+
+
+def statistics_runs(args, cell):
+    """One separate, untimed run per preloaded variant and statistics mode:
+    its throughput is never reported (docs/measuring.md: profiler-free timing)."""
+    mode, threads, load, read, vs = cell
+    for stats_mode in [m for m, on in (("counts", args.stats), ("profile", args.profile)) if on]:
+        for v in vs:
+            if args.defs[v][0] is None:
+                continue
+            r = run_one(args, mode, v, threads, load, read, args.duration, stats_mode=stats_mode)
+            if r["status"] != "ok":
+                print(f"run_matrix: {stats_mode} statistics run of {v} ({mode} reads={read:g}% load={load} "
+                      f"threads={threads}): {r['status']} {r['detail']}", file=sys.stderr)
+
+
 def write_raw(args, raw):
     write_csv(os.path.join(args.out, "raw.csv"), raw,
-              ["mode", "read_pct", "load", "threads", "variant", "rep", "status", "detail", "impl", "kops", "ops",
-               "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us", "max_wr_wait_us",
-               "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"])
+              ["mode", "read_pct", "load", "threads", "variant", "round", "kept", "status", "detail", "impl", "kops",
+               "ops", "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us",
+               "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"])
 
 
 def write_csv(path, rows, cols):
@@ -320,18 +375,36 @@ def write_csv(path, rows, cols):
             w.writerow(r)
 
 
+def result_rows(args, groups, results):
+    """One flat dict per (cell, variant): what results.csv and results.json hold."""
+    for (mode, read, vs) in groups:
+        for load in args.loads:
+            for t in args.threads:
+                for v in vs:
+                    r = results[(mode, read, load, t, v)]
+                    vd = r["verdict"]
+                    row = {"mode": mode, "read_pct": read, "load": load, "threads": t, "variant": v,
+                           "status": r["status"], "rounds_kept": r["kept"], "rounds_run": r["run"],
+                           "kops": r["kops"], "speed": r["ratio"],
+                           "lo": vd.lo if vd else None, "hi": vd.hi if vd else None,
+                           "verdict": vd.word if vd else "reference",
+                           "coverage": vd.coverage if vd else None}
+                    row.update({k: r[k] for k in FIELDS[1:]})
+                    yield row
+
+
 def write_results(args, groups, results):
+    rows = list(result_rows(args, groups, results))
+    cols = ["mode", "read_pct", "load", "threads", "variant", "status", "rounds_kept", "rounds_run", "kops",
+            "speed", "lo", "hi", "verdict"] + FIELDS[1:]
     with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["mode", "read_pct", "load", "threads", "variant", "status", "reps", "kops",
-                    f"ratio_vs_{args.baseline}", "kops_max_over_min"] + FIELDS[1:])
-        for (mode, read, vs) in groups:
-            for load in args.loads:
-                for t in args.threads:
-                    for v in vs:
-                        r = results[(mode, read, load, t, v)]
-                        w.writerow([mode, f"{read:g}", load, t, v, r["status"], r["reps"], fmt(r["kops"]),
-                                    fmt(r["ratio"], "{:.3f}"), fmt(r["spread"], "{:.2f}")] + [fmt(r[k], "{:.3f}") for k in FIELDS[1:]])
+        w.writerow(cols[:9] + [f"speed_vs_{args.baseline}"] + cols[10:])
+        for r in rows:
+            w.writerow([fmt(r[c], "{:.3f}") if isinstance(r[c], float) else r[c] for c in cols])
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"env": args.env_line, "baseline": args.baseline, "duration_s": args.duration,
+                   "cells": rows}, f, indent=1)
 
 
 def group_title(mode, read):
@@ -348,32 +421,28 @@ def make_report(args, groups, results, elapsed):
     b = args.baseline
     tmax = max(args.threads)
     s = []
-    s.append(f"# lockswap lock microbenchmark\n\n{args.duration:g} s per run, {args.repeat} run(s) per cell "
-             f"(median), {args.work} pause of non-critical work per op, CS load = pause instructions; "
-             f"{os.cpu_count()} CPUs; ratios are kops/s relative to `{b}` (LD_PRELOAD forwarding control). "
-             f"Wall time {elapsed:.0f} s.\n")
+    s.append(f"# lockswap lock microbenchmark\n\n`{args.env_line}`\n\n"
+             f"{args.duration:g} s per run, {args.work} pause of non-critical work per op, CS load = pause "
+             f"instructions. Per cell, rounds run every variant once in a rotated order; a round across which "
+             f"`lockswap-probe c2c` moved by more than {lockswap_stats.PROBE_TOLERANCE:g}x is dropped "
+             f"(`rounds` = kept/run; {args.repeat} wanted). `speed` = median of the per-round kops ratios to "
+             f"`{b}`{' (no LD_PRELOAD)' if b == 'none' else ''}, >1 faster, with the sign-test 95% interval "
+             f"and verdict (docs/measuring.md). No LOCKSWAP_STATS in timed runs. Fairness = per-thread "
+             f"min ops / mean ops. Wall time {elapsed:.0f} s.\n")
     for (mode, read, vs) in groups:
-        s.append(f"\n## {group_title(mode, read)}: kops/s (ratio to {b})\n\n")
+        s.append(f"\n## {group_title(mode, read)}\n\n")
         rows = []
         for load in args.loads:
             for t in args.threads:
-                row = [str(t), str(load)]
                 for v in vs:
                     r = results[(mode, read, load, t, v)]
-                    mark = NOISY_MARK if (r["spread"] or 0) > NOISY else ""
-                    if r["status"] != "ok" and r["kops"] is None:
-                        row.append(r["status"])
-                    elif v == b:
-                        row.append(fmt(r["kops"]) + mark)
-                    else:
-                        row.append(f"{fmt(r['kops'])}{mark} ({fmt(r['ratio'], '{:.2f}')})"
-                                   + ("" if r["status"] == "ok" else f" {r['status']}"))
-                rows.append(row)
-        s.append(md_table(["threads", "load"] + vs, rows))
-        if args.repeat > 1:
-            s.append(f"\n{NOISY_MARK} kops/s varied more than {NOISY:g}x between the {args.repeat} runs of that cell.\n")
+                    speed = "reference" if v == b else verdict_text(r["verdict"])
+                    rows.append([str(t), str(load), v, fmt(r["kops"]) + ("" if r["status"] == "ok" else f" {r['status']}"),
+                                 speed, fmt(r["fairness"], "{:.3f}"), f"{r['kept']}/{r['run']}"])
+        s.append(md_table(["threads", "load", "variant", "kops/s", f"speed vs {b} [95%] verdict", "fairness",
+                           "rounds"], rows))
 
-    s.append(f"\n## Geometric mean of ratios to {b} (over the cells above)\n\n")
+    s.append(f"\n## Geometric mean of the speeds vs {b} (over the cells above)\n\n")
     allv = []
     for (_, _, vs) in groups:
         allv += [v for v in vs if v not in allv]
