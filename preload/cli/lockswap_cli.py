@@ -10,6 +10,7 @@ not fatal. The statistics file format is the library's contract, version 1
 """
 
 import argparse
+import bisect
 import csv
 import json
 import math
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from stat import S_ISREG
 
 PROG = "lockswap"
 RECORD_PREFIX = "lockswap-v1 "
@@ -34,22 +36,57 @@ PERCENTILE_NOTE = ("percentiles (p50, p99) come from log2 histograms: the value 
                    "bound 2^(i+1)-1 ns of the bucket holding that rank, capped at the observed max, "
                    "so it over-states by at most 2x")
 HIDDEN_FRAME_PREFIX = "liblockswap"   # the library's own frames say nothing about the program
+COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
+
+
+def shown(text):
+    """TEXT for a terminal: control characters and undecodable bytes (surrogate-escaped) as
+    backslash escapes, so a file name with a newline cannot break a table or forge a line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def warn(msg):
-    print(f"{PROG}: {msg}", file=sys.stderr)
+    print(shown(f"{PROG}: {msg}"), file=sys.stderr)
 
 
 # --------------------------------------------------------------------------
 # Statistics file parsing (format version 1)
+#
+# Input is untrusted: any file may be truncated, corrupted or hostile. Every
+# number must be a u64 (anything else: the record is skipped with a warning
+# naming file:line), text fields are shown escaped, a path is a byte string.
 # --------------------------------------------------------------------------
 
+U64_LIMIT = 1 << 64
+MAX_NUMBER_CHARS = 40           # a u64 needs at most 20 digits (18 chars in hex): longer is junk
+MAX_BACKTRACE = 64              # frames kept per site (the library writes at most 16)
+MAX_WARNINGS_PER_FILE = 10
+
+
+class BadRecord(ValueError):
+    """A record whose fields cannot be what the writer wrote."""
+
+
 def parse_number(text):
-    """Decimal unless prefixed 0x (the format's rule); None if not a number."""
+    """Decimal unless prefixed 0x (the format's rule); None unless a u64."""
+    if not text or len(text) > MAX_NUMBER_CHARS:
+        return None
     try:
-        return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+        n = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
     except ValueError:
         return None
+    return n if 0 <= n < U64_LIMIT else None
+
+
+def need_u64(fields, key):
+    """FIELDS[KEY] as a u64 (0 when absent), or BadRecord."""
+    text = fields.get(key)
+    if text is None:
+        return 0
+    n = parse_number(text)
+    if n is None:
+        raise BadRecord(f"{key}={text[:24]}{'...' if len(text) > 24 else ''} is not a number in 0..2^64-1")
+    return n
 
 
 def parse_hist(text):
@@ -57,16 +94,23 @@ def parse_hist(text):
     hist = [0] * HIST_BUCKETS
     if not text or text == "-":
         return hist
-    for item in text.split(";"):
+    for item in text.split(";", 4 * HIST_BUCKETS)[:4 * HIST_BUCKETS]:
         idx, _, count = item.partition(":")
         i, n = parse_number(idx), parse_number(count)
-        if i is not None and n is not None and 0 <= i < HIST_BUCKETS:
+        if i is not None and n is not None and i < HIST_BUCKETS:
             hist[i] += n
     return hist
 
 
+_PERCENT_XX = re.compile(rb"%([0-9A-Fa-f]{2})")
+
+
 def unescape_path(text):
-    return text.replace("%20", " ")
+    """A path as the writer percent-encoded it (%XX for bytes <= 0x20, '%' and 0x7f; older
+    dumps wrote only %20) -> the file name, decoded as the OS decodes names (bytes that are not
+    UTF-8 stay surrogate-escaped, so the name still opens the file)."""
+    raw = _PERCENT_XX.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8", "surrogateescape"))
+    return os.fsdecode(raw)
 
 
 def parse_record(line):
@@ -85,6 +129,20 @@ def parse_record(line):
     return words[0], fields
 
 
+def stat_fields(f):
+    """The counters and wait/hold sides shared by lock and site records, validated."""
+    out = {k: need_u64(f, k) for k in COUNTERS}
+    for side in ("wait", "hold"):
+        out[side] = {"total_ns": need_u64(f, f"{side}_ns"), "max_ns": need_u64(f, f"{side}_max_ns"),
+                     "hist": parse_hist(f.get(f"{side}_hist", "-"))}
+    return out
+
+
+def backtrace(text):
+    ips = (parse_number(x) for x in text.split(",", MAX_BACKTRACE)[:MAX_BACKTRACE])
+    return [ip for ip in ips if ip]
+
+
 class Dump:
     """One complete (or truncated) statistics snapshot of one process."""
 
@@ -94,15 +152,17 @@ class Dump:
         self.start_ns = parse_number(fields.get("start_ns", "")) or 0
         self.now_ns = parse_number(fields.get("now_ns", "")) or 0
         self.variants = {k: fields.get(k, "?") for k in VARIANT_KEYS}
+        # counts: event counters only, the per-lock profiler was off (older dumps: profile)
+        self.stats = fields.get("stats", "profile")
         self.exe = unescape_path(fields.get("exe", "?"))
         self.path = path
         self.order = order            # position among all dumps read: later wins ties
         self.complete = False
         self.calls = {}
         self.events = {}
-        self.locks = {}               # lock id -> fields
+        self.locks = {}               # lock id -> validated lock record
         self.sites = []
-        self.maps = []                # (start, end, offset, path)
+        self.maps = []                # (start, end, offset, path), sorted by start for locate()
         self.dropped = {"locks": 0, "sites": 0}
 
     @property
@@ -110,54 +170,81 @@ class Dump:
         return (self.pid, self.start_ns)
 
     def add(self, rtype, f):
-        num = lambda k: parse_number(f.get(k, "0")) or 0
+        """Add one record; BadRecord when its fields are malformed (nothing is added then)."""
         if rtype == "calls" and "family" in f:
-            self.calls[f["family"]] = self.calls.get(f["family"], 0) + num("calls")
+            self.calls[f["family"]] = self.calls.get(f["family"], 0) + need_u64(f, "calls")
         elif rtype == "event" and "name" in f:
-            self.events[f["name"]] = self.events.get(f["name"], 0) + num("count")
+            self.events[f["name"]] = self.events.get(f["name"], 0) + need_u64(f, "count")
         elif rtype == "lock" and "id" in f:
-            self.locks[f["id"]] = f
+            self.locks[f["id"]] = {"addr": need_u64(f, "addr"), "kind": f.get("kind", "?"), **stat_fields(f)}
         elif rtype == "site":
-            self.sites.append(f)
+            self.sites.append({"ip": need_u64(f, "ip"), "op": f.get("op", "?"), "lock": f.get("lock"),
+                               "bt": backtrace(f.get("bt", "")), **stat_fields(f)})
         elif rtype == "map":
-            start, end = parse_number(f.get("start", "")), parse_number(f.get("end", ""))
-            if start is not None and end is not None and "path" in f:
-                self.maps.append((start, end, num("offset"), unescape_path(f["path"])))
+            if "start" not in f or "end" not in f or "path" not in f:
+                raise BadRecord("map record without start, end or path")
+            self.maps.append((need_u64(f, "start"), need_u64(f, "end"), need_u64(f, "offset"),
+                              unescape_path(f["path"])))
         elif rtype == "dropped":
-            for k in ("locks", "sites"):
-                self.dropped[k] += num(k)
+            counts = {k: need_u64(f, k) for k in ("locks", "sites")}
+            for k, n in counts.items():
+                self.dropped[k] += n
         # anything else: a newer writer's record, ignored by contract
+
+
+class DumpReader:
+    """Reads statistics files; a malformed record is skipped with a warning naming file:line,
+    an unreadable file with a warning naming the file."""
+
+    def __init__(self):
+        self.dumps, self.order = [], 0
+
+    def read(self, path):
+        current, warnings = None, 0
+        try:
+            with open(path, "r", encoding="utf-8", errors="surrogateescape") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    rec = parse_record(line)
+                    if rec is None:
+                        continue
+                    try:
+                        current = self.record(current, path, *rec)
+                    except BadRecord as e:
+                        warnings += 1
+                        if warnings <= MAX_WARNINGS_PER_FILE:
+                            warn(f"report: {path}:{lineno}: {rec[0]} record skipped: {e}")
+        except (OSError, ValueError) as e:
+            warn(f"report: {path}: {getattr(e, 'strerror', None) or e}")
+        if warnings > MAX_WARNINGS_PER_FILE:
+            warn(f"report: {path}: {warnings - MAX_WARNINGS_PER_FILE} more malformed records skipped")
+        if current is not None:
+            self.dumps.append(current)
+
+    def record(self, current, path, rtype, fields):
+        """Feed one record to the dump being read; returns the dump being read next."""
+        if rtype == "begin":
+            if current is not None:
+                self.dumps.append(current)      # truncated: kept, marked incomplete
+            self.order += 1
+            return Dump(fields, path, self.order - 1)
+        if rtype == "end":
+            if current is not None:
+                current.complete = True
+                self.dumps.append(current)
+            return None
+        if current is not None:
+            current.add(rtype, fields)
+        return current
 
 
 def read_dumps(paths):
     """All dumps in PATHS, in file order. Records outside begin..end are ignored."""
-    dumps, order = [], 0
+    reader = DumpReader()
     for path in paths:
-        current = None
-        try:
-            with open(path, "r", encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    rec = parse_record(line)
-                    if rec is None:
-                        continue
-                    rtype, fields = rec
-                    if rtype == "begin":
-                        if current is not None:
-                            dumps.append(current)      # truncated: kept, marked incomplete
-                        current = Dump(fields, path, order)
-                        order += 1
-                    elif rtype == "end":
-                        if current is not None:
-                            current.complete = True
-                            dumps.append(current)
-                        current = None
-                    elif current is not None:
-                        current.add(rtype, fields)
-        except OSError as e:
-            raise SystemExit(f"{PROG} report: {path}: {e.strerror}")
-        if current is not None:
-            dumps.append(current)
-    return dumps
+        reader.read(path)
+    for d in reader.dumps:
+        d.maps.sort()
+    return reader.dumps
 
 
 def last_dump_per_process(dumps):
@@ -173,43 +260,79 @@ def last_dump_per_process(dumps):
 
 # --------------------------------------------------------------------------
 # Address -> (file, offset) -> symbol
+#
+# The mapped files are untrusted too (another machine's, replaced since, or
+# crafted): one that is not a regular, complete ELF file is skipped with a
+# warning, and addr2line runs are bounded in number of files, addresses per
+# run, time per run and time in all.
 # --------------------------------------------------------------------------
 
+MAX_SYMBOLIZED_FILES = 64       # the files with the most addresses; the rest keep file+offset
+MAX_ADDRS_PER_RUN = 1000        # addresses per addr2line process
+ADDR2LINE_TIMEOUT_S = 30.0      # one addr2line process
+SYMBOLIZE_BUDGET_S = 90.0       # all of them together
+MAX_PHDRS_BYTES = 1 << 20       # a program header table larger than this is not a real one
+
+
 def locate(maps, ip):
-    """ip -> (path, file offset) through the process's executable mappings, or (None, ip)."""
-    for start, end, offset, path in maps:
+    """ip -> (path, file offset) through the process's executable mappings (sorted by start),
+    or (None, ip)."""
+    i = bisect.bisect_right(maps, (ip, U64_LIMIT))
+    for start, end, offset, path in reversed(maps[max(i - 4, 0):i]):  # overlaps: a few, not all
         if start <= ip < end:
             return path, ip - start + offset
     return None, ip
 
 
+class NotElf(Exception):
+    """A mapped file that cannot be symbolized; the message says why."""
+
+
 def elf_load_segments(path):
-    """[(p_offset, p_vaddr, p_filesz)] of PT_LOAD segments of an ELF file, or [] if unreadable."""
+    """[(p_offset, p_vaddr, p_filesz)] of the PT_LOAD segments of the ELF file at PATH, or NotElf
+    saying why not (not a regular file, not ELF, truncated, ...)."""
+    if "\0" in path:
+        raise NotElf("not a file name (NUL byte)")
     try:
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not S_ISREG(st.st_mode):
+                raise NotElf("not a regular file")
             ident = fh.read(64)
-            if len(ident) < 64 or ident[:4] != b"\x7fELF":
-                return []
+            if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+                raise NotElf("not an ELF file")
             is64, endian = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            if is64 and len(ident) < 64:
+                raise NotElf("truncated ELF header")
             if is64:
                 phoff, = struct.unpack_from(endian + "Q", ident, 32)
                 phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
+                need, fmt = 56, endian + "IIQQQQ"
             else:
                 phoff, = struct.unpack_from(endian + "I", ident, 28)
                 phentsize, phnum = struct.unpack_from(endian + "HH", ident, 42)
+                need, fmt = 32, endian + "IIIII"
+            if phentsize < need or phnum == 0 or phentsize * phnum > MAX_PHDRS_BYTES:
+                raise NotElf(f"implausible program header table ({phnum} entries of {phentsize} bytes)")
+            if phoff + phentsize * phnum > st.st_size:
+                raise NotElf("truncated (program headers beyond the end of the file)")
             fh.seek(phoff)
             table = fh.read(phentsize * phnum)
-    except OSError:
-        return []
+    except OSError as e:
+        raise NotElf(e.strerror or str(e)) from None
+    if len(table) < phentsize * phnum:
+        raise NotElf("truncated (file shrank while read)")
     segs = []
     for i in range(phnum):
-        base = i * phentsize
-        if is64:
-            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIQQQQ", table, base)
-        else:
-            p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIIII", table, base)
+        fields = struct.unpack_from(fmt, table, i * phentsize)
+        p_type, p_offset, p_vaddr, p_filesz = ((fields[0], fields[2], fields[3], fields[5]) if is64
+                                               else (fields[0], fields[1], fields[2], fields[4]))
         if p_type == 1:   # PT_LOAD
+            if p_offset + p_filesz > st.st_size:
+                raise NotElf("truncated (a loadable segment ends beyond the end of the file)")
             segs.append((p_offset, p_vaddr, p_filesz))
+    if not segs:
+        raise NotElf("no loadable segments")
     return segs
 
 
@@ -221,20 +344,13 @@ def offset_to_vaddr(segs, offset):
     return offset
 
 
-def run_addr2line(path, vaddrs):
-    """{vaddr: [(function, 'file:line'), ...innermost inline first]} from one addr2line process."""
-    if not vaddrs:
-        return {}
-    cmd = ["addr2line", "-a", "-f", "-C", "-i", "-e", path] + [hex(a) for a in vaddrs]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
+def parse_addr2line(out):
+    """`addr2line -a -f -i` output -> {vaddr: [(function, 'file:line'), ...innermost first]}."""
     result, current, lines = {}, None, out.splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("0x") and re.fullmatch(r"0x[0-9a-fA-F]+", line):
+        if re.fullmatch(r"0x[0-9a-fA-F]{1,16}", line):
             current = int(line, 16)
             result[current] = []
             i += 1
@@ -246,25 +362,76 @@ def run_addr2line(path, vaddrs):
 
 
 class Symbolizer:
-    """Batches (file, offset) lookups: one addr2line process per file."""
+    """Batches (file, offset) lookups: addr2line per file, in bounded batches and time."""
 
-    def __init__(self):
+    def __init__(self, budget_s=SYMBOLIZE_BUDGET_S):
         self.pending = {}     # path -> set(offset)
         self.done = {}        # (path, offset) -> frame dict
+        self.budget_s = budget_s
+        self.deadline = None
+        self.stopped = None   # why addr2line is not run any more, once said
 
     def want(self, path, offset):
         if path is not None:
             self.pending.setdefault(path, set()).add(offset)
 
     def resolve(self):
-        for path, offsets in self.pending.items():
-            segs = elf_load_segments(path) if os.path.isfile(path) else []
-            # A return address: the call is the byte before it.
-            vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in offsets}
-            answers = run_addr2line(path, sorted(set(vaddr.values()))) if segs else {}
-            for off in offsets:
-                self.done[(path, off)] = self.frame(path, off, answers.get(vaddr[off], []))
+        self.deadline = time.monotonic() + self.budget_s
+        busiest = sorted(self.pending, key=lambda p: (-len(self.pending[p]), p))
+        missing, unsymbolized = 0, busiest[MAX_SYMBOLIZED_FILES:]
+        for path in busiest:
+            answers, vaddr = {}, {}
+            if path not in unsymbolized:
+                try:
+                    segs = elf_load_segments(path)
+                except NotElf as e:
+                    segs = None
+                    if os.path.lexists(path) if "\0" not in path else True:
+                        warn(f"report: {path}: {e}: skipped, its addresses are shown as file+offset")
+                    else:
+                        missing += 1
+                if segs:
+                    # A return address: the call is the byte before it.
+                    vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in self.pending[path]}
+                    answers = self.addr2line(path, sorted(set(vaddr.values())))
+            for off in self.pending[path]:
+                self.done[(path, off)] = self.frame(path, off, answers.get(vaddr.get(off), []))
+        if missing:
+            warn(f"report: {missing} mapped file(s) not found here: their addresses are shown as file+offset")
+        if unsymbolized:
+            warn(f"report: {len(unsymbolized)} more mapped files not symbolized (at most "
+                 f"{MAX_SYMBOLIZED_FILES} per report, those with the most addresses)")
         self.pending = {}
+
+    def addr2line(self, path, vaddrs):
+        answers = {}
+        for at in range(0, len(vaddrs), MAX_ADDRS_PER_RUN):
+            if self.stopped:
+                break
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                self.stop(f"symbolization took its whole budget ({self.budget_s:g} s); "
+                          "the remaining addresses are shown as file+offset")
+                break
+            batch = vaddrs[at:at + MAX_ADDRS_PER_RUN]
+            cmd = ["addr2line", "-a", "-f", "-C", "-i", "-e", path] + [hex(a) for a in batch]
+            try:
+                out = subprocess.run(cmd, capture_output=True, timeout=min(ADDR2LINE_TIMEOUT_S, left)).stdout
+            except FileNotFoundError:
+                self.stop("addr2line not found (binutils): addresses are shown as file+offset")
+                break
+            except subprocess.TimeoutExpired:
+                warn(f"report: {path}: addr2line timed out: its addresses are shown as file+offset")
+                break
+            except (OSError, ValueError, subprocess.SubprocessError) as e:
+                warn(f"report: {path}: addr2line failed ({e}): its addresses are shown as file+offset")
+                break
+            answers.update(parse_addr2line(out.decode("utf-8", errors="replace")))
+        return answers
+
+    def stop(self, why):
+        self.stopped = why
+        warn(f"report: {why}")
 
     @staticmethod
     def frame(path, offset, frames):
@@ -297,7 +464,7 @@ def frame_text(fr, addr=None):
     else:
         text = where
     inlined = [f"{i['function'] or '??'} ({os.path.basename(i['source'] or '??')})" for i in fr["inlined"]]
-    return ", inlined in ".join(inlined + [text])
+    return shown(", inlined in ".join(inlined + [text]))
 
 
 # --------------------------------------------------------------------------
@@ -308,10 +475,10 @@ def new_side():
     return {"total_ns": 0, "max_ns": 0, "hist": [0] * HIST_BUCKETS}
 
 
-def add_side(side, f, prefix):
-    side["total_ns"] += parse_number(f.get(f"{prefix}_ns", "0")) or 0
-    side["max_ns"] = max(side["max_ns"], parse_number(f.get(f"{prefix}_max_ns", "0")) or 0)
-    for i, n in enumerate(parse_hist(f.get(f"{prefix}_hist", "-"))):
+def add_side(side, rec):
+    side["total_ns"] += rec["total_ns"]
+    side["max_ns"] = max(side["max_ns"], rec["max_ns"])
+    for i, n in enumerate(rec["hist"]):
         side["hist"][i] += n
 
 
@@ -337,9 +504,6 @@ def finish_side(side, fallback_count):
     return side
 
 
-COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
-
-
 def new_stat(**ident):
     stat = dict(ident)
     stat.update({k: 0 for k in COUNTERS})
@@ -347,11 +511,11 @@ def new_stat(**ident):
     return stat
 
 
-def add_stat(stat, f, pid):
+def add_stat(stat, rec, pid):
     for k in COUNTERS:
-        stat[k] += parse_number(f.get(k, "0")) or 0
-    add_side(stat["wait"], f, "wait")
-    add_side(stat["hold"], f, "hold")
+        stat[k] += rec[k]
+    add_side(stat["wait"], rec["wait"])
+    add_side(stat["hold"], rec["hold"])
     if pid not in stat["pids"]:
         stat["pids"].append(pid)
 
@@ -363,7 +527,7 @@ def finish_stat(stat):
     return stat
 
 
-def merge(dumps, symbolizer):
+def merge(dumps):
     """Processes' snapshots -> totals, locks and sites. Locks at the same address in processes of
     the same executable are summed (forked workers inherit their parent's objects); sites are
     summed by (file, offset, op), i.e. by code location, across processes."""
@@ -376,40 +540,35 @@ def merge(dumps, symbolizer):
             totals["events"][name] = totals["events"].get(name, 0) + n
         for k, n in d.dropped.items():
             totals["dropped"][k] += n
-        addr_of = {}
-        for lid, f in d.locks.items():
-            addr = parse_number(f.get("addr", "")) or 0
-            kind = f.get("kind", "?")
-            addr_of[lid] = addr
-            key = (d.exe, addr, kind)
+        for rec in d.locks.values():
+            key = (d.exe, rec["addr"], rec["kind"])
             if key not in locks:
-                locks[key] = new_stat(addr=addr, kind=kind, exe=d.exe)
-            add_stat(locks[key], f, d.pid)
-        for f in d.sites:
-            ip = parse_number(f.get("ip", "")) or 0
-            module, offset = locate(d.maps, ip)
-            op = f.get("op", "?")
-            key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
-            if key not in sites:
-                sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
-                                      lock_kind=None, bt=[], bt_pid=None)
-            s = sites[key]
-            add_stat(s, f, d.pid)
-            lock = d.locks.get(f.get("lock"))
-            if lock is not None:
-                s["lock_kind"] = s["lock_kind"] or lock.get("kind")
-                if addr_of[f["lock"]] not in s["lock_addrs"]:
-                    s["lock_addrs"].append(addr_of[f["lock"]])
-            bt = [parse_number(x) for x in f.get("bt", "").split(",") if parse_number(x)]
-            if bt and not s["bt"]:
-                s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in bt]
-                s["bt_pid"] = d.pid
-            symbolizer.want(module, offset)
-            for _, mod, off in s["bt"]:
-                symbolizer.want(mod, off)
+                locks[key] = new_stat(addr=rec["addr"], kind=rec["kind"], exe=d.exe)
+            add_stat(locks[key], rec, d.pid)
+        for rec in d.sites:
+            merge_site(sites, d, rec)
     for stat in list(locks.values()) + list(sites.values()):
         finish_stat(stat)
     return totals, list(locks.values()), list(sites.values())
+
+
+def merge_site(sites, d, rec):
+    ip, op = rec["ip"], rec["op"]
+    module, offset = locate(d.maps, ip)
+    key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
+    if key not in sites:
+        sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
+                              lock_kind=None, bt=[], bt_pid=None)
+    s = sites[key]
+    add_stat(s, rec, d.pid)
+    lock = d.locks.get(rec["lock"])
+    if lock is not None:
+        s["lock_kind"] = s["lock_kind"] or lock["kind"]
+        if lock["addr"] not in s["lock_addrs"]:
+            s["lock_addrs"].append(lock["addr"])
+    if rec["bt"] and not s["bt"]:
+        s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in rec["bt"]]
+        s["bt_pid"] = d.pid
 
 
 def sort_key(name):
@@ -508,9 +667,7 @@ def variant_text(v):
 
 def build_report(args):
     dumps = last_dump_per_process(read_dumps(args.files))
-    symbolizer = Symbolizer()
-    totals, locks, sites = merge(dumps, symbolizer)
-    symbolizer.resolve()
+    totals, locks, sites = merge(dumps)
     key = sort_key(args.sort)
     locks.sort(key=key, reverse=True)
     sites.sort(key=key, reverse=True)
@@ -520,6 +677,12 @@ def build_report(args):
     locks = [s for s in locks if s["kind"] != "cond"]
     cond_sites = [s for s in sites if is_cond_site(s)]
     sites = [s for s in sites if not is_cond_site(s)]
+    symbolizer = Symbolizer()
+    for s in sites[:top] + cond_sites[:top]:   # only what is shown: addr2line is the slow part
+        symbolizer.want(s["module"], s["offset"])
+        for _, mod, off in s["bt"]:
+            symbolizer.want(mod, off)
+    symbolizer.resolve()
     procs = []
     for d in dumps:
         lock_vals = d.locks.values()
@@ -527,12 +690,15 @@ def build_report(args):
                       "file": d.path, "exe": d.exe, "variants": d.variants,
                       "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
                       "events": d.events, "dropped": d.dropped,
-                      "acq": sum(parse_number(f.get("acq", "0")) or 0 for f in lock_vals),
-                      "contended": sum(parse_number(f.get("contended", "0")) or 0 for f in lock_vals)})
+                      "stats": d.stats,
+                      "acq": sum(rec["acq"] for rec in lock_vals),
+                      "contended": sum(rec["contended"] for rec in lock_vals)})
     totals.update(processes=len(procs), acq=sum(p["acq"] for p in procs),
                   contended=sum(p["contended"] for p in procs))
+    # counts-only dumps (LOCKSWAP_STATS=counts) carry events and calls, no per-lock records
+    profiled = bool(locks or sites or cond_locks or cond_sites or any(d.stats != "counts" for d in dumps))
     return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
-            "sort": args.sort, "processes": procs, "totals": totals,
+            "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
             "locks_total": len(locks), "sites_total": len(sites),
             "cond_locks_total": len(cond_locks), "cond_sites_total": len(cond_sites),
             "locks": locks[:top], "sites": out_sites(sites[:top], symbolizer),
@@ -562,11 +728,11 @@ def side_cols(side):
 
 
 def table(rows, right_from=0):
+    rows = [[shown(c) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for r in rows:
-        cells = [str(c).rjust(w) if i >= right_from else str(c).ljust(w)
-                 for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.rjust(w) if i >= right_from else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
         lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
@@ -580,9 +746,9 @@ def header_lines(rep):
     for p in procs:
         variants.setdefault(variant_text(p["variants"]), []).append(p["pid"])
     for text, pids in variants.items():
-        out.append(f"  variants: {text}  ({len(pids)} process(es))")
+        out.append(f"  variants: {shown(text)}  ({len(pids)} process(es))")
     calls = totals["calls"]
-    out.append("  calls: " + ", ".join(f"{f} {calls.get(f, 0)}" for f in calls))
+    out.append("  calls: " + shown(", ".join(f"{f} {calls.get(f, 0)}" for f in calls)))
     if procs and all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
         out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
                    "the mutex and rwlock variants cannot change this program")
@@ -671,7 +837,7 @@ def site_lines(rep):
     out += ["", "call sites with backtraces (innermost first; ~name: no debug info there, the nearest "
             "symbol, which may not be the real function):"]
     for s in rep["sites"]:
-        out.append(f"  #{s['rank']} {s['op']} at {frame_text(s['where'], s['addr'])}  "
+        out.append(f"  #{s['rank']} {shown(s['op'])} at {frame_text(s['where'], s['addr'])}  "
                    f"[{s['addr']:#x}]")
         if s["backtrace"]:
             out.append(f"     sampled backtrace (pid {s['backtrace_pid']}):")
@@ -682,11 +848,19 @@ def site_lines(rep):
     return out
 
 
+NO_PROFILE_LINE = ("no per-lock data: the profiler was off (run with LOCKSWAP_STATS=profile / "
+                   f"{PROG} --profile)")
+
+
 def text_report(rep, per_process):
     out = header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
-    out += event_lines(rep) + lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    out += event_lines(rep)
+    if rep["profiled"]:
+        out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    else:
+        out += ["", NO_PROFILE_LINE]
     return "\n".join(out)
 
 
@@ -737,13 +911,14 @@ def cmd_report(argv):
     args = report_parser().parse_args(argv)
     rep = build_report(args)
     if not rep["processes"]:
-        raise SystemExit(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
-                         "(run with --stats and --stats-file)")
+        raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
+                               "(run with --stats and --stats-file)"))
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
+        json.dump(rep, sys.stdout, indent=1)   # ASCII: undecodable bytes of names as \udcXX
         print()
     else:
-        print(text_report(rep, args.per_process))
+        # surrogate-escaped bytes of file names left in the text: as \xNN, never an encoding error
+        print(text_report(rep, args.per_process).encode("utf-8", "backslashreplace").decode("utf-8"))
     if args.png:
         report_png(rep, args.png)
     return 0
@@ -1079,6 +1254,11 @@ def main(argv):
     except BrokenPipeError:
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:   # a bug here: one line, never a traceback over the user's data
+        warn(f"{argv[0]}: internal error: {type(e).__name__}: {e} (please report it)")
+        return 1
 
 
 if __name__ == "__main__":
