@@ -1243,12 +1243,14 @@ def compare_table(rows, baseline, level):
 
 def compare_header(info, args, baseline, level, ls):
     out = [f"{PROG} compare: {shlex.join(info['cmd'])}",
-           info["env_line"] or f"env: probe unavailable ({info['probe'] or 'no probe'}): rounds treated as steady",
+           info["env_line"] or f"env: probe unavailable ({info['probe'] or 'no probe'})",
            f"load average (1/5/15 min): before {info['load_before']}, after {info['load_after']}"]
     total, kept = len(info["rounds"]), sum(1 for rd in info["rounds"] if rd.kept)
     unsteady = sum(1 for rd in info["rounds"] if not rd.steady)
     if not info["probe_ok"]:
-        out.append(f"rounds: {kept} of {total} kept (probe unavailable: every round counted as steady)")
+        why = ("the probe gave no reading: one CPU?" if os.access(info["probe"] or "", os.X_OK)
+               else "probe unavailable")
+        out.append(f"rounds: {kept} of {total} kept ({why}: every round counted as steady)")
     elif args.keep_unsteady:
         out.append(f"rounds: {kept} of {total} kept ({unsteady} unsteady kept by --keep-unsteady)")
     else:
@@ -1403,7 +1405,7 @@ def cmd_compare(argv, wrapper):
         os.makedirs(stats_dir, exist_ok=True)
     env_maker = Environments(wrapper, args, stats_dir)
     envs = {v: env_maker.measured(v) for v in variants}
-    if args.profile_run:
+    if args.profile_run and len(variants) > 1:
         env_maker.profiled(variants[-1])   # the wrapper knows --profile: checked before any run
 
     probe = probe_path(args, wrapper)
