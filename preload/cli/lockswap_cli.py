@@ -411,6 +411,9 @@ class Symbolizer:
             if self.stopped:
                 break
             left = self.deadline - time.monotonic()
+            if left <= 0 and self.budget_s <= 0:
+                self.stopped = "no symbols asked"
+                break
             if left <= 0:
                 self.stop(f"symbolization took its whole budget ({self.budget_s:g} s); "
                           "the remaining addresses are shown as file+offset")
@@ -599,8 +602,10 @@ def site_frames(site, symbolizer):
 # --------------------------------------------------------------------------
 
 REPORT_EPILOG = f"""\
-Input: files written by the library with LOCKSWAP_STATS=1 and LOCKSWAP_STATS_FILE
-(`%p` in the name gives one file per process), or captured stderr. Lines that
+Input: files written by the library with LOCKSWAP_STATS=profile (`{PROG} --profile`;
+counts-only dumps, LOCKSWAP_STATS=counts, give the calls and events only) and
+LOCKSWAP_STATS_FILE (`%p` in the name gives one file per process), or captured
+stderr. Paths are percent-decoded (%XX). Lines that
 are not `lockswap-v1` records are skipped, as are unknown record types and keys.
 The last dump of each process (pid + start time; a dump on the statistics signal
 and another at exit) is used; processes are summed into totals.
@@ -608,13 +613,18 @@ and another at exit) is used; processes are summed into totals.
 Times: wait = start of a contended acquisition to success (so its average is
 over contended acquisitions); hold = acquisition to release of exclusive holds.
 {PERCENTILE_NOTE}.
-Backtraces are symbolized with `addr2line -f -C -i` (one process per file) on
-the files named by the dump's `map` records; a file without debug info gives a
-function name only, a missing file gives file+offset.
+Backtraces are symbolized with `addr2line -f -C -i` on the files named by the
+dump's `map` records; a file without debug info gives a function name only, a
+missing file gives file+offset. Input is untrusted: a malformed record is
+skipped with a warning naming file:line, a mapped file that is not a complete
+ELF file is skipped with a warning, and addr2line is bounded: only the sites
+shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run,
+{ADDR2LINE_TIMEOUT_S:g} s a run and --symbol-budget in all.
 
 --json schema ("schema": "lockswap-report-v1"): files; percentile_method;
+profiled (false: counts-only dumps, no per-lock data);
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
-calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
+stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
 totals {{processes, calls, events, dropped, acq, contended}};
 locks_total, sites_total (before --top); sort;
 locks[] {{addr, kind, exe, pids[], acq, contended, contended_pct, rd_acq,
@@ -650,6 +660,8 @@ def report_parser():
     p.add_argument("--png", metavar="FILE", help="plot the wait-time histograms of the top sites")
     p.add_argument("--per-process", action="store_true",
                    help="list every process (default: only when there are at most 16)")
+    p.add_argument("--symbol-budget", type=float, default=SYMBOLIZE_BUDGET_S, metavar="S",
+                   help=f"seconds addr2line may take in all (default {SYMBOLIZE_BUDGET_S:g}; 0: no symbols)")
     return p
 
 
@@ -679,7 +691,7 @@ def build_report(args):
     locks = [s for s in locks if s["kind"] != "cond"]
     cond_sites = [s for s in sites if is_cond_site(s)]
     sites = [s for s in sites if not is_cond_site(s)]
-    symbolizer = Symbolizer()
+    symbolizer = Symbolizer(args.symbol_budget)
     for s in sites[:top] + cond_sites[:top]:   # only what is shown: addr2line is the slow part
         symbolizer.want(s["module"], s["offset"])
         for _, mod, off in s["bt"]:

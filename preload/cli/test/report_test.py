@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import cli_test_util as util
 from cli_test_util import CliTestCase, fixture
@@ -86,7 +87,71 @@ def symbolized_fixture(tmp, dir_name="bin dir", encode=lambda p: p.replace(" ", 
     return path
 
 
+# Stands in for addr2line: logs how many addresses each run was given, answers nothing.
+FAKE_ADDR2LINE = """#!/bin/sh
+n=0
+for a in "$@"; do case "$a" in 0x*) n=$((n + 1));; esac; done
+echo "$n" >> "$(dirname "$0")/runs"
+[ -n "$FAKE_ADDR2LINE_SLEEP" ] && sleep "$FAKE_ADDR2LINE_SLEEP"
+exit 0
+"""
+
+
+def many_files_fixture(tmp, files, busy_sites):
+    """A dump whose sites lie in FILES copies of the symbols binary: BUSY_SITES sites in the
+    first, one in each other."""
+    lines = ["lockswap-v1 begin pid=5 seq=1 start_ns=1 now_ns=2 mutex=futex rwlock=futex sem=glibc cid=rseq exe=x",
+             "lockswap-v1 lock id=1 addr=0x1000 kind=mutex acq=1 contended=1"]
+    site = 0
+    for i in range(files):
+        path = shutil.copy(util.EXTRA_ARGS[0], os.path.join(tmp, f"copy{i}"))
+        base = (i + 1) << 32
+        lines.append(f"lockswap-v1 map start={base:#x} end={base + (1 << 20):#x} offset=0 path={path}")
+        for k in range(busy_sites if i == 0 else 1):
+            site += 1
+            lines.append(f"lockswap-v1 site id={site} lock=1 ip={base + 0x1000 + k:#x} op=lock acq=1 "
+                         f"contended=1 wait_ns={site}")
+    lines.append("lockswap-v1 end pid=5 seq=1")
+    path = os.path.join(tmp, "many.stats")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
 class ReportTest(CliTestCase):
+    def fake_addr2line(self):
+        bindir = os.path.join(self.tmp, "fakebin")
+        os.makedirs(bindir)
+        tool = os.path.join(bindir, "addr2line")
+        with open(tool, "w") as fh:
+            fh.write(FAKE_ADDR2LINE)
+        os.chmod(tool, 0o755)
+        return bindir, os.path.join(bindir, "runs")
+
+    def test_addr2line_runs_bounded(self):
+        """At most 64 files, 1000 addresses a run: 2500 sites in one file, one in each of 69 more."""
+        bindir, runs = self.fake_addr2line()
+        path = many_files_fixture(self.tmp, 70, 2500)
+        p = self.ok("report", "--top", "0", path, env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+        with open(runs) as fh:
+            counts = [int(x) for x in fh.read().split()]
+        self.assertEqual(counts[:3], [1000, 1000, 500])     # the busiest file first, in batches
+        self.assertEqual(counts[3:], [1] * 63)              # then 63 more files, one address each
+        self.assertIn("6 more mapped files not symbolized (at most 64", p.stderr)
+
+    def test_addr2line_time_bounded(self):
+        bindir, runs = self.fake_addr2line()
+        path = many_files_fixture(self.tmp, 3, 1)
+        env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_ADDR2LINE_SLEEP": "20"}
+        start = time.monotonic()
+        p = self.ok("report", "--symbol-budget", "1", path, env=env)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertIn("addr2line timed out", p.stderr)
+        self.assertIn("symbolization took its whole budget (1 s)", p.stderr)
+        with open(runs) as fh:
+            self.assertEqual(len(fh.read().split()), 1)     # no second run once the budget is spent
+        self.assertIn("copy0+0x", p.stdout)                # file+offset instead of names
+
     def test_help(self):
         out = self.ok("report", "--help").stdout
         for want in ("usage: lockswap report", "--json", "--png", "--sort", "lockswap-report-v1",
