@@ -1180,17 +1180,6 @@ def probe_path(args, wrapper):
     return os.path.join(os.path.dirname(os.path.realpath(wrapper)), "lockswap-probe")
 
 
-def probe_summary(probe):
-    """`lockswap-probe summary`'s env: line, or None."""
-    if not probe or not os.access(probe, os.X_OK):
-        return None
-    try:
-        out = subprocess.run([probe, "summary"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return next((line for line in out.splitlines() if line.startswith("env:")), None)
-
-
 def loadavg_text():
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -1421,7 +1410,7 @@ def cmd_compare(argv, wrapper):
         env_maker.profiled(variants[-1])   # the wrapper knows --profile: checked before any run
 
     probe = probe_path(args, wrapper)
-    info = {"cmd": cmd, "probe": probe, "env_line": probe_summary(probe), "higher": higher,
+    info = {"cmd": cmd, "probe": probe, "env_line": ls.probe_summary(probe), "higher": higher,
             "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text()}
     info["probe_ok"] = ls.probe_c2c(probe) is not None
     print(f"{PROG} compare: {len(variants)} rows x {args.repeat} rounds = {len(variants) * args.repeat} runs of: "

@@ -31,20 +31,8 @@ trap cleanup EXIT
 # A first start proves the program loads here at all.
 out=$("${L[@]}" start 2>&1) || skip "the loader could not start here: $out"
 
-fails=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
-expect() {  # expect NAME WANT_RC PATTERN -- cmd...
-  local name=$1 want=$2 pat=$3 out rc
-  shift 4
-  set +e
-  out=$("$@" 2>&1)
-  rc=$?
-  set -e
-  if [[ $rc -ne $want ]]; then bad "$name: exit $rc, want $want: $out"; return; fi
-  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" <<<"$out"; then bad "$name: no /$pat/ in: $out"; return; fi
-  ok "$name"
-}
+# shellcheck source=../../preload/cli/test/expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../preload/cli/test/expect.sh"
 map_id() { "${L[@]}" status | sed -n 's/.*map id \([0-9]*\),.*/\1/p'; }
 header_is_zero() { bpftool -j map lookup id "$1" key 0 0 0 0 | grep -q '"value":\["0x00","0x00","0x00","0x00","0x00","0x00","0x00","0x00"\]'; }
 
@@ -73,35 +61,38 @@ else
   echo "skip status-after-pid-max-grew: ns_last_pid not writable or pid_max too small here"
 fi
 
-# Half-pinned, link only (the map pin removed): stop reaches the map through
-# the link's program, marks it not live for a reader that still holds it,
-# and unpins the link (the program detaches).
-"${L[@]}" stop >/dev/null; "${L[@]}" start >/dev/null
-id=$(map_id)
-"${L[@]}" exec -- sleep 60 &
-holder=$!
-sleep 0.2
-rm "$DIR/oncpu_map"
+# A half-pinned state: start, a reader holding the map ($holder), then one
+# pin removed; the map's id in $id.
+half_pin() {  # half_pin PIN_TO_REMOVE
+  "${L[@]}" start >/dev/null
+  id=$(map_id)
+  "${L[@]}" exec -- sleep 60 &
+  holder=$!
+  sleep 0.2
+  rm "$DIR/$1"
+}
+drop_holder() { kill "$holder"; wait "$holder" 2>/dev/null || true; holder=; }
+
+# Link only (the map pin removed): stop reaches the map through the link's
+# program, marks it not live for the reader that still holds it, and unpins
+# the link (the program detaches).
+"${L[@]}" stop >/dev/null
+half_pin oncpu_map
 expect half-link-status 3 'half-pinned .* \(only the link\)' -- "${L[@]}" status
 expect half-link-stop 0 'stopped' -- "${L[@]}" stop
 if header_is_zero "$id"; then ok half-link-marked-not-live; else bad "half-link: map $id still live after stop"; fi
 expect half-link-gone 3 'stopped' -- "${L[@]}" status
-kill "$holder"; wait "$holder" 2>/dev/null || true; holder=
+drop_holder
 
-# Half-pinned, map only (the link pin removed, the program detached): start
-# marks the orphan map not live, removes it and pins afresh.
-"${L[@]}" start >/dev/null
-id=$(map_id)
-"${L[@]}" exec -- sleep 60 &
-holder=$!
-sleep 0.2
-rm "$DIR/oncpu_link"
+# Map only (the link pin removed, the program detached): start marks the
+# orphan map not live, removes it and pins afresh.
+half_pin oncpu_link
 expect half-map-status 3 'half-pinned .* \(only the map\)' -- "${L[@]}" status
 expect half-map-start 0 'recovering a half-pinned state under .* \(only the map\)' -- "${L[@]}" start
 if header_is_zero "$id"; then ok half-map-orphan-marked-not-live; else bad "half-map: orphan map $id still live"; fi
 expect half-map-restarted 0 'header live' -- "${L[@]}" status
 if [[ "$(map_id)" != "$id" ]]; then ok half-map-new-map; else bad "half-map: same map $id re-used"; fi
-kill "$holder"; wait "$holder" 2>/dev/null || true; holder=
+drop_holder
 
 # A pin directory someone else could have written to is refused, by every
 # command, and left as it is.
