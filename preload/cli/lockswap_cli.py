@@ -1125,11 +1125,11 @@ def execute(run, argv, env, args, regex):
         run.error = f"metric /{regex.pattern}/ not found in the output"
 
 
-def clean_environ():
-    """The caller's environment without LD_PRELOAD and LOCKSWAP_* (the wrapper's own
-    LOCKSWAP_LIB aside): what `none` runs in, and what the wrapper starts from."""
+def clean_environ(keep=()):
+    """The caller's environment without LD_PRELOAD and LOCKSWAP_* but KEEP: what `none` runs
+    in, and (keeping the wrapper's own LOCKSWAP_LIB) what the wrapper starts from."""
     return {k: v for k, v in os.environ.items()
-            if k != "LD_PRELOAD" and (not k.startswith("LOCKSWAP_") or k == "LOCKSWAP_LIB")}
+            if k != "LD_PRELOAD" and (not k.startswith("LOCKSWAP_") or k in keep)}
 
 
 def file_label(v):
@@ -1161,7 +1161,7 @@ class Environments:
         opts = extra + (["--stats-file", os.path.join(scratch, "env.%p")] if scratch else [])
         argv = [self.wrapper, *self.common[0], *variant_options(v), *self.common[1], *opts, "--", "env", "-0"]
         try:
-            p = subprocess.run(argv, capture_output=True, env=clean_environ())
+            p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
         finally:
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)

@@ -7,6 +7,7 @@ that never switch the profiler on, and --help. No timing value is asserted."""
 import csv
 import glob
 import os
+import re
 import stat
 
 import cli_test_util as util
@@ -118,6 +119,15 @@ class CompareTest(CliTestCase):
         p = self.compare("--variants", "futex", "--repeat", "1", "--metric", r"spin=(\d+)",
                          "--", "sh", "-c", 'echo "spin=1${LOCKSWAP_RWSEM_SPIN}"', env={"LOCKSWAP_RWSEM_SPIN": "0"})
         self.assertEqual([table_rows(p.stdout)[v][1] for v in ("none", "futex")], ["1", "1"])
+        # none: no LOCKSWAP_* at all, not even the wrapper's own LOCKSWAP_LIB (which still finds
+        # the library for the other rows).
+        with open(util.CLI) as fh:
+            lib = re.search(r"^LOCKSWAP_LIB_DEFAULT='(.*)'$", fh.read(), re.M).group(1)
+        p = self.compare("--variants", "futex", "--repeat", "1", "--metric", r"vars=(\d+)",
+                         "--", "sh", "-c", 'echo "vars=$(env | grep -c ^LOCKSWAP_)"', env={"LOCKSWAP_LIB": lib})
+        rows = table_rows(p.stdout)
+        self.assertEqual(rows["none"][1], "0")
+        self.assertGreater(int(rows["futex"][1]), 1)
 
     def test_two_runs_are_not_enough(self):
         p = self.compare("--variants", "rwsem", "--repeat", "2", *METRIC, "--", "sh", "-c", CLEAR_DIFFERENCE)
