@@ -63,6 +63,7 @@ U64_LIMIT = 1 << 64
 MAX_NUMBER_CHARS = 40           # a u64 needs at most 20 digits (18 chars in hex): longer is junk
 MAX_BACKTRACE = 64              # frames kept per site (the library writes at most 16)
 MAX_WARNINGS_PER_FILE = 10
+MAX_LOCKS_PER_SITE = 64         # lock addresses listed per call site
 
 
 class BadRecord(ValueError):
@@ -380,18 +381,18 @@ class Symbolizer:
     def resolve(self):
         self.deadline = time.monotonic() + self.budget_s
         busiest = sorted(self.pending, key=lambda p: (-len(self.pending[p]), p))
-        missing, unsymbolized = 0, busiest[MAX_SYMBOLIZED_FILES:]
-        for path in busiest:
+        missing, unsymbolized = 0, len(busiest[MAX_SYMBOLIZED_FILES:])
+        for rank, path in enumerate(busiest):
             answers, vaddr = {}, {}
-            if path not in unsymbolized:
+            if rank < MAX_SYMBOLIZED_FILES:
                 try:
                     segs = elf_load_segments(path)
                 except NotElf as e:
                     segs = None
-                    if os.path.lexists(path) if "\0" not in path else True:
-                        warn(f"report: {path}: {e}: skipped, its addresses are shown as file+offset")
+                    if "\0" not in path and not os.path.lexists(path):
+                        missing += 1     # another machine's file: common, said once below
                     else:
-                        missing += 1
+                        warn(f"report: {path}: {e}: skipped, its addresses are shown as file+offset")
                 if segs:
                     # A return address: the call is the byte before it.
                     vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in self.pending[path]}
@@ -401,7 +402,7 @@ class Symbolizer:
         if missing:
             warn(f"report: {missing} mapped file(s) not found here: their addresses are shown as file+offset")
         if unsymbolized:
-            warn(f"report: {len(unsymbolized)} more mapped files not symbolized (at most "
+            warn(f"report: {unsymbolized} more mapped files not symbolized (at most "
                  f"{MAX_SYMBOLIZED_FILES} per report, those with the most addresses)")
         self.pending = {}
 
@@ -512,7 +513,7 @@ def finish_side(side, fallback_count):
 def new_stat(**ident):
     stat = dict(ident)
     stat.update({k: 0 for k in COUNTERS})
-    stat.update({"pids": [], "wait": new_side(), "hold": new_side()})
+    stat.update({"pids": [], "_pids": set(), "wait": new_side(), "hold": new_side()})
     return stat
 
 
@@ -521,11 +522,13 @@ def add_stat(stat, rec, pid):
         stat[k] += rec[k]
     add_side(stat["wait"], rec["wait"])
     add_side(stat["hold"], rec["hold"])
-    if pid not in stat["pids"]:
+    if pid not in stat["_pids"]:      # a set beside the list: many processes stay linear
+        stat["_pids"].add(pid)
         stat["pids"].append(pid)
 
 
 def finish_stat(stat):
+    del stat["_pids"]
     stat["contended_pct"] = round(100.0 * stat["contended"] / stat["acq"], 2) if stat["acq"] else 0.0
     finish_side(stat["wait"], stat["contended"])
     finish_side(stat["hold"], 0)
@@ -569,7 +572,7 @@ def merge_site(sites, d, rec):
     lock = d.locks.get(rec["lock"])
     if lock is not None:
         s["lock_kind"] = s["lock_kind"] or lock["kind"]
-        if lock["addr"] not in s["lock_addrs"]:
+        if len(s["lock_addrs"]) < MAX_LOCKS_PER_SITE and lock["addr"] not in s["lock_addrs"]:
             s["lock_addrs"].append(lock["addr"])
     if rec["bt"] and not s["bt"]:
         s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in rec["bt"]]
@@ -921,6 +924,21 @@ def report_png(rep, path):
     print(f"{PROG}: report: wrote {path}", file=sys.stderr)
 
 
+def write_json(rep, out):
+    """REP as JSON: one top-level key a line, a list's items one a line. Each value goes through
+    the C encoder (json's indent= runs the pure-Python one: minutes for 100k sites). ASCII only:
+    undecodable bytes of names come out as \\udcXX."""
+    out.write("{\n")
+    for i, (key, value) in enumerate(rep.items()):
+        sep = "," if i + 1 < len(rep) else ""
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(json.dumps(v) for v in value)
+            out.write(f" {json.dumps(key)}: [\n  {items}\n ]{sep}\n")
+        else:
+            out.write(f" {json.dumps(key)}: {json.dumps(value)}{sep}\n")
+    out.write("}\n")
+
+
 def cmd_report(argv):
     args = report_parser().parse_args(argv)
     rep = build_report(args)
@@ -928,8 +946,7 @@ def cmd_report(argv):
         raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
                                "(run with --stats and --stats-file)"))
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)   # ASCII: undecodable bytes of names as \udcXX
-        print()
+        write_json(rep, sys.stdout)
     else:
         # surrogate-escaped bytes of file names left in the text: as \xNN, never an encoding error
         print(text_report(rep, args.per_process).encode("utf-8", "backslashreplace").decode("utf-8"))
