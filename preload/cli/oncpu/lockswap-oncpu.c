@@ -157,6 +157,15 @@ static int load_and_pin(struct oncpu_bpf* skel, __u32 entries) {
   return 0;
 }
 
+// An array map of 8-byte values, mmapable: the owner-on-CPU map's shape.
+static bool is_oncpu_map(int fd) {
+  struct bpf_map_info info;
+  __u32 len = sizeof info;
+  memset(&info, 0, sizeof info);
+  return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_ARRAY &&
+         info.value_size == ONCPU_MAP_VALUE_SIZE && (info.map_flags & BPF_F_MMAPABLE) && info.max_entries >= 1;
+}
+
 // The map behind the pins: its own pin, else the one the pinned link's
 // program uses (a half-pinned state that lost the map pin). -1 if neither.
 static int reachable_map_fd(void) {
@@ -176,9 +185,14 @@ static int reachable_map_fd(void) {
   memset(&prog, 0, sizeof prog);
   prog.nr_map_ids = 4;
   prog.map_ids = (__u64)(unsigned long)map_ids;
-  if (bpf_obj_get_info_by_fd(prog_fd, &prog, &len) == 0 && prog.nr_map_ids >= 1) fd = bpf_map_get_fd_by_id(map_ids[0]);
+  if (bpf_obj_get_info_by_fd(prog_fd, &prog, &len) != 0) prog.nr_map_ids = 0;
   close(prog_fd);
-  return fd;
+  for (__u32 i = 0; i < prog.nr_map_ids && i < 4; ++i) {
+    fd = bpf_map_get_fd_by_id(map_ids[i]);
+    if (fd >= 0 && is_oncpu_map(fd)) return fd;
+    if (fd >= 0) close(fd);
+  }
+  return -1;
 }
 
 // Mark the map not live: readers keep their mappings after the pins are
@@ -297,7 +311,7 @@ static int cmd_status(long tid) {
   memset(&info, 0, sizeof info);
   if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return fail("map info");
   size_t bytes = (size_t)info.max_entries * ONCPU_MAP_VALUE_SIZE;
-  if (info.max_entries < 1 || info.value_size != ONCPU_MAP_VALUE_SIZE) {
+  if (!is_oncpu_map(fd)) {
     fprintf(stderr, "%s: %s is not lockswap's owner-on-CPU map\n", prog_name, pin_map);
     return 1;
   }
