@@ -2,20 +2,8 @@
 # preload/cli/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
 set -euo pipefail
 CLI=${1:?usage: cli_test.sh path/to/lockswap}
-fails=0
-ok() { printf 'ok   %s\n' "$1"; }
-bad() { printf 'FAIL %s\n' "$1"; fails=$((fails + 1)); }
-expect() {  # expect NAME WANT_RC GREP_PATTERN -- cmd...
-  local name=$1 want=$2 pat=$3 out rc
-  shift 4
-  set +e
-  out=$("$@" 2>&1)
-  rc=$?
-  set -e
-  if [[ $rc -ne $want ]]; then bad "$name: exit $rc, want $want: $out"; return; fi
-  if [[ -n "$pat" ]] && ! grep -qE -- "$pat" <<<"$out"; then bad "$name: no /$pat/ in: $out"; return; fi
-  ok "$name"
-}
+# shellcheck source=test/expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test/expect.sh"
 
 expect help 0 'usage: lockswap' -- "$CLI" --help
 expect list 0 'LOCKSWAP_MUTEX = glibc .*futex' -- "$CLI" --list

@@ -10,6 +10,7 @@ not fatal. The statistics file format is the library's contract, version 1
 """
 
 import argparse
+import bisect
 import csv
 import json
 import math
@@ -19,10 +20,13 @@ import shlex
 import signal
 import statistics
 import struct
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from stat import S_ISREG
 
 PROG = "lockswap"
 RECORD_PREFIX = "lockswap-v1 "
@@ -34,22 +38,58 @@ PERCENTILE_NOTE = ("percentiles (p50, p99) come from log2 histograms: the value 
                    "bound 2^(i+1)-1 ns of the bucket holding that rank, capped at the observed max, "
                    "so it over-states by at most 2x")
 HIDDEN_FRAME_PREFIX = "liblockswap"   # the library's own frames say nothing about the program
+COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
+
+
+def shown(text):
+    """TEXT for a terminal: control characters and undecodable bytes (surrogate-escaped) as
+    backslash escapes, so a file name with a newline cannot break a table or forge a line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def warn(msg):
-    print(f"{PROG}: {msg}", file=sys.stderr)
+    print(shown(f"{PROG}: {msg}"), file=sys.stderr)
 
 
 # --------------------------------------------------------------------------
 # Statistics file parsing (format version 1)
+#
+# Input is untrusted: any file may be truncated, corrupted or hostile. Every
+# number must be a u64 (anything else: the record is skipped with a warning
+# naming file:line), text fields are shown escaped, a path is a byte string.
 # --------------------------------------------------------------------------
 
+U64_LIMIT = 1 << 64
+MAX_NUMBER_CHARS = 40           # a u64 needs at most 20 digits (18 chars in hex): longer is junk
+MAX_BACKTRACE = 64              # frames kept per site (the library writes at most 16)
+MAX_WARNINGS_PER_FILE = 10
+MAX_LOCKS_PER_SITE = 64         # lock addresses listed per call site
+
+
+class BadRecord(ValueError):
+    """A record whose fields cannot be what the writer wrote."""
+
+
 def parse_number(text):
-    """Decimal unless prefixed 0x (the format's rule); None if not a number."""
+    """Decimal unless prefixed 0x (the format's rule); None unless a u64."""
+    if not text or len(text) > MAX_NUMBER_CHARS:
+        return None
     try:
-        return int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+        n = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
     except ValueError:
         return None
+    return n if 0 <= n < U64_LIMIT else None
+
+
+def need_u64(fields, key):
+    """FIELDS[KEY] as a u64 (0 when absent), or BadRecord."""
+    text = fields.get(key)
+    if text is None:
+        return 0
+    n = parse_number(text)
+    if n is None:
+        raise BadRecord(f"{key}={text[:24]}{'...' if len(text) > 24 else ''} is not a number in 0..2^64-1")
+    return n
 
 
 def parse_hist(text):
@@ -57,16 +97,23 @@ def parse_hist(text):
     hist = [0] * HIST_BUCKETS
     if not text or text == "-":
         return hist
-    for item in text.split(";"):
+    for item in text.split(";", 4 * HIST_BUCKETS)[:4 * HIST_BUCKETS]:
         idx, _, count = item.partition(":")
         i, n = parse_number(idx), parse_number(count)
-        if i is not None and n is not None and 0 <= i < HIST_BUCKETS:
+        if i is not None and n is not None and i < HIST_BUCKETS:
             hist[i] += n
     return hist
 
 
+_PERCENT_XX = re.compile(rb"%([0-9A-Fa-f]{2})")
+
+
 def unescape_path(text):
-    return text.replace("%20", " ")
+    """A path as the writer percent-encoded it (%XX for bytes <= 0x20, '%' and 0x7f; older
+    dumps wrote only %20) -> the file name, decoded as the OS decodes names (bytes that are not
+    UTF-8 stay surrogate-escaped, so the name still opens the file)."""
+    raw = _PERCENT_XX.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8", "surrogateescape"))
+    return os.fsdecode(raw)
 
 
 def parse_record(line):
@@ -85,6 +132,20 @@ def parse_record(line):
     return words[0], fields
 
 
+def stat_fields(f):
+    """The counters and wait/hold sides shared by lock and site records, validated."""
+    out = {k: need_u64(f, k) for k in COUNTERS}
+    for side in ("wait", "hold"):
+        out[side] = {"total_ns": need_u64(f, f"{side}_ns"), "max_ns": need_u64(f, f"{side}_max_ns"),
+                     "hist": parse_hist(f.get(f"{side}_hist", "-"))}
+    return out
+
+
+def backtrace(text):
+    ips = (parse_number(x) for x in text.split(",", MAX_BACKTRACE)[:MAX_BACKTRACE])
+    return [ip for ip in ips if ip]
+
+
 class Dump:
     """One complete (or truncated) statistics snapshot of one process."""
 
@@ -94,15 +155,17 @@ class Dump:
         self.start_ns = parse_number(fields.get("start_ns", "")) or 0
         self.now_ns = parse_number(fields.get("now_ns", "")) or 0
         self.variants = {k: fields.get(k, "?") for k in VARIANT_KEYS}
+        # counts: event counters only, the per-lock profiler was off (older dumps: profile)
+        self.stats = fields.get("stats", "profile")
         self.exe = unescape_path(fields.get("exe", "?"))
         self.path = path
         self.order = order            # position among all dumps read: later wins ties
         self.complete = False
         self.calls = {}
         self.events = {}
-        self.locks = {}               # lock id -> fields
+        self.locks = {}               # lock id -> validated lock record
         self.sites = []
-        self.maps = []                # (start, end, offset, path)
+        self.maps = []                # (start, end, offset, path), sorted by start for locate()
         self.dropped = {"locks": 0, "sites": 0}
 
     @property
@@ -110,54 +173,81 @@ class Dump:
         return (self.pid, self.start_ns)
 
     def add(self, rtype, f):
-        num = lambda k: parse_number(f.get(k, "0")) or 0
+        """Add one record; BadRecord when its fields are malformed (nothing is added then)."""
         if rtype == "calls" and "family" in f:
-            self.calls[f["family"]] = self.calls.get(f["family"], 0) + num("calls")
+            self.calls[f["family"]] = self.calls.get(f["family"], 0) + need_u64(f, "calls")
         elif rtype == "event" and "name" in f:
-            self.events[f["name"]] = self.events.get(f["name"], 0) + num("count")
+            self.events[f["name"]] = self.events.get(f["name"], 0) + need_u64(f, "count")
         elif rtype == "lock" and "id" in f:
-            self.locks[f["id"]] = f
+            self.locks[f["id"]] = {"addr": need_u64(f, "addr"), "kind": f.get("kind", "?"), **stat_fields(f)}
         elif rtype == "site":
-            self.sites.append(f)
+            self.sites.append({"ip": need_u64(f, "ip"), "op": f.get("op", "?"), "lock": f.get("lock"),
+                               "bt": backtrace(f.get("bt", "")), **stat_fields(f)})
         elif rtype == "map":
-            start, end = parse_number(f.get("start", "")), parse_number(f.get("end", ""))
-            if start is not None and end is not None and "path" in f:
-                self.maps.append((start, end, num("offset"), unescape_path(f["path"])))
+            if "start" not in f or "end" not in f or "path" not in f:
+                raise BadRecord("map record without start, end or path")
+            self.maps.append((need_u64(f, "start"), need_u64(f, "end"), need_u64(f, "offset"),
+                              unescape_path(f["path"])))
         elif rtype == "dropped":
-            for k in ("locks", "sites"):
-                self.dropped[k] += num(k)
+            counts = {k: need_u64(f, k) for k in ("locks", "sites")}
+            for k, n in counts.items():
+                self.dropped[k] += n
         # anything else: a newer writer's record, ignored by contract
+
+
+class DumpReader:
+    """Reads statistics files; a malformed record is skipped with a warning naming file:line,
+    an unreadable file with a warning naming the file."""
+
+    def __init__(self):
+        self.dumps, self.order = [], 0
+
+    def read(self, path):
+        current, warnings = None, 0
+        try:
+            with open(path, "r", encoding="utf-8", errors="surrogateescape") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    rec = parse_record(line)
+                    if rec is None:
+                        continue
+                    try:
+                        current = self.record(current, path, *rec)
+                    except BadRecord as e:
+                        warnings += 1
+                        if warnings <= MAX_WARNINGS_PER_FILE:
+                            warn(f"report: {path}:{lineno}: {rec[0]} record skipped: {e}")
+        except (OSError, ValueError) as e:
+            warn(f"report: {path}: {getattr(e, 'strerror', None) or e}")
+        if warnings > MAX_WARNINGS_PER_FILE:
+            warn(f"report: {path}: {warnings - MAX_WARNINGS_PER_FILE} more malformed records skipped")
+        if current is not None:
+            self.dumps.append(current)
+
+    def record(self, current, path, rtype, fields):
+        """Feed one record to the dump being read; returns the dump being read next."""
+        if rtype == "begin":
+            if current is not None:
+                self.dumps.append(current)      # truncated: kept, marked incomplete
+            self.order += 1
+            return Dump(fields, path, self.order - 1)
+        if rtype == "end":
+            if current is not None:
+                current.complete = True
+                self.dumps.append(current)
+            return None
+        if current is not None:
+            current.add(rtype, fields)
+        return current
 
 
 def read_dumps(paths):
     """All dumps in PATHS, in file order. Records outside begin..end are ignored."""
-    dumps, order = [], 0
+    reader = DumpReader()
     for path in paths:
-        current = None
-        try:
-            with open(path, "r", encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    rec = parse_record(line)
-                    if rec is None:
-                        continue
-                    rtype, fields = rec
-                    if rtype == "begin":
-                        if current is not None:
-                            dumps.append(current)      # truncated: kept, marked incomplete
-                        current = Dump(fields, path, order)
-                        order += 1
-                    elif rtype == "end":
-                        if current is not None:
-                            current.complete = True
-                            dumps.append(current)
-                        current = None
-                    elif current is not None:
-                        current.add(rtype, fields)
-        except OSError as e:
-            raise SystemExit(f"{PROG} report: {path}: {e.strerror}")
-        if current is not None:
-            dumps.append(current)
-    return dumps
+        reader.read(path)
+    for d in reader.dumps:
+        d.maps.sort()
+    return reader.dumps
 
 
 def last_dump_per_process(dumps):
@@ -173,43 +263,79 @@ def last_dump_per_process(dumps):
 
 # --------------------------------------------------------------------------
 # Address -> (file, offset) -> symbol
+#
+# The mapped files are untrusted too (another machine's, replaced since, or
+# crafted): one that is not a regular, complete ELF file is skipped with a
+# warning, and addr2line runs are bounded in number of files, addresses per
+# run, time per run and time in all.
 # --------------------------------------------------------------------------
 
+MAX_SYMBOLIZED_FILES = 64       # the files with the most addresses; the rest keep file+offset
+MAX_ADDRS_PER_RUN = 1000        # addresses per addr2line process
+ADDR2LINE_TIMEOUT_S = 30.0      # one addr2line process
+SYMBOLIZE_BUDGET_S = 90.0       # all of them together
+MAX_PHDRS_BYTES = 1 << 20       # a program header table larger than this is not a real one
+
+
 def locate(maps, ip):
-    """ip -> (path, file offset) through the process's executable mappings, or (None, ip)."""
-    for start, end, offset, path in maps:
+    """ip -> (path, file offset) through the process's executable mappings (sorted by start),
+    or (None, ip)."""
+    i = bisect.bisect_right(maps, (ip, U64_LIMIT))
+    for start, end, offset, path in reversed(maps[max(i - 4, 0):i]):  # overlaps: a few, not all
         if start <= ip < end:
             return path, ip - start + offset
     return None, ip
 
 
+class NotElf(Exception):
+    """A mapped file that cannot be symbolized; the message says why."""
+
+
 def elf_load_segments(path):
-    """[(p_offset, p_vaddr, p_filesz)] of PT_LOAD segments of an ELF file, or [] if unreadable."""
+    """[(p_offset, p_vaddr, p_filesz)] of the PT_LOAD segments of the ELF file at PATH, or NotElf
+    saying why not (not a regular file, not ELF, truncated, ...)."""
+    if "\0" in path:
+        raise NotElf("not a file name (NUL byte)")
     try:
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not S_ISREG(st.st_mode):
+                raise NotElf("not a regular file")
             ident = fh.read(64)
-            if len(ident) < 64 or ident[:4] != b"\x7fELF":
-                return []
+            if len(ident) < 52 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+                raise NotElf("not an ELF file")
             is64, endian = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            if is64 and len(ident) < 64:
+                raise NotElf("truncated ELF header")
             if is64:
                 phoff, = struct.unpack_from(endian + "Q", ident, 32)
                 phentsize, phnum = struct.unpack_from(endian + "HH", ident, 54)
+                need, fmt = 56, endian + "IIQQQQ"
             else:
                 phoff, = struct.unpack_from(endian + "I", ident, 28)
                 phentsize, phnum = struct.unpack_from(endian + "HH", ident, 42)
+                need, fmt = 32, endian + "IIIII"
+            if phentsize < need or phnum == 0 or phentsize * phnum > MAX_PHDRS_BYTES:
+                raise NotElf(f"implausible program header table ({phnum} entries of {phentsize} bytes)")
+            if phoff + phentsize * phnum > st.st_size:
+                raise NotElf("truncated (program headers beyond the end of the file)")
             fh.seek(phoff)
             table = fh.read(phentsize * phnum)
-    except OSError:
-        return []
+    except OSError as e:
+        raise NotElf(e.strerror or str(e)) from None
+    if len(table) < phentsize * phnum:
+        raise NotElf("truncated (file shrank while read)")
     segs = []
     for i in range(phnum):
-        base = i * phentsize
-        if is64:
-            p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIQQQQ", table, base)
-        else:
-            p_type, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(endian + "IIIII", table, base)
+        fields = struct.unpack_from(fmt, table, i * phentsize)
+        p_type, p_offset, p_vaddr, p_filesz = ((fields[0], fields[2], fields[3], fields[5]) if is64
+                                               else (fields[0], fields[1], fields[2], fields[4]))
         if p_type == 1:   # PT_LOAD
+            if p_offset + p_filesz > st.st_size:
+                raise NotElf("truncated (a loadable segment ends beyond the end of the file)")
             segs.append((p_offset, p_vaddr, p_filesz))
+    if not segs:
+        raise NotElf("no loadable segments")
     return segs
 
 
@@ -221,20 +347,13 @@ def offset_to_vaddr(segs, offset):
     return offset
 
 
-def run_addr2line(path, vaddrs):
-    """{vaddr: [(function, 'file:line'), ...innermost inline first]} from one addr2line process."""
-    if not vaddrs:
-        return {}
-    cmd = ["addr2line", "-a", "-f", "-C", "-i", "-e", path] + [hex(a) for a in vaddrs]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
+def parse_addr2line(out):
+    """`addr2line -a -f -i` output -> {vaddr: [(function, 'file:line'), ...innermost first]}."""
     result, current, lines = {}, None, out.splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("0x") and re.fullmatch(r"0x[0-9a-fA-F]+", line):
+        if re.fullmatch(r"0x[0-9a-fA-F]{1,16}", line):
             current = int(line, 16)
             result[current] = []
             i += 1
@@ -246,25 +365,79 @@ def run_addr2line(path, vaddrs):
 
 
 class Symbolizer:
-    """Batches (file, offset) lookups: one addr2line process per file."""
+    """Batches (file, offset) lookups: addr2line per file, in bounded batches and time."""
 
-    def __init__(self):
+    def __init__(self, budget_s=SYMBOLIZE_BUDGET_S):
         self.pending = {}     # path -> set(offset)
         self.done = {}        # (path, offset) -> frame dict
+        self.budget_s = budget_s
+        self.deadline = None
+        self.stopped = None   # why addr2line is not run any more, once said
 
     def want(self, path, offset):
         if path is not None:
             self.pending.setdefault(path, set()).add(offset)
 
     def resolve(self):
-        for path, offsets in self.pending.items():
-            segs = elf_load_segments(path) if os.path.isfile(path) else []
-            # A return address: the call is the byte before it.
-            vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in offsets}
-            answers = run_addr2line(path, sorted(set(vaddr.values()))) if segs else {}
-            for off in offsets:
-                self.done[(path, off)] = self.frame(path, off, answers.get(vaddr[off], []))
+        self.deadline = time.monotonic() + self.budget_s
+        busiest = sorted(self.pending, key=lambda p: (-len(self.pending[p]), p))
+        missing, unsymbolized = 0, len(busiest[MAX_SYMBOLIZED_FILES:])
+        for rank, path in enumerate(busiest):
+            answers, vaddr = {}, {}
+            if rank < MAX_SYMBOLIZED_FILES:
+                try:
+                    segs = elf_load_segments(path)
+                except NotElf as e:
+                    segs = None
+                    if "\0" not in path and not os.path.lexists(path):
+                        missing += 1     # another machine's file: common, said once below
+                    else:
+                        warn(f"report: {path}: {e}: skipped, its addresses are shown as file+offset")
+                if segs:
+                    # A return address: the call is the byte before it.
+                    vaddr = {off: offset_to_vaddr(segs, max(off - 1, 0)) for off in self.pending[path]}
+                    answers = self.addr2line(path, sorted(set(vaddr.values())))
+            for off in self.pending[path]:
+                self.done[(path, off)] = self.frame(path, off, answers.get(vaddr.get(off), []))
+        if missing:
+            warn(f"report: {missing} mapped file(s) not found here: their addresses are shown as file+offset")
+        if unsymbolized:
+            warn(f"report: {unsymbolized} more mapped files not symbolized (at most "
+                 f"{MAX_SYMBOLIZED_FILES} per report, those with the most addresses)")
         self.pending = {}
+
+    def addr2line(self, path, vaddrs):
+        answers = {}
+        for at in range(0, len(vaddrs), MAX_ADDRS_PER_RUN):
+            if self.stopped:
+                break
+            left = self.deadline - time.monotonic()
+            if left <= 0 and self.budget_s <= 0:
+                self.stopped = "no symbols asked"
+                break
+            if left <= 0:
+                self.stop(f"symbolization took its whole budget ({self.budget_s:g} s); "
+                          "the remaining addresses are shown as file+offset")
+                break
+            batch = vaddrs[at:at + MAX_ADDRS_PER_RUN]
+            cmd = ["addr2line", "-a", "-f", "-C", "-i", "-e", path] + [hex(a) for a in batch]
+            try:
+                out = subprocess.run(cmd, capture_output=True, timeout=min(ADDR2LINE_TIMEOUT_S, left)).stdout
+            except FileNotFoundError:
+                self.stop("addr2line not found (binutils): addresses are shown as file+offset")
+                break
+            except subprocess.TimeoutExpired:
+                warn(f"report: {path}: addr2line timed out: its addresses are shown as file+offset")
+                break
+            except (OSError, ValueError, subprocess.SubprocessError) as e:
+                warn(f"report: {path}: addr2line failed ({e}): its addresses are shown as file+offset")
+                break
+            answers.update(parse_addr2line(out.decode("utf-8", errors="replace")))
+        return answers
+
+    def stop(self, why):
+        self.stopped = why
+        warn(f"report: {why}")
 
     @staticmethod
     def frame(path, offset, frames):
@@ -297,7 +470,7 @@ def frame_text(fr, addr=None):
     else:
         text = where
     inlined = [f"{i['function'] or '??'} ({os.path.basename(i['source'] or '??')})" for i in fr["inlined"]]
-    return ", inlined in ".join(inlined + [text])
+    return shown(", inlined in ".join(inlined + [text]))
 
 
 # --------------------------------------------------------------------------
@@ -308,10 +481,10 @@ def new_side():
     return {"total_ns": 0, "max_ns": 0, "hist": [0] * HIST_BUCKETS}
 
 
-def add_side(side, f, prefix):
-    side["total_ns"] += parse_number(f.get(f"{prefix}_ns", "0")) or 0
-    side["max_ns"] = max(side["max_ns"], parse_number(f.get(f"{prefix}_max_ns", "0")) or 0)
-    for i, n in enumerate(parse_hist(f.get(f"{prefix}_hist", "-"))):
+def add_side(side, rec):
+    side["total_ns"] += rec["total_ns"]
+    side["max_ns"] = max(side["max_ns"], rec["max_ns"])
+    for i, n in enumerate(rec["hist"]):
         side["hist"][i] += n
 
 
@@ -337,33 +510,32 @@ def finish_side(side, fallback_count):
     return side
 
 
-COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
-
-
 def new_stat(**ident):
     stat = dict(ident)
     stat.update({k: 0 for k in COUNTERS})
-    stat.update({"pids": [], "wait": new_side(), "hold": new_side()})
+    stat.update({"pids": [], "_pids": set(), "wait": new_side(), "hold": new_side()})
     return stat
 
 
-def add_stat(stat, f, pid):
+def add_stat(stat, rec, pid):
     for k in COUNTERS:
-        stat[k] += parse_number(f.get(k, "0")) or 0
-    add_side(stat["wait"], f, "wait")
-    add_side(stat["hold"], f, "hold")
-    if pid not in stat["pids"]:
+        stat[k] += rec[k]
+    add_side(stat["wait"], rec["wait"])
+    add_side(stat["hold"], rec["hold"])
+    if pid not in stat["_pids"]:      # a set beside the list: many processes stay linear
+        stat["_pids"].add(pid)
         stat["pids"].append(pid)
 
 
 def finish_stat(stat):
+    del stat["_pids"]
     stat["contended_pct"] = round(100.0 * stat["contended"] / stat["acq"], 2) if stat["acq"] else 0.0
     finish_side(stat["wait"], stat["contended"])
     finish_side(stat["hold"], 0)
     return stat
 
 
-def merge(dumps, symbolizer):
+def merge(dumps):
     """Processes' snapshots -> totals, locks and sites. Locks at the same address in processes of
     the same executable are summed (forked workers inherit their parent's objects); sites are
     summed by (file, offset, op), i.e. by code location, across processes."""
@@ -376,40 +548,35 @@ def merge(dumps, symbolizer):
             totals["events"][name] = totals["events"].get(name, 0) + n
         for k, n in d.dropped.items():
             totals["dropped"][k] += n
-        addr_of = {}
-        for lid, f in d.locks.items():
-            addr = parse_number(f.get("addr", "")) or 0
-            kind = f.get("kind", "?")
-            addr_of[lid] = addr
-            key = (d.exe, addr, kind)
+        for rec in d.locks.values():
+            key = (d.exe, rec["addr"], rec["kind"])
             if key not in locks:
-                locks[key] = new_stat(addr=addr, kind=kind, exe=d.exe)
-            add_stat(locks[key], f, d.pid)
-        for f in d.sites:
-            ip = parse_number(f.get("ip", "")) or 0
-            module, offset = locate(d.maps, ip)
-            op = f.get("op", "?")
-            key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
-            if key not in sites:
-                sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
-                                      lock_kind=None, bt=[], bt_pid=None)
-            s = sites[key]
-            add_stat(s, f, d.pid)
-            lock = d.locks.get(f.get("lock"))
-            if lock is not None:
-                s["lock_kind"] = s["lock_kind"] or lock.get("kind")
-                if addr_of[f["lock"]] not in s["lock_addrs"]:
-                    s["lock_addrs"].append(addr_of[f["lock"]])
-            bt = [parse_number(x) for x in f.get("bt", "").split(",") if parse_number(x)]
-            if bt and not s["bt"]:
-                s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in bt]
-                s["bt_pid"] = d.pid
-            symbolizer.want(module, offset)
-            for _, mod, off in s["bt"]:
-                symbolizer.want(mod, off)
+                locks[key] = new_stat(addr=rec["addr"], kind=rec["kind"], exe=d.exe)
+            add_stat(locks[key], rec, d.pid)
+        for rec in d.sites:
+            merge_site(sites, d, rec)
     for stat in list(locks.values()) + list(sites.values()):
         finish_stat(stat)
     return totals, list(locks.values()), list(sites.values())
+
+
+def merge_site(sites, d, rec):
+    ip, op = rec["ip"], rec["op"]
+    module, offset = locate(d.maps, ip)
+    key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
+    if key not in sites:
+        sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
+                              lock_kind=None, bt=[], bt_pid=None)
+    s = sites[key]
+    add_stat(s, rec, d.pid)
+    lock = d.locks.get(rec["lock"])
+    if lock is not None:
+        s["lock_kind"] = s["lock_kind"] or lock["kind"]
+        if len(s["lock_addrs"]) < MAX_LOCKS_PER_SITE and lock["addr"] not in s["lock_addrs"]:
+            s["lock_addrs"].append(lock["addr"])
+    if rec["bt"] and not s["bt"]:
+        s["bt"] = [(ip_, *locate(d.maps, ip_)) for ip_ in rec["bt"]]
+        s["bt_pid"] = d.pid
 
 
 def sort_key(name):
@@ -438,8 +605,10 @@ def site_frames(site, symbolizer):
 # --------------------------------------------------------------------------
 
 REPORT_EPILOG = f"""\
-Input: files written by the library with LOCKSWAP_STATS=1 and LOCKSWAP_STATS_FILE
-(`%p` in the name gives one file per process), or captured stderr. Lines that
+Input: files written by the library with LOCKSWAP_STATS=profile (`{PROG} --profile`;
+counts-only dumps, LOCKSWAP_STATS=counts, give the calls and events only) and
+LOCKSWAP_STATS_FILE (`%p` in the name gives one file per process), or captured
+stderr. Paths are percent-decoded (%XX). Lines that
 are not `lockswap-v1` records are skipped, as are unknown record types and keys.
 The last dump of each process (pid + start time; a dump on the statistics signal
 and another at exit) is used; processes are summed into totals.
@@ -447,13 +616,18 @@ and another at exit) is used; processes are summed into totals.
 Times: wait = start of a contended acquisition to success (so its average is
 over contended acquisitions); hold = acquisition to release of exclusive holds.
 {PERCENTILE_NOTE}.
-Backtraces are symbolized with `addr2line -f -C -i` (one process per file) on
-the files named by the dump's `map` records; a file without debug info gives a
-function name only, a missing file gives file+offset.
+Backtraces are symbolized with `addr2line -f -C -i` on the files named by the
+dump's `map` records; a file without debug info gives a function name only, a
+missing file gives file+offset. Input is untrusted: a malformed record is
+skipped with a warning naming file:line, a mapped file that is not a complete
+ELF file is skipped with a warning, and addr2line is bounded: only the sites
+shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run,
+{ADDR2LINE_TIMEOUT_S:g} s a run and --symbol-budget in all.
 
 --json schema ("schema": "lockswap-report-v1"): files; percentile_method;
+profiled (false: counts-only dumps, no per-lock data);
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
-calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
+stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
 totals {{processes, calls, events, dropped, acq, contended}};
 locks_total, sites_total (before --top); sort;
 locks[] {{addr, kind, exe, pids[], acq, contended, contended_pct, rd_acq,
@@ -489,6 +663,8 @@ def report_parser():
     p.add_argument("--png", metavar="FILE", help="plot the wait-time histograms of the top sites")
     p.add_argument("--per-process", action="store_true",
                    help="list every process (default: only when there are at most 16)")
+    p.add_argument("--symbol-budget", type=float, default=SYMBOLIZE_BUDGET_S, metavar="S",
+                   help=f"seconds addr2line may take in all (default {SYMBOLIZE_BUDGET_S:g}; 0: no symbols)")
     return p
 
 
@@ -508,9 +684,7 @@ def variant_text(v):
 
 def build_report(args):
     dumps = last_dump_per_process(read_dumps(args.files))
-    symbolizer = Symbolizer()
-    totals, locks, sites = merge(dumps, symbolizer)
-    symbolizer.resolve()
+    totals, locks, sites = merge(dumps)
     key = sort_key(args.sort)
     locks.sort(key=key, reverse=True)
     sites.sort(key=key, reverse=True)
@@ -520,6 +694,12 @@ def build_report(args):
     locks = [s for s in locks if s["kind"] != "cond"]
     cond_sites = [s for s in sites if is_cond_site(s)]
     sites = [s for s in sites if not is_cond_site(s)]
+    symbolizer = Symbolizer(args.symbol_budget)
+    for s in sites[:top] + cond_sites[:top]:   # only what is shown: addr2line is the slow part
+        symbolizer.want(s["module"], s["offset"])
+        for _, mod, off in s["bt"]:
+            symbolizer.want(mod, off)
+    symbolizer.resolve()
     procs = []
     for d in dumps:
         lock_vals = d.locks.values()
@@ -527,12 +707,15 @@ def build_report(args):
                       "file": d.path, "exe": d.exe, "variants": d.variants,
                       "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
                       "events": d.events, "dropped": d.dropped,
-                      "acq": sum(parse_number(f.get("acq", "0")) or 0 for f in lock_vals),
-                      "contended": sum(parse_number(f.get("contended", "0")) or 0 for f in lock_vals)})
+                      "stats": d.stats,
+                      "acq": sum(rec["acq"] for rec in lock_vals),
+                      "contended": sum(rec["contended"] for rec in lock_vals)})
     totals.update(processes=len(procs), acq=sum(p["acq"] for p in procs),
                   contended=sum(p["contended"] for p in procs))
+    # counts-only dumps (LOCKSWAP_STATS=counts) carry events and calls, no per-lock records
+    profiled = bool(locks or sites or cond_locks or cond_sites or any(d.stats != "counts" for d in dumps))
     return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
-            "sort": args.sort, "processes": procs, "totals": totals,
+            "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
             "locks_total": len(locks), "sites_total": len(sites),
             "cond_locks_total": len(cond_locks), "cond_sites_total": len(cond_sites),
             "locks": locks[:top], "sites": out_sites(sites[:top], symbolizer),
@@ -562,11 +745,11 @@ def side_cols(side):
 
 
 def table(rows, right_from=0):
+    rows = [[shown(c) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for r in rows:
-        cells = [str(c).rjust(w) if i >= right_from else str(c).ljust(w)
-                 for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.rjust(w) if i >= right_from else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
         lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
@@ -580,9 +763,9 @@ def header_lines(rep):
     for p in procs:
         variants.setdefault(variant_text(p["variants"]), []).append(p["pid"])
     for text, pids in variants.items():
-        out.append(f"  variants: {text}  ({len(pids)} process(es))")
+        out.append(f"  variants: {shown(text)}  ({len(pids)} process(es))")
     calls = totals["calls"]
-    out.append("  calls: " + ", ".join(f"{f} {calls.get(f, 0)}" for f in calls))
+    out.append("  calls: " + shown(", ".join(f"{f} {calls.get(f, 0)}" for f in calls)))
     if procs and all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
         out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
                    "the mutex and rwlock variants cannot change this program")
@@ -671,7 +854,7 @@ def site_lines(rep):
     out += ["", "call sites with backtraces (innermost first; ~name: no debug info there, the nearest "
             "symbol, which may not be the real function):"]
     for s in rep["sites"]:
-        out.append(f"  #{s['rank']} {s['op']} at {frame_text(s['where'], s['addr'])}  "
+        out.append(f"  #{s['rank']} {shown(s['op'])} at {frame_text(s['where'], s['addr'])}  "
                    f"[{s['addr']:#x}]")
         if s["backtrace"]:
             out.append(f"     sampled backtrace (pid {s['backtrace_pid']}):")
@@ -682,11 +865,19 @@ def site_lines(rep):
     return out
 
 
+NO_PROFILE_LINE = ("no per-lock data: the profiler was off (run with LOCKSWAP_STATS=profile / "
+                   f"{PROG} --profile)")
+
+
 def text_report(rep, per_process):
     out = header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
-    out += event_lines(rep) + lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    out += event_lines(rep)
+    if rep["profiled"]:
+        out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    else:
+        out += ["", NO_PROFILE_LINE]
     return "\n".join(out)
 
 
@@ -733,17 +924,32 @@ def report_png(rep, path):
     print(f"{PROG}: report: wrote {path}", file=sys.stderr)
 
 
+def write_json(rep, out):
+    """REP as JSON: one top-level key a line, a list's items one a line. Each value goes through
+    the C encoder (json's indent= runs the pure-Python one: minutes for 100k sites). ASCII only:
+    undecodable bytes of names come out as \\udcXX."""
+    out.write("{\n")
+    for i, (key, value) in enumerate(rep.items()):
+        sep = "," if i + 1 < len(rep) else ""
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(json.dumps(v) for v in value)
+            out.write(f" {json.dumps(key)}: [\n  {items}\n ]{sep}\n")
+        else:
+            out.write(f" {json.dumps(key)}: {json.dumps(value)}{sep}\n")
+    out.write("}\n")
+
+
 def cmd_report(argv):
     args = report_parser().parse_args(argv)
     rep = build_report(args)
     if not rep["processes"]:
-        raise SystemExit(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
-                         "(run with --stats and --stats-file)")
+        raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
+                               "(run with --stats and --stats-file)"))
     if args.json:
-        json.dump(rep, sys.stdout, indent=1)
-        print()
+        write_json(rep, sys.stdout)
     else:
-        print(text_report(rep, args.per_process))
+        # surrogate-escaped bytes of file names left in the text: as \xNN, never an encoding error
+        print(text_report(rep, args.per_process).encode("utf-8", "backslashreplace").decode("utf-8"))
     if args.png:
         report_png(rep, args.png)
     return 0
@@ -753,20 +959,43 @@ def cmd_report(argv):
 # compare
 # --------------------------------------------------------------------------
 
+REFERENCE = "none"   # the command as it is: no LD_PRELOAD, no LOCKSWAP_* variable
+
 COMPARE_EPILOG = f"""\
-Runs COMMAND once per variant per repetition, each run as
-`{PROG} [--lib L] <variant options> [--set ...] -- COMMAND`. Repetition r runs
-the variants in the listed order rotated by r, so drift (a warming cache, a
-noisy neighbour) does not always hit the same variant. glibc is the baseline:
-it is added in front when not listed (--no-glibc: then the first listed variant
-is the baseline, and the table says so).
+Rows: `none` (COMMAND run as it is: no LD_PRELOAD, no LOCKSWAP_* variable; the
+reference unless --baseline names another row), `glibc` (through lockswap with
+glibc's own locks: what the interposition alone costs) and the listed variants;
+none and glibc are added when not listed (--no-glibc leaves glibc out).
+
+Rounds: each repetition is a round that runs every row once, in the listed order
+rotated by the round's number, so drift (a warming cache, a noisy neighbour)
+does not always hit the same row. Before and after each round the core-to-core
+probe (`lockswap-probe c2c`, next to the lockswap command; --probe PATH) is
+read; a round whose two readings differ by more than lockswap_stats.PROBE_TOLERANCE
+(the host moved the vCPUs) is dropped, unless --keep-unsteady, and the table
+says how many rounds were kept. Without the probe every round counts.
+
+Verdicts: per kept round the ratio row/reference; a row's ratio is the median of
+those, with the sign test's distribution-free confidence interval (--level,
+95% by default), stated as hyperfine does: "rwsem is 1.23 [1.19, 1.27] times
+faster than none". A difference is called only when the interval excludes 1:
+faster, slower, no significant difference, or "not enough runs" when there are
+too few rounds for the level at all (fewer than 6 for 95%: the default --repeat).
+
+Every row runs in an environment computed once by the lockswap command
+(`{PROG} [--lib L] <variant options> [--set ...] -- env -0`), so every row,
+none included, starts COMMAND the same way. LOCKSWAP_* variables of the calling
+environment are not passed on: settings come from --set only. Measured runs
+never run the profiler: --stats gives them counts-only statistics (contract:
+LOCKSWAP_STATS=counts, files in --stats-dir); --profile-run adds one separate
+run per row under the profiler, labelled "profile", never in the table, and
+prints where its dump is for `{PROG} report`.
 
 Variants: the names of `{PROG} --variant` (glibc, futex, rwsem, rwsem-rspin,
 lockref, percid), percid-ALLOCATOR (--variant percid --cid ALLOCATOR), or
 MUTEX/RWLOCK (--mutex MUTEX --rwlock RWLOCK).
 
-The metric is the command's wall time in seconds (--time, the default; it
-includes the wrapper's start, a few ms, the same for every variant), or with
+The metric is the command's wall time in seconds (--time, the default), or with
 --metric REGEX the first number in the first group of the first match of REGEX
 in the command's stdout+stderr (the whole match if the regex has no group).
 Direction: --time is lower-is-better; --metric defaults to higher-is-better
@@ -776,31 +1005,53 @@ A run that exits non-zero, times out or prints no metric is reported with its
 exit status and the tail of its output, and compare exits 1 at the end.
 
 examples:
-  {PROG} compare --variants futex,rwsem --repeat 5 --metric 'events per second: *([0-9.]+)' \\
+  {PROG} compare --variants futex,rwsem --metric 'events per second: *([0-9.]+)' \\
       -- sysbench mutex --threads=16 run
   {PROG} compare --variants rwsem,rwsem-rspin --time --csv t.csv --png t.png -- ./app
-  {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --repeat 3 -- ./bench
+  {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --baseline glibc --profile-run -- ./bench
 """
 
 
-def compare_parser():
+def stats_module():
+    """lockswap_stats.py, installed next to this file: the one implementation of the verdicts."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import lockswap_stats
+    return lockswap_stats
+
+
+def compare_parser(ls):
     p = argparse.ArgumentParser(
         prog=f"{PROG} compare", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage=f"{PROG} compare [options] -- COMMAND [ARGS...]",
-        description="Run a command under several lock variants, interleaved and rotated over "
-                    "repetitions, and compare a metric: median, spread and ratio to glibc.",
+        description="Run a command as it is and under several lock variants, in interleaved "
+                    "rounds with rotated order, and state per variant how many times faster or "
+                    "slower it is, with a confidence interval, or that the runs cannot tell.",
         epilog=COMPARE_EPILOG)
     p.add_argument("--variants", default="glibc,futex,rwsem", metavar="V1,V2,...",
-                   help="comma-separated variants (default: glibc,futex,rwsem)")
-    p.add_argument("--repeat", type=int, default=3, metavar="N", help="repetitions (default 3)")
+                   help="comma-separated variants (default: glibc,futex,rwsem; none is always a row)")
+    p.add_argument("--baseline", default=REFERENCE, metavar="V",
+                   help=f"the reference row of the ratios (default: {REFERENCE}, the command without lockswap)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help=f"rounds (default {ls.runs_needed()}: the fewest that can reach 95%%)")
+    p.add_argument("--level", type=float, default=ls.DEFAULT_LEVEL, metavar="P",
+                   help="confidence level of the intervals (default 0.95)")
     m = p.add_mutually_exclusive_group()
     m.add_argument("--metric", metavar="REGEX", help="extract the metric from the output")
     m.add_argument("--time", action="store_true", help="measure wall time (the default)")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--higher-is-better", dest="higher", action="store_true", default=None)
     d.add_argument("--lower-is-better", dest="higher", action="store_false")
-    p.add_argument("--no-glibc", action="store_true",
-                   help="do not add glibc; the first listed variant is the baseline")
+    p.add_argument("--no-glibc", action="store_true", help="do not add the glibc row")
+    p.add_argument("--probe", metavar="PATH",
+                   help="the core-to-core probe (default: lockswap-probe next to the lockswap command)")
+    p.add_argument("--keep-unsteady", action="store_true",
+                   help="keep rounds whose before/after probes disagree (default: dropped)")
+    p.add_argument("--stats", action="store_true",
+                   help="counts-only statistics of every measured run (never the profiler), in --stats-dir")
+    p.add_argument("--profile-run", action="store_true",
+                   help="one extra profiled run per row, labelled profile, not in the table")
+    p.add_argument("--stats-dir", metavar="DIR", help="where --stats and --profile-run write (default: a new "
+                                                      "directory under $TMPDIR)")
     p.add_argument("--csv", metavar="FILE", help="write every run and the summary as CSV")
     p.add_argument("--png", metavar="FILE", help="plot every run and the medians per variant")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -835,8 +1086,8 @@ def extract_metric(regex, output):
 
 
 class Run:
-    def __init__(self, index, rep, position, variant):
-        self.index, self.rep, self.position, self.variant = index, rep, position, variant
+    def __init__(self, index, round_no, position, variant):
+        self.index, self.round, self.position, self.variant = index, round_no, position, variant
         self.rc = None
         self.value = None
         self.wall_s = None
@@ -848,10 +1099,22 @@ class Run:
         return self.error is None
 
 
-def execute(run, argv, args, regex):
+class Round:
+    def __init__(self, number):
+        self.number = number
+        self.probe_before = self.probe_after = None
+        self.kept = True
+        self.steady = True
+        self.runs = []
+
+    def values(self):
+        return {r.variant: r.value for r in self.runs if r.ok}
+
+
+def execute(run, argv, env, args, regex):
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
         run.error, run.rc = f"cannot start: {e.strerror}", 127
@@ -879,24 +1142,95 @@ def execute(run, argv, args, regex):
         run.error = f"metric /{regex.pattern}/ not found in the output"
 
 
-def summarize(runs, variants, baseline, higher):
+def clean_environ(keep=()):
+    """The caller's environment without LD_PRELOAD and LOCKSWAP_* but KEEP: what `none` runs
+    in, and (keeping the wrapper's own LOCKSWAP_LIB) what the wrapper starts from."""
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and (not k.startswith("LOCKSWAP_") or k in keep)}
+
+
+def file_label(v):
+    return re.sub(r"[^A-Za-z0-9_.+-]", "+", v)
+
+
+class Environments:
+    """Each row's environment, computed once by the lockswap command (which also checks the
+    settings: a bad one stops compare here, before any run)."""
+
+    def __init__(self, wrapper, args, stats_dir):
+        self.wrapper, self.args, self.stats_dir = wrapper, args, stats_dir
+        self.common = (["--lib", args.lib] if args.lib else [], [x for s in args.set for x in ("--set", s)])
+
+    def measured(self, v):
+        if v == REFERENCE:
+            return clean_environ()
+        if not self.args.stats:
+            return self.capture(v, [])
+        return self.capture(v, ["--stats"], os.path.join(self.stats_dir, f"{file_label(v)}.%p"))
+
+    def profiled(self, v):
+        return self.capture(v, ["--profile"], os.path.join(self.stats_dir, f"{file_label(v)}.profile.%p"))
+
+    def capture(self, v, extra, stats_file=None):
+        """`lockswap <options> -- env -0` -> the environment COMMAND would get. With statistics,
+        the env process's own dump goes to a scratch file, and the row's file is put in after."""
+        scratch = tempfile.mkdtemp(prefix="lockswap-env-") if stats_file else None
+        opts = extra + (["--stats-file", os.path.join(scratch, "env.%p")] if scratch else [])
+        argv = [self.wrapper, *self.common[0], *variant_options(v), *self.common[1], *opts, "--", "env", "-0"]
+        try:
+            p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+        if p.returncode != 0:
+            sys.stderr.write(p.stderr.decode("utf-8", errors="replace"))
+            raise SystemExit(2)
+        env = dict(item.split("=", 1) for item in os.fsdecode(p.stdout).split("\0") if "=" in item)
+        if stats_file:
+            env["LOCKSWAP_STATS_FILE"] = stats_file
+        return env
+
+
+def probe_path(args, wrapper):
+    if args.probe is not None:
+        return args.probe
+    return os.path.join(os.path.dirname(os.path.realpath(wrapper)), "lockswap-probe")
+
+
+def loadavg_text():
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def plan_variants(args, parser):
+    listed = [v for v in (x.strip() for x in args.variants.split(",")) if v]
+    if len(set(listed)) != len(listed):
+        parser.error(f"--variants lists a variant twice: {args.variants}")
+    rows = [REFERENCE] + ([] if args.no_glibc or "glibc" in listed else ["glibc"])
+    rows += [v for v in listed if v != REFERENCE]
+    if args.no_glibc and "glibc" in rows:
+        rows.remove("glibc")
+    if args.baseline not in rows:
+        parser.error(f"--baseline {args.baseline} is not one of the rows: {', '.join(rows)}")
+    return rows
+
+
+def summarize(ls, rounds, variants, baseline, higher, level):
+    kept = [rd.values() for rd in rounds if rd.kept]
     rows = []
-    base_vals = [r.value for r in runs if r.variant == baseline and r.ok]
-    base_med = statistics.median(base_vals) if base_vals else None
     for v in variants:
-        vals = sorted(r.value for r in runs if r.variant == v and r.ok)
-        row = {"variant": v, "n": len(vals), "failed": sum(1 for r in runs if r.variant == v and not r.ok)}
+        vals = sorted(values[v] for values in kept if v in values)
+        runs = [r for rd in rounds for r in rd.runs if r.variant == v]
+        row = {"variant": v, "n": len(vals), "failed": sum(1 for r in runs if not r.ok)}
         if vals:
-            med = statistics.median(vals)
-            row.update(median=med, min=vals[0], max=vals[-1],
-                       spread_pct=100.0 * (vals[-1] - vals[0]) / abs(med) if med else 0.0)
-            if base_med and v != baseline:
-                row["ratio"] = med / base_med
-                overlap = vals[0] <= max(base_vals) and min(base_vals) <= vals[-1]
-                better = (med > base_med) == bool(higher)
-                row["verdict"] = "within noise" if overlap else ("better" if better else "worse")
-            elif v == baseline:
-                row["ratio"], row["verdict"] = 1.0, "baseline"
+            row.update(median=statistics.median(vals), min=vals[0], max=vals[-1])
+        if v == baseline:
+            row["verdict"] = "reference"
+        else:
+            row["result"] = ls.Verdict(ls.paired_ratios(kept, v, baseline), higher, level)
+            row["verdict"] = row["result"].word
         rows.append(row)
     return rows
 
@@ -907,110 +1241,170 @@ def fmt_val(x):
     return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.0f}"
 
 
-def compare_table(rows, metric_name, baseline, higher, note):
-    out = [f"metric: {metric_name}, {'higher' if higher else 'lower'} is better; "
-           f"ratio = median / median({baseline}); spread = (max-min)/median"]
-    if note:
-        out.append(note)
-    table_rows = [["variant", "n", "median", "min", "max", "spread", f"vs {baseline}", "verdict", "failed"]]
+def fmt_ratio(x):
+    return "-" if x is None else f"{x:.3f}"
+
+
+def compare_table(rows, baseline, level):
+    head = ["variant", "runs", "median", "min", "max", f"x-vs-{baseline}", f"{level:.0%}.low", f"{level:.0%}.high",
+            "failed", "verdict"]
+    table_rows = [head]
     for r in rows:
+        res = r.get("result")
+        speed = (1.0, None, None) if r["variant"] == baseline else (
+            (res.speed, res.lo, res.hi) if res else (None, None, None))
         table_rows.append([r["variant"], r["n"], fmt_val(r.get("median")), fmt_val(r.get("min")),
-                           fmt_val(r.get("max")),
-                           f"{r['spread_pct']:.1f}%" if "spread_pct" in r else "-",
-                           f"{r['ratio']:.3f}" if "ratio" in r else "-",
-                           r.get("verdict", "-"), r["failed"] or ""])
-    return out + table(table_rows, right_from=1)
+                           fmt_val(r.get("max")), *[fmt_ratio(x) for x in speed], r["failed"] or "",
+                           r["verdict"]])
+    return table(table_rows, right_from=1)
 
 
-def write_csv(path, runs, rows, metric_name, baseline, higher):
+def compare_header(info, args, baseline, level, ls):
+    out = [f"{PROG} compare: {shlex.join(info['cmd'])}",
+           info["env_line"] or f"env: probe unavailable ({info['probe'] or 'no probe'})",
+           f"load average (1/5/15 min): before {info['load_before']}, after {info['load_after']}"]
+    total, kept = len(info["rounds"]), sum(1 for rd in info["rounds"] if rd.kept)
+    unsteady = sum(1 for rd in info["rounds"] if not rd.steady)
+    if not info["probe_ok"]:
+        why = ("the probe gave no reading: one CPU?" if os.access(info["probe"] or "", os.X_OK)
+               else "probe unavailable")
+        out.append(f"rounds: {kept} of {total} kept ({why}: every round counted as steady)")
+    elif args.keep_unsteady:
+        out.append(f"rounds: {kept} of {total} kept ({unsteady} unsteady kept by --keep-unsteady)")
+    else:
+        out.append(f"rounds: {kept} of {total} kept" + (
+            f" ({unsteady} dropped: the core-to-core probe changed by more than {ls.PROBE_TOLERANCE:g}x "
+            "across it; --keep-unsteady keeps them)" if unsteady else " (all steady)"))
+    ref = f"{baseline} (the command without lockswap)" if baseline == REFERENCE else f"{baseline} (--baseline)"
+    out.append(f"metric: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better; "
+               f"reference: {ref}")
+    out.append(f"x-vs-{baseline} = how many times faster than {baseline} (>1 faster): the median of the per-round "
+               f"ratios, with its {level:.0%} sign-test interval [low, high]")
+    return out
+
+
+def write_csv(path, rounds, rows, profile_runs, info, baseline):
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["record", "variant", "rep", "position", "status", "exit_status", "value", "wall_s",
-                    "n", "median", "min", "max", "spread_pct", "ratio", "baseline", "metric", "direction"])
-        direction = "higher" if higher else "lower"
-        for r in runs:
-            w.writerow(["run", r.variant, r.rep, r.position, "ok" if r.ok else r.error,
-                        "" if r.rc is None else r.rc, "" if r.value is None else repr(r.value),
-                        "" if r.wall_s is None else f"{r.wall_s:.6f}",
-                        "", "", "", "", "", "", baseline, metric_name, direction])
+        w.writerow(["record", "variant", "round", "position", "status", "exit_status", "value", "wall_s",
+                    "probe_before_ns", "probe_after_ns", "kept", "n", "median", "min", "max", "ratio",
+                    "ratio_low", "ratio_high", "verdict", "rounds_kept", "baseline", "metric", "direction",
+                    "stats_file"])
+        direction = "higher" if info["higher"] else "lower"
+        tail = [baseline, info["metric_name"], direction]
+        opt = lambda x: "" if x is None else repr(x)
+        for rd in rounds:
+            for r in rd.runs:
+                w.writerow(["run", r.variant, rd.number, r.position, "ok" if r.ok else r.error,
+                            "" if r.rc is None else r.rc, opt(r.value),
+                            "" if r.wall_s is None else f"{r.wall_s:.6f}", opt(rd.probe_before),
+                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, ""])
+        kept = sum(1 for rd in rounds if rd.kept)
         for s in rows:
-            w.writerow(["summary", s["variant"], "", "", "", "", "", "", s["n"],
-                        *[("" if s.get(k) is None else repr(s[k])) for k in
-                          ("median", "min", "max", "spread_pct", "ratio")],
-                        baseline, metric_name, direction])
+            res = s.get("result")
+            ratio = (1.0, None, None) if s["variant"] == baseline else (
+                (res.speed, res.lo, res.hi) if res else (None, None, None))
+            w.writerow(["summary", s["variant"], "", "", "", "", "", "", "", "", "", s["n"],
+                        *[opt(s.get(k)) for k in ("median", "min", "max")], *[opt(x) for x in ratio],
+                        s["verdict"], kept, *tail, ""])
+        for r, dump in profile_runs:
+            w.writerow(["profile", r.variant, "", "", "ok" if r.ok else r.error, "" if r.rc is None else r.rc,
+                        opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump])
 
 
-def compare_png(path, runs, rows, metric_name, baseline, higher):
+def compare_png(path, rounds, rows, info, baseline):
     plt, why = import_pyplot()
     if plt is None:
         warn(f"compare: PNG {path} skipped: {why}")
         return
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rows) + 2), 5))
     for x, s in enumerate(rows):
-        pts = [(r.rep, r.value) for r in runs if r.variant == s["variant"] and r.ok]
+        pts = [r.value for rd in rounds if rd.kept for r in rd.runs if r.variant == s["variant"] and r.ok]
         n = max(len(pts), 1)
-        ax.scatter([x + 0.25 * (i / n - 0.5) for i in range(len(pts))], [v for _, v in pts],
-                   s=18, alpha=0.7, color="C0")
+        ax.scatter([x + 0.25 * (i / n - 0.5) for i in range(len(pts))], pts, s=18, alpha=0.7, color="C0")
         if "median" in s:
             ax.hlines(s["median"], x - 0.3, x + 0.3, color="C3", linewidth=2)
-            label = f"{s['ratio']:.3f}x" if "ratio" in s else ""
+            res = s.get("result")
+            label = (f"{res.speed:.3f}x\n{res.word}" if res and res.speed is not None
+                     else s["verdict"] if s["variant"] == baseline else "")
             ax.annotate(label, (x, s["median"]), textcoords="offset points", xytext=(0, 6),
-                        ha="center", fontsize=8)
+                        ha="center", fontsize=7)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([s["variant"] for s in rows])
-    ax.set_ylabel(metric_name)
-    ax.set_title(f"lockswap compare: {metric_name}, {'higher' if higher else 'lower'} is better\n"
-                 f"points = runs, bar = median, label = ratio of medians to {baseline}", fontsize=9)
+    ax.set_ylabel(info["metric_name"])
+    ax.set_title(f"lockswap compare: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better\n"
+                 f"points = runs of kept rounds, bar = median, label = times faster than {baseline}", fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     print(f"{PROG}: compare: wrote {path}", file=sys.stderr)
 
 
-def failure_report(run, tail):
+def failure_report(run, tail, label=None):
     lines = run.output.rstrip("\n").splitlines()[-tail:]
-    out = [f"FAILED [{run.index}] {run.variant} rep {run.rep}: {run.error}"
+    out = [f"FAILED [{run.index}] {run.variant} {label or f'round {run.round}'}: {run.error}"
            + (f" (exit status {run.rc})" if run.rc not in (None, 0) and "exit status" not in run.error else "")]
     out += [f"    | {line}" for line in lines] or ["    (no output)"]
     return out
 
 
-def plan_variants(args, parser):
-    variants = [v for v in (x.strip() for x in args.variants.split(",")) if v]
-    if not variants:
-        parser.error("--variants is empty")
-    if len(set(variants)) != len(variants):
-        parser.error(f"--variants lists a variant twice: {args.variants}")
-    note = None
-    if args.no_glibc:
-        variants = [v for v in variants if v != "glibc"] or variants
-        baseline = variants[0]
-        note = f"baseline: {baseline} (glibc excluded by --no-glibc)"
-    elif "glibc" not in variants:
-        variants.insert(0, "glibc")
-        baseline = "glibc"
-        note = "baseline: glibc (added; --no-glibc to leave it out)"
-    else:
-        baseline = "glibc"
-    return variants, baseline, note
+def run_rounds(ls, variants, envs, cmd, args, regex, probe):
+    """The measured rounds: every row once per round, order rotated, probes around each."""
+    rounds, total, index = [], args.repeat * len(variants), 0
+    try:
+        for number in range(1, args.repeat + 1):
+            rd = Round(number)
+            rounds.append(rd)
+            rd.probe_before = ls.probe_c2c(probe)
+            k = (number - 1) % len(variants)
+            for pos, v in enumerate(variants[k:] + variants[:k], 1):
+                index += 1
+                run = Run(index, number, pos, v)
+                print(f"[{index}/{total}] {v} round {number} ...", end="", file=sys.stderr, flush=True)
+                execute(run, cmd, envs[v], args, regex)
+                status = fmt_val(run.value) if run.ok else f"FAILED: {run.error}"
+                print(f" {status}  ({run.wall_s or 0:.2f}s)", file=sys.stderr, flush=True)
+                rd.runs.append(run)
+            rd.probe_after = ls.probe_c2c(probe)
+            rd.steady = ls.steady_round(rd.probe_before, rd.probe_after)
+            rd.kept = rd.steady or args.keep_unsteady
+    except KeyboardInterrupt:
+        print("\ninterrupted: summary of the completed runs", file=sys.stderr)
+        return rounds, True
+    return rounds, False
 
 
-def check_variants(wrapper, common, variants):
-    """Let the library reject a bad name or setting once, before any timed run."""
-    for v in variants:
-        argv = [wrapper, *common[0], *variant_options(v), *common[1], "--dry-run", "--", "true"]
-        p = subprocess.run(argv, capture_output=True, text=True)
-        if p.returncode != 0:
-            sys.stderr.write(p.stderr)
-            raise SystemExit(2)
+def profile_runs(variants, env_maker, cmd, args, regex):
+    """One run per row under the profiler (none has no library to profile): never in the table."""
+    done = []
+    for i, v in enumerate(v for v in variants if v != REFERENCE):
+        env = env_maker.profiled(v)
+        run = Run(i + 1, 0, 0, v)
+        print(f"[profile {i + 1}] {v} ...", end="", file=sys.stderr, flush=True)
+        execute(run, cmd, env, args, regex)
+        print(" done" if run.ok else f" FAILED: {run.error}", file=sys.stderr, flush=True)
+        done.append((run, env["LOCKSWAP_STATS_FILE"]))
+    return done
+
+
+def profile_lines(done):
+    out = ["", "profile runs (one per row, under the profiler: not timed, not in the table):"]
+    for run, dump in done:
+        status = "ok" if run.ok else f"FAILED: {run.error}"
+        out.append(f"  profile {run.variant}: {status}; {PROG} report {dump.replace('%p', '*')}")
+    return out
 
 
 def cmd_compare(argv, wrapper):
-    parser = compare_parser()
+    ls = stats_module()
+    parser = compare_parser(ls)
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         parser.error("no command given (put it after --)")
+    if not 0.5 <= args.level < 1:
+        parser.error("--level must be in [0.5, 1)")
+    args.repeat = ls.runs_needed(args.level) if args.repeat is None else args.repeat
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if not wrapper:
@@ -1022,45 +1416,46 @@ def cmd_compare(argv, wrapper):
         except re.error as e:
             parser.error(f"--metric: bad regular expression: {e}")
     higher = args.higher if args.higher is not None else regex is not None
-    metric_name = f"/{args.metric}/" if regex else "wall time (s)"
-    variants, baseline, note = plan_variants(args, parser)
-    common = (["--lib", args.lib] if args.lib else [], [x for s in args.set for x in ("--set", s)])
-    check_variants(wrapper, common, variants)
+    variants = plan_variants(args, parser)
+    stats_dir = None
+    if args.stats or args.profile_run:
+        stats_dir = args.stats_dir or tempfile.mkdtemp(prefix="lockswap-compare-")
+        os.makedirs(stats_dir, exist_ok=True)
+    env_maker = Environments(wrapper, args, stats_dir)
+    envs = {v: env_maker.measured(v) for v in variants}
+    if args.profile_run and len(variants) > 1:
+        env_maker.profiled(variants[-1])   # the wrapper knows --profile: checked before any run
 
-    total = args.repeat * len(variants)
-    runs, failures = [], []
-    print(f"{PROG} compare: {len(variants)} variants x {args.repeat} repetitions = {total} runs of: "
-          f"{shlex.join(cmd)}", file=sys.stderr)
-    try:
-        for rep in range(args.repeat):
-            k = rep % len(variants)
-            for pos, v in enumerate(variants[k:] + variants[:k]):
-                run = Run(len(runs) + 1, rep + 1, pos + 1, v)
-                print(f"[{run.index}/{total}] {v} rep {run.rep} ...", end="", file=sys.stderr, flush=True)
-                execute(run, [wrapper, *common[0], *variant_options(v), *common[1], "--", *cmd], args, regex)
-                status = fmt_val(run.value) if run.ok else f"FAILED: {run.error}"
-                print(f" {status}  ({run.wall_s or 0:.2f}s)", file=sys.stderr, flush=True)
-                runs.append(run)
-                if not run.ok:
-                    failures.append(run)
-    except KeyboardInterrupt:
-        print("\ninterrupted: summary of the completed runs", file=sys.stderr)
-        failures.append(None)
+    probe = probe_path(args, wrapper)
+    info = {"cmd": cmd, "probe": probe, "env_line": ls.probe_summary(probe), "higher": higher,
+            "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text()}
+    info["probe_ok"] = ls.probe_c2c(probe) is not None
+    print(f"{PROG} compare: {len(variants)} rows x {args.repeat} rounds = {len(variants) * args.repeat} runs of: "
+          f"{shlex.join(cmd)}" + ("" if info["probe_ok"] else " (probe unavailable)"), file=sys.stderr)
+    rounds, interrupted = run_rounds(ls, variants, envs, cmd, args, regex, probe if info["probe_ok"] else None)
+    profiled = [] if interrupted or not args.profile_run else profile_runs(variants, env_maker, cmd, args, regex)
+    info.update(load_after=loadavg_text(), rounds=rounds)
 
-    rows = summarize(runs, variants, baseline, higher)
-    print("\n".join(compare_table(rows, metric_name, baseline, higher, note)))
+    rows = summarize(ls, rounds, variants, args.baseline, higher, args.level)
+    out = compare_header(info, args, args.baseline, args.level, ls) + compare_table(rows, args.baseline, args.level)
+    out += [""] + [r["result"].sentence(r["variant"], args.baseline) for r in rows if "result" in r]
+    if args.stats:
+        out.append(f"counts-only statistics of the measured runs: {stats_dir}/ ({PROG} report {stats_dir}/<row>.*)")
+    if profiled:
+        out += profile_lines(profiled)
+    print("\n".join(out))
     if args.csv:
-        write_csv(args.csv, runs, rows, metric_name, baseline, higher)
+        write_csv(args.csv, rounds, rows, profiled, info, args.baseline)
         print(f"{PROG}: compare: wrote {args.csv}", file=sys.stderr)
     if args.png:
-        compare_png(args.png, runs, rows, metric_name, baseline, higher)
-    real = [f for f in failures if f is not None]
-    if real:
-        print(f"\n{len(real)} of {len(runs)} runs failed:")
-        for f in real:
-            print("\n".join(failure_report(f, args.tail)))
-    return 1 if failures else 0
-
+        compare_png(args.png, rounds, rows, info, args.baseline)
+    failed = [r for rd in rounds for r in rd.runs if not r.ok] + [r for r, _ in profiled if not r.ok]
+    if failed:
+        total = sum(len(rd.runs) for rd in rounds) + len(profiled)
+        print(f"\n{len(failed)} of {total} runs failed:")
+        for f in failed:
+            print("\n".join(failure_report(f, args.tail, "profile run" if f.round == 0 else None)))
+    return 1 if failed or interrupted else 0
 
 # --------------------------------------------------------------------------
 
@@ -1079,6 +1474,11 @@ def main(argv):
     except BrokenPipeError:
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:   # a bug here: one line, never a traceback over the user's data
+        warn(f"{argv[0]}: internal error: {type(e).__name__}: {e} (please report it)")
+        return 1
 
 
 if __name__ == "__main__":

@@ -122,21 +122,32 @@ class Verdict:
                 f"{self.n} rounds)")
 
 
-def probe_c2c(probe):
-    """Core-to-core round trip in ns from `lockswap-probe c2c` (contract: one
-    line `c2c_ns=N cpus=A,B`), or None when the probe is missing or fails."""
+def _run_probe(probe, what, timeout):
+    """stdout of `lockswap-probe WHAT`, or None when the probe is missing or fails."""
     import os
     import subprocess
     if not probe or not os.access(probe, os.X_OK):
         return None
     try:
-        out = subprocess.run([probe, "c2c"], capture_output=True, text=True, timeout=10).stdout
+        return subprocess.run([probe, what], capture_output=True, text=True, timeout=timeout).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    for word in out.split():
+
+
+def probe_c2c(probe):
+    """Core-to-core round trip in ns from `lockswap-probe c2c` (contract: one
+    line `c2c_ns=N cpus=A,B`), or None when the probe is missing or fails."""
+    for word in (_run_probe(probe, "c2c", 10) or "").split():
         if word.startswith("c2c_ns="):
             try:
                 return float(word[len("c2c_ns="):]) or None
             except ValueError:
                 return None
     return None
+
+
+def probe_summary(probe):
+    """The `env:` line of `lockswap-probe summary` (contract B) for table
+    headers and results files, or None when the probe is missing or fails."""
+    out = _run_probe(probe, "summary", 30) or ""
+    return next((line for line in out.splitlines() if line.startswith("env:")), None)

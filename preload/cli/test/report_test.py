@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import cli_test_util as util
 from cli_test_util import CliTestCase, fixture
@@ -58,16 +59,22 @@ def exec_segment(path):
     raise AssertionError(f"no executable LOAD segment in {path}")
 
 
-def symbolized_fixture(tmp):
+def percent_encoded(path):
+    """A path as the library writes it: bytes <= 0x20, '%' and 0x7f as %XX."""
+    return "".join(chr(b) if 0x20 < b < 0x7f and b != 0x25 else f"%{b:02X}" for b in os.fsencode(path))
+
+
+def symbolized_fixture(tmp, dir_name="bin dir", encode=lambda p: p.replace(" ", "%20")):
     """fixtures/symbolized.stats.in with its addresses placed in a copy of the symbols binary,
-    loaded at an arbitrary base, in a directory whose name has a space (written as %20)."""
-    exe_dir = os.path.join(tmp, "bin dir")
+    loaded at an arbitrary base, in a directory DIR_NAME, the path written by ENCODE (by default
+    as older dumps did: only spaces, as %20)."""
+    exe_dir = os.path.join(tmp, dir_name)
     os.makedirs(exe_dir)
     exe = shutil.copy(util.EXTRA_ARGS[0], os.path.join(exe_dir, "symbols_fixture"))
     base = 0x5600_0000_0000
     p_offset, p_vaddr, p_memsz = exec_segment(exe)
     ip = lambda name: base + elf_symbol(exe, name) + 5   # a return address inside the function
-    values = {"EXE": exe.replace(" ", "%20"), "MAP_START": base + p_vaddr,
+    values = {"EXE": encode(exe), "MAP_START": base + p_vaddr,
               "MAP_END": base + p_vaddr + p_memsz, "MAP_OFFSET": p_offset,
               "HOT_IP": ip(HOT_FN), "COLD_IP": ip(COLD_FN), "HANDLER_IP": ip(HANDLER_FN)}
     with open(fixture("symbolized.stats.in")) as fh:
@@ -80,7 +87,71 @@ def symbolized_fixture(tmp):
     return path
 
 
+# Stands in for addr2line: logs how many addresses each run was given, answers nothing.
+FAKE_ADDR2LINE = """#!/bin/sh
+n=0
+for a in "$@"; do case "$a" in 0x*) n=$((n + 1));; esac; done
+echo "$n" >> "$(dirname "$0")/runs"
+[ -n "$FAKE_ADDR2LINE_SLEEP" ] && sleep "$FAKE_ADDR2LINE_SLEEP"
+exit 0
+"""
+
+
+def many_files_fixture(tmp, files, busy_sites):
+    """A dump whose sites lie in FILES copies of the symbols binary: BUSY_SITES sites in the
+    first, one in each other."""
+    lines = ["lockswap-v1 begin pid=5 seq=1 start_ns=1 now_ns=2 mutex=futex rwlock=futex sem=glibc cid=rseq exe=x",
+             "lockswap-v1 lock id=1 addr=0x1000 kind=mutex acq=1 contended=1"]
+    site = 0
+    for i in range(files):
+        path = shutil.copy(util.EXTRA_ARGS[0], os.path.join(tmp, f"copy{i}"))
+        base = (i + 1) << 32
+        lines.append(f"lockswap-v1 map start={base:#x} end={base + (1 << 20):#x} offset=0 path={path}")
+        for k in range(busy_sites if i == 0 else 1):
+            site += 1
+            lines.append(f"lockswap-v1 site id={site} lock=1 ip={base + 0x1000 + k:#x} op=lock acq=1 "
+                         f"contended=1 wait_ns={site}")
+    lines.append("lockswap-v1 end pid=5 seq=1")
+    path = os.path.join(tmp, "many.stats")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
 class ReportTest(CliTestCase):
+    def fake_addr2line(self):
+        bindir = os.path.join(self.tmp, "fakebin")
+        os.makedirs(bindir)
+        tool = os.path.join(bindir, "addr2line")
+        with open(tool, "w") as fh:
+            fh.write(FAKE_ADDR2LINE)
+        os.chmod(tool, 0o755)
+        return bindir, os.path.join(bindir, "runs")
+
+    def test_addr2line_runs_bounded(self):
+        """At most 64 files, 1000 addresses a run: 2500 sites in one file, one in each of 69 more."""
+        bindir, runs = self.fake_addr2line()
+        path = many_files_fixture(self.tmp, 70, 2500)
+        p = self.ok("report", "--top", "0", path, env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+        with open(runs) as fh:
+            counts = [int(x) for x in fh.read().split()]
+        self.assertEqual(counts[:3], [1000, 1000, 500])     # the busiest file first, in batches
+        self.assertEqual(counts[3:], [1] * 63)              # then 63 more files, one address each
+        self.assertIn("6 more mapped files not symbolized (at most 64", p.stderr)
+
+    def test_addr2line_time_bounded(self):
+        bindir, runs = self.fake_addr2line()
+        path = many_files_fixture(self.tmp, 3, 1)
+        env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_ADDR2LINE_SLEEP": "20"}
+        start = time.monotonic()
+        p = self.ok("report", "--symbol-budget", "1", path, env=env)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertIn("addr2line timed out", p.stderr)
+        self.assertIn("symbolization took its whole budget (1 s)", p.stderr)
+        with open(runs) as fh:
+            self.assertEqual(len(fh.read().split()), 1)     # no second run once the budget is spent
+        self.assertIn("copy0+0x", p.stdout)                # file+offset instead of names
+
     def test_help(self):
         out = self.ok("report", "--help").stdout
         for want in ("usage: lockswap report", "--json", "--png", "--sort", "lockswap-report-v1",
@@ -206,6 +277,58 @@ class ReportTest(CliTestCase):
         self.assertRegex(where["source"], r"symbols_fixture\.cpp:\d+$")
         self.assertEqual(where["module"], os.path.join(self.tmp, "bin dir", "symbols_fixture"))
         self.assertEqual([f["function"] for f in rep["sites"][0]["backtrace"]], [HOT_FN, HANDLER_FN])
+
+    def test_percent_encoded_path_with_newline(self):
+        """The writer's encoding (%XX for bytes <= 0x20, '%', 0x7f): a directory whose name has a
+        newline, a tab and a literal '%41' still names the file addr2line reads."""
+        dir_name = "bin\n\tdir %41"
+        path = symbolized_fixture(self.tmp, dir_name, percent_encoded)
+        with open(path) as fh:
+            self.assertIn("%0A%09dir%20%2541/", fh.read())
+        rep = report_json(self, path)
+        where = rep["sites"][0]["where"]
+        self.assertEqual(where["module"], os.path.join(self.tmp, dir_name, "symbols_fixture"))
+        self.assertEqual(where["function"], HOT_FN)
+        self.assertEqual(rep["processes"][0]["exe"], where["module"])
+        out = self.ok("report", path).stdout
+        self.assertIn(HOT_FN, out)
+        self.assertNotIn("\tdir", out)   # shown escaped in the text, never raw control characters
+
+    def test_counts_only_dump(self):
+        """stats=counts: events and calls, and one line saying the profiler was off."""
+        counts = fixture("counts-only.stats")
+        out = self.ok("report", counts).stdout
+        self.assertIn("calls: mutex 90000, rwlock 1200", out)
+        self.assertRegex(out, r"rwsem_opt_lock\s+812")
+        self.assertIn("no per-lock data: the profiler was off (run with LOCKSWAP_STATS=profile / "
+                      "lockswap --profile)", out)
+        self.assertNotIn("locks: none recorded", out)
+        rep = report_json(self, counts)
+        self.assertEqual((rep["profiled"], rep["processes"][0]["stats"]), (False, "counts"))
+        self.assertEqual(rep["processes"][0]["exe"], "/opt/fixture/bin/counts only")
+        self.assertTrue(report_json(self, MARIADB)["profiled"])
+
+    def test_malformed_records_warn_and_continue(self):
+        path = os.path.join(self.tmp, "bad.stats")
+        with open(MARIADB) as src, open(path, "w") as dst:
+            for line in src:
+                dst.write(line)
+                if line.startswith("lockswap-v1 lock id=2 "):
+                    dst.write("lockswap-v1 lock id=7 addr=0x7 kind=mutex acq=-5\n")
+                    dst.write("lockswap-v1 lock id=8 addr=0x8 kind=mutex acq=" + "9" * 30 + "\n")
+        with open(path, "ab") as dst:
+            dst.write(b"\x00\xff binary garbage lockswap-v1 site ip=0xzz\n")
+        p = self.ok("report", "--json", path, os.path.join(self.tmp, "missing.stats"))
+        rep = json.loads(p.stdout)
+        self.assertEqual(by_addr(rep["locks"], HOT_MUTEX)["acq"], 400000)
+        self.assertNotIn(0x7, [s["addr"] for s in rep["locks"]])
+        self.assertNotIn(0x8, [s["addr"] for s in rep["locks"]])
+        with open(path, errors="replace") as fh:
+            line = next(i for i, l in enumerate(fh, 1) if "acq=-5" in l)
+        self.assertIn(f"{path}:{line}: lock record skipped: acq=-5 is not a number", p.stderr)
+        self.assertIn(f"{path}:{line + 1}: lock record skipped", p.stderr)
+        self.assertIn("missing.stats: No such file or directory", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
 
     def test_png(self):
         png = os.path.join(self.tmp, "waits.png")
