@@ -57,6 +57,7 @@
 //   read_unlock   count -= B (release, CAS); if only WAITERS would remain,
 //                 the release and the wake happen under the wait_lock.
 //   write_unlock  owner = 0; count -= WRITER (release); if WAITERS, wake.
+//                 No WRITER bit (a stray unlock of a mutex): nothing changes.
 //   downgrade     count += B - WRITER (release); wake queued readers.
 //   wake          under wait_lock: head writer -> wake it (it must win the
 //                 lock itself); head reader -> grant the lock to up to 256
@@ -313,7 +314,8 @@ struct Slow {
   static void wake(const Ref& r);              // rwsem_wake()
   // up_write() when the count is not exactly WRITER_LOCKED (waiters queued):
   // the release happens under the wait_lock (see write_unlock()).
-  static void write_unlock_slow(const Ref& r);
+  // False: no writer held the lock (nothing released).
+  static bool write_unlock_slow(const Ref& r);
   // up_read() of the last reader with waiters queued: released under the
   // wait_lock, as write_unlock_slow().
   static void read_unlock_last(const Ref& r);
@@ -418,13 +420,16 @@ struct Rwsem {
   // the lock, release it, destroy and unmap it (POSIX allows that to the last
   // user) before this thread's wakeup has stopped touching the lock's memory.
   // The uncontended path is one CAS, as many instructions as the fetch_sub.
-  static void write_unlock(S& s) {
+  // Returns false when no writer held the lock (nothing changed): the mutex
+  // variant keeps glibc's account of such stray unlocks.
+  static bool write_release(S& s) {
     s.owner.store(0, arch::mo_hint);  // ordered before the release below
     uint64_t expected = rwsem::kWriterLocked;
     if (__builtin_expect(s.count.compare_exchange_strong(expected, rwsem::kUnlocked, arch::mo_unlock, arch::mo_hint), 1))
-      return;
-    write_unlock_slow(s);
+      return true;
+    return write_unlock_slow(s);
   }
+  static void write_unlock(S& s) { write_release(s); }
 
   // Write -> read without a window in which another writer could get in.
   static void downgrade(S& s) {
@@ -448,7 +453,7 @@ struct Rwsem {
     return rc;
   }
   __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
-  __attribute__((noinline)) static void write_unlock_slow(S& s) { Slow::write_unlock_slow(ref(s)); }
+  __attribute__((noinline)) static bool write_unlock_slow(S& s) { return Slow::write_unlock_slow(ref(s)); }
 };
 
 }  // namespace lockswap

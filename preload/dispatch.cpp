@@ -130,6 +130,21 @@ LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, Call c) {
   return mutex_acquire_kinded<V>(m, kind, c);
 }
 
+// glibc counts a mutex's users (__nusers: +1 per lock, -1 per unlock, checked
+// by destroy) and its unlock of the kinds without an owner check releases
+// whatever is there. So an unlock of an unlocked normal or adaptive mutex
+// returns 0 and leaves the count one short for good: destroy says EBUSY until
+// the mutex is initialised again. The other kinds never get there (EPERM).
+// Those kinds leave `recursion` unused, so it keeps that shortfall (as a count
+// of stray unlocks), at the offset where glibc keeps __nusers.
+__attribute__((noinline)) void note_stray_unlock(MutexObject& o) { ++o.recursion; }
+
+// Releases the lock word of an owner-less kind.
+template <class V>
+LOCKSWAP_INLINE void release_word(MutexObject& o) {
+  if (!V::unlock(o)) note_stray_unlock(o);
+}
+
 template <class V>
 __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind) {
   MutexObject& o = abi::obj(m);
@@ -141,8 +156,10 @@ __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind)
     if (o.owner_tid.load(std::memory_order_relaxed) != current_tid()) return EPERM;
     if (--o.recursion != 0) return 0;
     o.owner_tid.store(0, std::memory_order_relaxed);
+    V::unlock(o);
+    return 0;
   }
-  V::unlock(o);
+  release_word<V>(o);
   return 0;
 }
 
@@ -151,7 +168,7 @@ LOCKSWAP_INLINE int mutex_release(pthread_mutex_t* m) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
-    V::unlock(o);
+    release_word<V>(o);
     return 0;
   }
   return mutex_release_kinded<V>(m, kind);
@@ -163,7 +180,9 @@ int mutex_destroy(pthread_mutex_t* m) {
   int kind = o.kind.load(std::memory_order_relaxed);
   if (kind == abi::kKindDestroyed) return 0;
   if (abi::glibc_owned(kind)) return real::glibc().pthread_mutex_destroy(m);
-  if (V::is_locked(o)) return EBUSY;
+  // Locked, or (normal and adaptive kinds) the user count glibc would keep is
+  // off by the stray unlocks (note_stray_unlock): EBUSY, as glibc says.
+  if (V::is_locked(o) || o.recursion != 0) return EBUSY;
   o.kind.store(abi::kKindDestroyed, std::memory_order_relaxed);
   return 0;
 }

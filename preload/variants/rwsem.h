@@ -51,7 +51,8 @@ struct RwsemMutexVariant {
   static bool trylock(abi::MutexObject& o) { return Sem::write_lock(at(o), WaitCtx::try_once()) == 0; }
   // Spinning is built into the rwsem writer, so the adaptive kind needs nothing extra.
   static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool) { return Sem::write_lock(at(o), ctx); }
-  static void unlock(abi::MutexObject& o) { Sem::write_unlock(at(o)); }
+  // False: the mutex was not locked (see FutexMutexVariant::unlock).
+  static bool unlock(abi::MutexObject& o) { return Sem::write_release(at(o)); }
   static bool is_locked(abi::MutexObject& o) { return Sem::write_locked(at(o)); }
 };
 

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -93,6 +94,33 @@ TYPED_TEST(RwsemTest, UncontendedLockUnlockLeavesZero) {
   L::read_unlock(w);
   L::read_unlock(w);
   EXPECT_EQ(this->count(), 0u);
+}
+
+// A stray write release (a mutex unlocked while unlocked: glibc's default
+// kinds tolerate it) changes nothing and says so; the lock stays usable.
+// One from another thread while a writer holds the lock releases it, and
+// hands it to a queued writer.
+TYPED_TEST(RwsemTest, WriteReleaseOfAnUnheldLockChangesNothing) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  EXPECT_FALSE(L::write_release(w));
+  EXPECT_EQ(this->count(), 0u) << "a stray release must not wrap the count";
+  ASSERT_EQ(L::write_lock(w, WaitCtx::try_once()), 0);
+  EXPECT_TRUE(L::write_release(w));
+  EXPECT_FALSE(L::write_release(w));
+  EXPECT_EQ(this->count(), 0u);
+
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::atomic<int> rc{-1};
+  std::thread waiter([&] {
+    rc = L::write_lock(w, WaitCtx::blocking());
+    if (rc == 0) L::write_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  EXPECT_TRUE(std::async(std::launch::async, [&] { return L::write_release(w); }).get());
+  waiter.join();
+  EXPECT_EQ(rc.load(), 0);
+  EXPECT_FALSE(L::write_release(w)) << "with nobody queued or holding";
 }
 
 // Spinner seats: at most max_spinners threads spin at once; a writer that
