@@ -105,6 +105,20 @@
 // when the caller's type is restored at the end of the slow path; if the
 // lock was taken, HeldGuard releases it first. Fast paths make no calls.
 //
+// Fast-path cost (instructions of an idle lock+unlock pair through preload,
+// counted by examples/bench/fastpath_callgrind.sh): a fast path that contains
+// a call anywhere, even on a branch that is never taken, gets a stack frame
+// on every path (the compiler sets the frame up where the branches that call
+// meet), about 2 instructions per function. So every rarely taken branch that
+// has to call is a tail call to an out-of-line function that finishes the
+// whole operation: a thread's first read lock, before it has a slot
+// (read_fast() fails and Slow::read only records the owner); the last reader
+// leaving with waiters queued (preload's read_unlock_last, bookkeeping
+// included); preload's EDEADLK check of a write-held rwlock, its delegation
+// to glibc, and the write release (out of line so that the read release
+// keeps no frame). That took the rdlock pair from 74 to 68 instructions
+// (glibc 2.36: 70).
+//
 // Deviations from the kernel (userspace has no scheduler hooks):
 //   * owner_on_cpu() -> !ghost and may_be_running(owner slot): not asleep in
 //     lockswap, and on a CPU by LOCKSWAP_ONCPU's source (core/oncpu.h: exact
@@ -368,10 +382,15 @@ struct Rwsem {
   // down_read's fast path on its own, for callers that keep per-thread
   // bookkeeping around it: true = acquired; false = `c` (the count after our
   // fetch_add, bias still held) must go to read_slow().
+  // A thread's first lock call has no slot yet: read_slow() sees a `c`
+  // without failure bits and only records the owner (attaching the thread is
+  // a call, which would cost every fast path a stack frame).
   static bool read_fast(S& s, uint64_t& c) {
     c = s.count.fetch_add(rwsem::kReaderBias, arch::mo_lock) + rwsem::kReaderBias;
     if (__builtin_expect((c & rwsem::kReadFailedMask) != 0, 0)) return false;
-    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
+    ThreadSlot* me = t_local.slot;
+    if (__builtin_expect(me == nullptr, 0)) return false;
+    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(*me));
     return true;
   }
 
@@ -409,11 +428,18 @@ struct Rwsem {
   // reader, so the release is a CAS (a retry only when another reader or a
   // waiter changed the count in between).
   static void read_unlock(S& s) {
+    if (__builtin_expect(!read_release_fast(s), 0)) read_unlock_last(s);
+  }
+  // read_unlock() without its slow path: false (nothing done) when this is
+  // the last reader with waiters queued, which read_unlock_last() releases.
+  static bool read_release_fast(S& s) {
     uint64_t c = s.count.load(arch::mo_hint);
     do {
-      if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return read_unlock_last(s);
+      if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return false;
     } while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint));
+    return true;
   }
+  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
 
   // Not the kernel's fetch_sub-then-wake: with waiters queued, the release
   // happens while the wait_lock is held, so that no queued waiter can take
@@ -452,7 +478,6 @@ struct Rwsem {
     LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceWrite, rc);
     return rc;
   }
-  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
   __attribute__((noinline)) static bool write_unlock_slow(S& s) { return Slow::write_unlock_slow(ref(s)); }
 };
 

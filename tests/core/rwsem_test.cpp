@@ -96,6 +96,22 @@ TYPED_TEST(RwsemTest, UncontendedLockUnlockLeavesZero) {
   EXPECT_EQ(this->count(), 0u);
 }
 
+// A thread's very first lock is a read lock: the fast path has no slot to
+// record as owner yet and leaves that to the slow path, which must neither
+// queue nor take a second bias.
+TYPED_TEST(RwsemTest, FirstReadLockOfAFreshThreadRecordsItsOwner) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  std::thread([&] {
+    EXPECT_EQ(t_local.slot, nullptr) << "the thread is attached already: the case is not exercised";
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    EXPECT_EQ(L::readers(w), 1u);
+    EXPECT_EQ(w.owner.load() & ~uint64_t{TypeParam::kOwnerFlags}, reinterpret_cast<uint64_t>(&self_slot()));
+    EXPECT_EQ(w.owner.load() & rw::kReaderOwned, rw::kReaderOwned);
+    L::read_unlock(w);
+  }).join();
+}
+
 // A stray write release (a mutex unlocked while unlocked: glibc's default
 // kinds tolerate it) changes nothing and says so; the lock stays usable.
 // One from another thread while a writer holds the lock releases it, and
