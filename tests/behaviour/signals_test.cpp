@@ -23,15 +23,20 @@ using lstest::kGenerousMs;
 std::atomic<int> g_handled{0};
 void on_usr1(int) { g_handled.fetch_add(1, std::memory_order_relaxed); }
 
+// Installs `handler` for SIGUSR1 without SA_RESTART; the old action goes to `old`.
+int install_usr1(void (*handler)(int), struct sigaction* old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART
+  return sigaction(SIGUSR1, &sa, old);
+}
+
 class SignalTest : public testing::Test {
  protected:
   void SetUp() override {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART
-    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old_), 0);
+    ASSERT_EQ(install_usr1(on_usr1, &old_), 0);
     g_handled = 0;
   }
   void TearDown() override { sigaction(SIGUSR1, &old_, nullptr); }
@@ -187,12 +192,7 @@ void on_usr1_count_waiter(int) {
 class CondSignalTest : public testing::Test {
  protected:
   void SetUp() override {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1_count_waiter;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART
-    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old_), 0);
+    ASSERT_EQ(install_usr1(on_usr1_count_waiter, &old_), 0);
     // Only the waiter takes SIGUSR1, so a process-directed signal reaches it
     // (threads created here inherit this mask; the waiter unblocks it).
     sigset_t usr1;
