@@ -14,6 +14,10 @@
 //         A signal between "read seq" and "sleep" changes seq, so the futex
 //         wait returns at once: no lost wakeup. Waking is never exclusive to
 //         one thread (spurious wakeups are allowed by POSIX and callers loop).
+//         A sleep that ends with seq unchanged (a signal handler ran: EINTR,
+//         or a stray futex wake) sleeps again, on the same absolute
+//         deadline: like glibc, only a signal/broadcast or the deadline ends
+//         a wait (programs pelted with timer signals rely on it).
 // signal: if waiters: seq++, wake one.     broadcast: seq++, wake all.
 // destroy: set kDestroying and sleep until refs drops to 0, so that
 //         "broadcast; destroy; free" is safe while woken waiters still run
@@ -86,7 +90,9 @@ class Cond {
     int rc;
     {
       WaitGuard<Relock> guard{*this, relock};
-      rc = Sleeper::sleep(&seq_, seen, ctx, shared());
+      do {
+        rc = Sleeper::sleep(&seq_, seen, ctx, shared());
+      } while (rc != ETIMEDOUT && seq_.load(arch::mo_hint) == seen);
       guard.armed = false;
     }
     leave();

@@ -16,7 +16,8 @@
 //   lock:    0 -> 1 by CAS (fast path). Otherwise exchange in 2; if the old
 //            value was 0 we own the lock (in state 2, costing at worst one
 //            spurious wake later); else sleep while the word is 2 and retry.
-//   unlock:  exchange in 0; if the old value was 2, wake one sleeper.
+//   unlock:  exchange in 0; if the old value was 2, wake one sleeper (0: the
+//            mutex was not locked; the unlock changed nothing).
 //   timeout: leave the word at 2. The next unlock makes one spurious wake.
 //
 // Memory order: acquire on every RMW that can take the lock (it orders the
@@ -59,11 +60,17 @@ class FutexMutex {
     return lock_slow(ctx, adaptive, shared);
   }
 
-  void unlock(bool shared = false) {
-    if (word_.exchange(kUnlocked, arch::mo_unlock) == kContended) {
+  // False when the mutex was not locked (an unlock nobody paired with a
+  // lock: preload keeps glibc's account of those). Unlocking a mutex another
+  // thread holds releases it, as glibc's does.
+  bool unlock(bool shared = false) {
+    uint32_t old = word_.exchange(kUnlocked, arch::mo_unlock);
+    if (__builtin_expect(old == kLocked, 1)) return true;
+    if (old == kContended) {
       arch::futex_wake(&word_, 1, shared);
       lockevent_inc(LockEvent::futex_mutex_wake);
     }
+    return old != kUnlocked;
   }
 
   bool is_locked() const { return word_.load(arch::mo_hint) != kUnlocked; }

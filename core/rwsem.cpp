@@ -622,19 +622,25 @@ void read_unlock_ref(const Ref& r) {
   }
   q.wake();
 }
+// False when no writer held the lock: a mutex unlocked while unlocked (glibc
+// tolerates that on its default kinds) is left as it was. Clearing the bit
+// instead of subtracting it keeps such a stray unlock from wrapping the count
+// into "locked forever".
 template <class P>
-void write_unlock_ref(const Ref& r) {
+bool write_unlock_ref(const Ref& r) {
   r.owner.store(0, arch::mo_hint);
   uint64_t expected = kWriterLocked;
-  if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return;
+  if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
   // Waiters queued: release under the wait_lock (see Slow::write_unlock_slow()).
   WakeQ q;
+  uint64_t old;
   {
     WaitList wl(r);
-    uint64_t old = r.count.fetch_sub(kWriterLocked, arch::mo_unlock);
-    if ((old & kFlagWaiters) && !wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
+    old = r.count.fetch_and(~kWriterLocked, arch::mo_unlock);
+    if ((old & kWriterLocked) && (old & kFlagWaiters) && !wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
   }
   q.wake();
+  return old & kWriterLocked;
 }
 
 // A queued waiter is being unwound by a cancellation (its futex sleep is the
@@ -1374,6 +1380,10 @@ int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) 
 
 template <class P>
 __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags) {
+  if ((count & kReadFailedMask) == 0) {  // granted; the fast path only lacked a slot (read_fast())
+    set_reader_owned<P>(r.owner, owner_value(self_slot()));
+    return 0;
+  }
   CancelScope cs;
   int rc = read_impl<P>(r, count, ctx, flags);
   restore_cancel<P>(cs, r, rc, false);
@@ -1473,10 +1483,11 @@ __attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
 // destroy the lock before the store that drops the wait_lock, this thread's
 // last access to it. The wakeups go to thread slots afterwards.
 template <class P>
-__attribute__((noinline)) void Slow<P>::write_unlock_slow(const Ref& r) {
+__attribute__((noinline)) bool Slow<P>::write_unlock_slow(const Ref& r) {
   CancelScope cs;
-  write_unlock_ref<P>(r);
+  bool held = write_unlock_ref<P>(r);
   cs.restore();
+  return held;
 }
 
 // up_read() + rwsem_wake() of the last reader, with the release inside the

@@ -57,6 +57,7 @@
 //   read_unlock   count -= B (release, CAS); if only WAITERS would remain,
 //                 the release and the wake happen under the wait_lock.
 //   write_unlock  owner = 0; count -= WRITER (release); if WAITERS, wake.
+//                 No WRITER bit (a stray unlock of a mutex): nothing changes.
 //   downgrade     count += B - WRITER (release); wake queued readers.
 //   wake          under wait_lock: head writer -> wake it (it must win the
 //                 lock itself); head reader -> grant the lock to up to 256
@@ -103,6 +104,20 @@
 // gives the read lock back. A cancellation that arrived while deferred acts
 // when the caller's type is restored at the end of the slow path; if the
 // lock was taken, HeldGuard releases it first. Fast paths make no calls.
+//
+// Fast-path cost (instructions of an idle lock+unlock pair through preload,
+// counted by examples/bench/fastpath_callgrind.sh): a fast path that contains
+// a call anywhere, even on a branch that is never taken, gets a stack frame
+// on every path (the compiler sets the frame up where the branches that call
+// meet), about 2 instructions per function. So every rarely taken branch that
+// has to call is a tail call to an out-of-line function that finishes the
+// whole operation: a thread's first read lock, before it has a slot
+// (read_fast() fails and Slow::read only records the owner); the last reader
+// leaving with waiters queued (preload's read_unlock_last, bookkeeping
+// included); preload's EDEADLK check of a write-held rwlock, its delegation
+// to glibc, and the write release (out of line so that the read release
+// keeps no frame). That took the rdlock pair from 74 to 68 instructions
+// (glibc 2.36: 70).
 //
 // Deviations from the kernel (userspace has no scheduler hooks):
 //   * owner_on_cpu() -> !ghost and may_be_running(owner slot): not asleep in
@@ -313,7 +328,8 @@ struct Slow {
   static void wake(const Ref& r);              // rwsem_wake()
   // up_write() when the count is not exactly WRITER_LOCKED (waiters queued):
   // the release happens under the wait_lock (see write_unlock()).
-  static void write_unlock_slow(const Ref& r);
+  // False: no writer held the lock (nothing released).
+  static bool write_unlock_slow(const Ref& r);
   // up_read() of the last reader with waiters queued: released under the
   // wait_lock, as write_unlock_slow().
   static void read_unlock_last(const Ref& r);
@@ -366,10 +382,15 @@ struct Rwsem {
   // down_read's fast path on its own, for callers that keep per-thread
   // bookkeeping around it: true = acquired; false = `c` (the count after our
   // fetch_add, bias still held) must go to read_slow().
+  // A thread's first lock call has no slot yet: read_slow() sees a `c`
+  // without failure bits and only records the owner (attaching the thread is
+  // a call, which would cost every fast path a stack frame).
   static bool read_fast(S& s, uint64_t& c) {
     c = s.count.fetch_add(rwsem::kReaderBias, arch::mo_lock) + rwsem::kReaderBias;
     if (__builtin_expect((c & rwsem::kReadFailedMask) != 0, 0)) return false;
-    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
+    ThreadSlot* me = t_local.slot;
+    if (__builtin_expect(me == nullptr, 0)) return false;
+    rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(*me));
     return true;
   }
 
@@ -407,24 +428,34 @@ struct Rwsem {
   // reader, so the release is a CAS (a retry only when another reader or a
   // waiter changed the count in between).
   static void read_unlock(S& s) {
+    if (__builtin_expect(!read_release_fast(s), 0)) read_unlock_last(s);
+  }
+  // read_unlock() without its slow path: false (nothing done) when this is
+  // the last reader with waiters queued, which read_unlock_last() releases.
+  static bool read_release_fast(S& s) {
     uint64_t c = s.count.load(arch::mo_hint);
     do {
-      if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return read_unlock_last(s);
+      if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return false;
     } while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint));
+    return true;
   }
+  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
 
   // Not the kernel's fetch_sub-then-wake: with waiters queued, the release
   // happens while the wait_lock is held, so that no queued waiter can take
   // the lock, release it, destroy and unmap it (POSIX allows that to the last
   // user) before this thread's wakeup has stopped touching the lock's memory.
   // The uncontended path is one CAS, as many instructions as the fetch_sub.
-  static void write_unlock(S& s) {
+  // Returns false when no writer held the lock (nothing changed): the mutex
+  // variant keeps glibc's account of such stray unlocks.
+  static bool write_release(S& s) {
     s.owner.store(0, arch::mo_hint);  // ordered before the release below
     uint64_t expected = rwsem::kWriterLocked;
     if (__builtin_expect(s.count.compare_exchange_strong(expected, rwsem::kUnlocked, arch::mo_unlock, arch::mo_hint), 1))
-      return;
-    write_unlock_slow(s);
+      return true;
+    return write_unlock_slow(s);
   }
+  static void write_unlock(S& s) { write_release(s); }
 
   // Write -> read without a window in which another writer could get in.
   static void downgrade(S& s) {
@@ -447,8 +478,7 @@ struct Rwsem {
     LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceWrite, rc);
     return rc;
   }
-  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
-  __attribute__((noinline)) static void write_unlock_slow(S& s) { Slow::write_unlock_slow(ref(s)); }
+  __attribute__((noinline)) static bool write_unlock_slow(S& s) { return Slow::write_unlock_slow(ref(s)); }
 };
 
 }  // namespace lockswap

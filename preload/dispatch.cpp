@@ -130,6 +130,21 @@ LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, Call c) {
   return mutex_acquire_kinded<V>(m, kind, c);
 }
 
+// glibc counts a mutex's users (__nusers: +1 per lock, -1 per unlock, checked
+// by destroy) and its unlock of the kinds without an owner check releases
+// whatever is there. So an unlock of an unlocked normal or adaptive mutex
+// returns 0 and leaves the count one short for good: destroy says EBUSY until
+// the mutex is initialised again. The other kinds never get there (EPERM).
+// Those kinds leave `recursion` unused, so it keeps that shortfall (as a count
+// of stray unlocks), at the offset where glibc keeps __nusers.
+__attribute__((noinline)) void note_stray_unlock(MutexObject& o) { ++o.recursion; }
+
+// Releases the lock word of an owner-less kind.
+template <class V>
+LOCKSWAP_INLINE void release_word(MutexObject& o) {
+  if (!V::unlock(o)) note_stray_unlock(o);
+}
+
 template <class V>
 __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind) {
   MutexObject& o = abi::obj(m);
@@ -141,8 +156,10 @@ __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind)
     if (o.owner_tid.load(std::memory_order_relaxed) != current_tid()) return EPERM;
     if (--o.recursion != 0) return 0;
     o.owner_tid.store(0, std::memory_order_relaxed);
+    V::unlock(o);
+    return 0;
   }
-  V::unlock(o);
+  release_word<V>(o);
   return 0;
 }
 
@@ -151,7 +168,7 @@ LOCKSWAP_INLINE int mutex_release(pthread_mutex_t* m) {
   MutexObject& o = abi::obj(m);
   int kind = o.kind.load(std::memory_order_relaxed);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
-    V::unlock(o);
+    release_word<V>(o);
     return 0;
   }
   return mutex_release_kinded<V>(m, kind);
@@ -163,7 +180,9 @@ int mutex_destroy(pthread_mutex_t* m) {
   int kind = o.kind.load(std::memory_order_relaxed);
   if (kind == abi::kKindDestroyed) return 0;
   if (abi::glibc_owned(kind)) return real::glibc().pthread_mutex_destroy(m);
-  if (V::is_locked(o)) return EBUSY;
+  // Locked, or (normal and adaptive kinds) the user count glibc would keep is
+  // off by the stray unlocks (note_stray_unlock): EBUSY, as glibc says.
+  if (V::is_locked(o) || o.recursion != 0) return EBUSY;
   o.kind.store(abi::kKindDestroyed, std::memory_order_relaxed);
   return 0;
 }
@@ -220,15 +239,28 @@ __attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, Call c) {
 // free), then EDEADLK if the caller holds the write lock, then the attempt.
 // The plain blocking calls skip the first step at compile time.
 template <class V>
+LOCKSWAP_INLINE int rw_rdlock_take(RwlockObject& o, Call c) {
+  bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
+  return V::rdlock(o, c.ctx(), writer_preferring);
+}
+
+// A blocking read acquisition of a write-held lock: EDEADLK if the caller is
+// that writer. Out of line, so that the fast path makes no call (current_tid()
+// may have to ask the kernel) and needs no stack frame.
+template <class V>
+__attribute__((noinline)) int rw_rdlock_write_held(RwlockObject& o, Call c) {
+  if (o.writer_tid.load(std::memory_order_relaxed) == current_tid()) return EDEADLK;
+  return rw_rdlock_take<V>(o, c);
+}
+
+template <class V>
 LOCKSWAP_INLINE int rw_rdlock(pthread_rwlock_t* l, Call c) {
   RwlockObject& o = abi::obj(l);
   if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_rdlock(l, c);
   if (c.abs != nullptr && (!supported_clock(c.clock) || !valid_nsec(c.abs))) return EINVAL;
-  if (c.op != Call::trylock && __builtin_expect(V::write_held(o), 0) &&
-      o.writer_tid.load(std::memory_order_relaxed) == current_tid())
-    return EDEADLK;  // the try functions report EBUSY instead, as glibc's do
-  bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
-  return V::rdlock(o, c.ctx(), writer_preferring);
+  // The try functions report EBUSY instead of EDEADLK, as glibc's do.
+  if (c.op != Call::trylock && __builtin_expect(V::write_held(o), 0)) return rw_rdlock_write_held<V>(o, c);
+  return rw_rdlock_take<V>(o, c);
 }
 
 template <class V>
@@ -245,17 +277,30 @@ LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, Call c) {
   return rc;
 }
 
+// Out of line: resolving glibc's table may be a call, which would cost the
+// unlock fast path a stack frame.
+__attribute__((noinline)) int delegate_rwlock_unlock(pthread_rwlock_t* l) {
+  return real::glibc().pthread_rwlock_unlock(l);
+}
+
+// The write release, out of line: the read and the write release each may
+// call their slow path, and with both inline the unlock needs a stack frame
+// on every path (the frame goes where the two calls meet); apart, each slow
+// call gets one of its own and the read release none.
+template <class V>
+__attribute__((noinline)) int rw_write_unlock(RwlockObject& o) {
+  o.writer_tid.store(0, std::memory_order_relaxed);
+  V::write_unlock(o);
+  return 0;
+}
+
 template <class V>
 LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
   RwlockObject& o = abi::obj(l);
-  if (__builtin_expect(abi::glibc_owned(o), 0)) return real::glibc().pthread_rwlock_unlock(l);
+  if (__builtin_expect(abi::glibc_owned(o), 0)) return delegate_rwlock_unlock(l);
   // Only the writer can release a write-held lock (anything else is
   // undefined), so the lock word says which release this is.
-  if (V::write_held(o)) {
-    o.writer_tid.store(0, std::memory_order_relaxed);
-    V::write_unlock(o);
-    return 0;
-  }
+  if (V::write_held(o)) return rw_write_unlock<V>(o);
   V::read_unlock(o);
   return 0;
 }

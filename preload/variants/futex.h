@@ -15,7 +15,8 @@ struct FutexMutexVariant {
   static bool try_fast(abi::MutexObject& o) { return at(o).try_lock(); }
   static bool trylock(abi::MutexObject& o) { return at(o).try_lock(); }
   static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool adaptive) { return at(o).lock(ctx, adaptive); }
-  static void unlock(abi::MutexObject& o) { at(o).unlock(); }
+  // False: the mutex was not locked (dispatch keeps glibc's account of that).
+  static bool unlock(abi::MutexObject& o) { return at(o).unlock(); }
   static bool is_locked(abi::MutexObject& o) { return at(o).is_locked(); }
 };
 

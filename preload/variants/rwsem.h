@@ -51,7 +51,8 @@ struct RwsemMutexVariant {
   static bool trylock(abi::MutexObject& o) { return Sem::write_lock(at(o), WaitCtx::try_once()) == 0; }
   // Spinning is built into the rwsem writer, so the adaptive kind needs nothing extra.
   static int lock(abi::MutexObject& o, const WaitCtx& ctx, bool) { return Sem::write_lock(at(o), ctx); }
-  static void unlock(abi::MutexObject& o) { Sem::write_unlock(at(o)); }
+  // False: the mutex was not locked (see FutexMutexVariant::unlock).
+  static bool unlock(abi::MutexObject& o) { return Sem::write_release(at(o)); }
   static bool is_locked(abi::MutexObject& o) { return Sem::write_locked(at(o)); }
 };
 
@@ -83,12 +84,19 @@ struct RwsemRwlockVariant {
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return Sem::write_lock(at(o), ctx); }
   static bool write_held(abi::RwlockObject& o) { return Sem::write_locked(at(o)); }
   static void read_unlock(abi::RwlockObject& o) {
-    Sem::read_unlock(at(o));
+    if (__builtin_expect(!Sem::read_release_fast(at(o)), 0)) return read_unlock_last(o);
     read_pref::note_read_released(key(o));  // the address only: the lock may be gone already
   }
   static void write_unlock(abi::RwlockObject& o) { Sem::write_unlock(at(o)); }
 
  private:
+  // The last reader leaving with waiters queued. Out of line with its
+  // bookkeeping, so that the fast path keeps nothing alive across a call
+  // (and needs no stack frame).
+  __attribute__((noinline)) static void read_unlock_last(abi::RwlockObject& o) {
+    Sem::read_unlock_last(at(o));
+    read_pref::note_read_released(key(o));
+  }
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, uint64_t c, WaitCtx ctx,
                                                    bool writer_preferring) {
     bool holds_this = !writer_preferring && read_pref::holds_read_of(key(o));

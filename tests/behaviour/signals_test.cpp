@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <threads.h>
 
 #include <atomic>
 #include <functional>
@@ -22,15 +23,20 @@ using lstest::kGenerousMs;
 std::atomic<int> g_handled{0};
 void on_usr1(int) { g_handled.fetch_add(1, std::memory_order_relaxed); }
 
+// Installs `handler` for SIGUSR1 without SA_RESTART; the old action goes to `old`.
+int install_usr1(void (*handler)(int), struct sigaction* old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART
+  return sigaction(SIGUSR1, &sa, old);
+}
+
 class SignalTest : public testing::Test {
  protected:
   void SetUp() override {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART
-    ASSERT_EQ(sigaction(SIGUSR1, &sa, &old_), 0);
+    ASSERT_EQ(install_usr1(on_usr1, &old_), 0);
     g_handled = 0;
   }
   void TearDown() override { sigaction(SIGUSR1, &old_, nullptr); }
@@ -165,6 +171,147 @@ TEST_F(SignalTest, ConditionWaitsNeverReturnEintr) {
         });
     EXPECT_EQ(rc, 0) << "op " << op << ": " << lstest::err_name(rc);
   }
+}
+
+// A handled signal is not a wake-up: glibc's condition wait goes back to sleep
+// after the handler until a signal or broadcast is consumed (or its absolute
+// deadline passes), and programs rely on that (a thread pelted with a timer
+// signal would otherwise spin through its wait loop). Every flavour, with the
+// mutex held and not held (glibc releases and re-takes it all the same), with
+// the signals aimed at the process (kill) and at the waiting thread.
+enum class Flavour { wait, timedwait, clockwait, cnd_wait, cnd_timedwait };
+enum class Aim { process, thread };
+
+std::atomic<pid_t> g_waiter_tid{0};
+std::atomic<int> g_handled_by_waiter{0};
+void on_usr1_count_waiter(int) {
+  if (lstest::current_tid() == g_waiter_tid.load(std::memory_order_relaxed))
+    g_handled_by_waiter.fetch_add(1, std::memory_order_relaxed);
+}
+
+class CondSignalTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(install_usr1(on_usr1_count_waiter, &old_), 0);
+    // Only the waiter takes SIGUSR1, so a process-directed signal reaches it
+    // (threads created here inherit this mask; the waiter unblocks it).
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr1, &old_mask_), 0);
+    g_handled_by_waiter = 0;
+  }
+  void TearDown() override {
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    sigaction(SIGUSR1, &old_, nullptr);
+  }
+
+  // One wait call of `f` on `cond` (`deadline_ms` from now for the timed
+  // flavours) on a thread pelted with SIGUSR1 every 0.5 ms for `pelt_ms`.
+  // Then, if `then_signal`, a signal. Returns the wait's result; `early` says
+  // whether it returned before that signal was sent.
+  int pelted_wait(Flavour f, bool held, Aim aim, int64_t deadline_ms, int64_t pelt_ms, bool then_signal, bool* early) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    mtx_t cm;
+    cnd_t cc;
+    EXPECT_EQ(mtx_init(&cm, mtx_plain), thrd_success);
+    EXPECT_EQ(cnd_init(&cc), thrd_success);
+    std::atomic<bool> signalled{false}, done{false}, done_before_signal{false};
+    std::atomic<int> rc{-1};
+    lstest::Sem started;
+    std::thread t([&] {
+      sigset_t usr1;
+      sigemptyset(&usr1);
+      sigaddset(&usr1, SIGUSR1);
+      pthread_sigmask(SIG_UNBLOCK, &usr1, nullptr);
+      g_waiter_tid = lstest::current_tid();
+      bool c11 = f == Flavour::cnd_wait || f == Flavour::cnd_timedwait;
+      if (held) c11 ? mtx_lock(&cm) : pthread_mutex_lock(&m);
+      clockid_t clock = f == Flavour::clockwait ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+      timespec d = deadline_in(clock, deadline_ms);
+      started.post();
+      int r;
+      switch (f) {
+        case Flavour::wait: r = pthread_cond_wait(&c, &m); break;
+        case Flavour::timedwait: r = pthread_cond_timedwait(&c, &m, &d); break;
+        case Flavour::clockwait: r = pthread_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &d); break;
+        case Flavour::cnd_wait: r = cnd_wait(&cc, &cm) == thrd_success ? 0 : EINVAL; break;
+        default: {
+          int c11rc = cnd_timedwait(&cc, &cm, &d);
+          r = c11rc == thrd_success ? 0 : c11rc == thrd_timedout ? ETIMEDOUT : EINVAL;
+        }
+      }
+      done_before_signal = !signalled.load();
+      if (r == ETIMEDOUT && !lstest::reached(clock, d)) r = -2;  // timed out before its deadline
+      rc = r;
+      done = true;
+      c11 ? mtx_unlock(&cm) : pthread_mutex_unlock(&m);  // the wait re-took it, held or not before
+    });
+    EXPECT_TRUE(started.wait());
+    lstest::settle_until_blocked(g_waiter_tid.load());
+    pthread_t waiter = t.native_handle();
+    int64_t end = lstest::now_ns(CLOCK_MONOTONIC) + pelt_ms * 1'000'000;
+    while (lstest::now_ns(CLOCK_MONOTONIC) < end && !done) {
+      aim == Aim::process ? kill(getpid(), SIGUSR1) : pthread_kill(waiter, SIGUSR1);
+      usleep(500);
+    }
+    if (then_signal) {
+      signalled = true;
+      if (f == Flavour::cnd_wait || f == Flavour::cnd_timedwait)
+        cnd_signal(&cc);
+      else
+        pthread_cond_signal(&c);
+    }
+    t.join();
+    *early = done_before_signal.load();
+    EXPECT_GT(g_handled_by_waiter.load(), 0) << "no signal reached the waiter";
+    g_waiter_tid = 0;
+    cnd_destroy(&cc);
+    mtx_destroy(&cm);
+    return rc.load();
+  }
+
+  struct sigaction old_;
+  sigset_t old_mask_;
+};
+
+const char* flavour_name(Flavour f) {
+  switch (f) {
+    case Flavour::wait: return "pthread_cond_wait";
+    case Flavour::timedwait: return "pthread_cond_timedwait";
+    case Flavour::clockwait: return "pthread_cond_clockwait";
+    case Flavour::cnd_wait: return "cnd_wait";
+    default: return "cnd_timedwait";
+  }
+}
+
+constexpr Flavour kFlavours[] = {Flavour::wait, Flavour::timedwait, Flavour::clockwait, Flavour::cnd_wait,
+                                 Flavour::cnd_timedwait};
+
+TEST_F(CondSignalTest, HandledSignalsDoNotEndAConditionWait) {
+  for (Flavour f : kFlavours)
+    for (bool held : {true, false})
+      for (Aim aim : {Aim::process, Aim::thread}) {
+        bool early = false;
+        int rc = pelted_wait(f, held, aim, kGenerousMs, 100, true, &early);
+        EXPECT_FALSE(early) << flavour_name(f) << (held ? ", mutex held" : ", mutex not held")
+                            << (aim == Aim::process ? ", kill" : ", pthread_kill") << ": returned "
+                            << lstest::err_name(rc) << " before any signal or broadcast";
+        EXPECT_EQ(rc, 0) << flavour_name(f) << ": " << lstest::err_name(rc);
+      }
+}
+
+// Interrupted timed waits keep their absolute deadline: pelted all along,
+// they time out at the deadline (not before it, not with 0).
+TEST_F(CondSignalTest, PeltedTimedWaitsTimeOutAtTheirDeadline) {
+  for (Flavour f : {Flavour::timedwait, Flavour::clockwait, Flavour::cnd_timedwait})
+    for (bool held : {true, false}) {
+      bool early = false;
+      int rc = pelted_wait(f, held, Aim::thread, 150, kGenerousMs, false, &early);
+      EXPECT_EQ(rc, ETIMEDOUT) << flavour_name(f) << (held ? ", mutex held" : ", mutex not held") << ": "
+                               << (rc == -2 ? "timed out before the deadline" : lstest::err_name(rc));
+    }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -93,6 +94,49 @@ TYPED_TEST(RwsemTest, UncontendedLockUnlockLeavesZero) {
   L::read_unlock(w);
   L::read_unlock(w);
   EXPECT_EQ(this->count(), 0u);
+}
+
+// A thread's very first lock is a read lock: the fast path has no slot to
+// record as owner yet and leaves that to the slow path, which must neither
+// queue nor take a second bias.
+TYPED_TEST(RwsemTest, FirstReadLockOfAFreshThreadRecordsItsOwner) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  std::thread([&] {
+    EXPECT_EQ(t_local.slot, nullptr) << "the thread is attached already: the case is not exercised";
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    EXPECT_EQ(L::readers(w), 1u);
+    EXPECT_EQ(w.owner.load() & ~uint64_t{TypeParam::kOwnerFlags}, reinterpret_cast<uint64_t>(&self_slot()));
+    EXPECT_EQ(w.owner.load() & rw::kReaderOwned, rw::kReaderOwned);
+    L::read_unlock(w);
+  }).join();
+}
+
+// A stray write release (a mutex unlocked while unlocked: glibc's default
+// kinds tolerate it) changes nothing and says so; the lock stays usable.
+// One from another thread while a writer holds the lock releases it, and
+// hands it to a queued writer.
+TYPED_TEST(RwsemTest, WriteReleaseOfAnUnheldLockChangesNothing) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  EXPECT_FALSE(L::write_release(w));
+  EXPECT_EQ(this->count(), 0u) << "a stray release must not wrap the count";
+  ASSERT_EQ(L::write_lock(w, WaitCtx::try_once()), 0);
+  EXPECT_TRUE(L::write_release(w));
+  EXPECT_FALSE(L::write_release(w));
+  EXPECT_EQ(this->count(), 0u);
+
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::atomic<int> rc{-1};
+  std::thread waiter([&] {
+    rc = L::write_lock(w, WaitCtx::blocking());
+    if (rc == 0) L::write_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  EXPECT_TRUE(std::async(std::launch::async, [&] { return L::write_release(w); }).get());
+  waiter.join();
+  EXPECT_EQ(rc.load(), 0);
+  EXPECT_FALSE(L::write_release(w)) << "with nobody queued or holding";
 }
 
 // Spinner seats: at most max_spinners threads spin at once; a writer that
