@@ -44,8 +44,10 @@
 // uses slot spread(cid & (S-1)): ids are dense (core/cid.h), so folding is
 // rare and only costs a shared line; spread() keeps the lowest S/2 ids 128
 // bytes apart (adjacent-line prefetch) without doubling the memory. Blocks return to a free list at
-// pthread_rwlock_destroy. A lock whose memory is re-initialised or reused
-// without destroy leaves its block owned by its address: the next lock
+// pthread_rwlock_destroy of an idle lock; glibc's destroy does nothing, so a
+// lock destroyed while held or waited on keeps its block and works on. A lock
+// whose memory is re-initialised or reused without (an idle) destroy leaves
+// its block owned by its address: the next lock
 // assigned at that same address takes it back (the old one cannot be in use
 // any more); a block is zeroed whenever it is handed out.
 //
@@ -281,10 +283,23 @@ struct PercidRwlock {
     return (s.state.load(arch::mo_hint) & percid::kWriterOwns) != 0;
   }
 
-  // pthread_rwlock_destroy: the block goes back to the free list.
+  // pthread_rwlock_destroy: the block of an idle lock goes back to the free
+  // list. glibc's destroy does nothing, so programs that destroy a lock still
+  // held or waited on find it working on: a busy lock keeps its block (owned
+  // by its address, as after a re-init without destroy).
   static void destroy(S& s) {
+    if (!idle(s)) return;
     if (s.index.load(arch::mo_hint) != percid::kNoBlock) percid::release_block(s.index, &s);
     s.state.store(0, arch::mo_hint);
+  }
+
+  // No holder and no waiter: the rwsem is free with nobody queued, no writer
+  // phase is under way (nobody sleeps on `state`), the counters sum to zero.
+  static bool idle(const S& s) {
+    if (s.count.load(arch::mo_dekker) != rwsem::kUnlocked) return false;
+    if (s.state.load(arch::mo_dekker) & percid::kWriterPhaseBits) return false;
+    uint32_t index = s.index.load(arch::mo_lock);
+    return !percid::has_block(index) || percid::readers(index) == 0;
   }
 
  private:
@@ -346,6 +361,9 @@ struct PercidRwlock {
       first = false;
       if ((st & percid::kReadersBackOff) == 0) {
         if (read_fast(s)) return 0;
+        // An idle lock destroyed meanwhile (glibc's destroy leaves it usable)
+        // has no block until its next first use.
+        if (!percid::has_block(s.index.load(arch::mo_lock))) return read_slow(s, ctx, caller_holds_reads, false, true);
         continue;
       }
       if (st & percid::kWriterOwns) return read_after_writer(s, index, ctx, caller_holds_reads, false);

@@ -307,6 +307,29 @@ TEST_F(PercidArena, BlocksAreFreedAtDestroyAndTakenBackAtTheSameAddress) {
   EXPECT_EQ(percid::blocks_in_use(), base);
 }
 
+// glibc's destroy leaves a held lock working: a busy lock keeps its block
+// and its state, and gives the block back at a destroy once idle.
+TEST_F(PercidArena, DestroyingABusyLockKeepsItWorking) {
+  uint32_t base = percid::blocks_in_use();
+  Words w;
+  ASSERT_EQ(try_write(w), 0);
+  uint32_t block = w.index.load();
+  Lock::destroy(w);
+  EXPECT_EQ(w.index.load(), block);
+  EXPECT_TRUE(Lock::write_locked(w)) << "destroy dropped the write lock";
+  Lock::write_unlock(w);
+  ASSERT_EQ(read_lock(w), 0);
+  Lock::destroy(w);
+  EXPECT_EQ(percid::readers(w.index.load()), 1u) << "destroy dropped the read hold";
+  std::thread([&] { EXPECT_EQ(try_write(w), EBUSY); }).join();
+  Lock::read_unlock(w);
+  ASSERT_EQ(try_write(w), 0);
+  Lock::write_unlock(w);
+  Lock::destroy(w);
+  EXPECT_EQ(w.index.load(), percid::kNoBlock);
+  EXPECT_EQ(percid::blocks_in_use(), base);
+}
+
 TEST_F(PercidArena, WhenBlocksRunOutLocksRunAsPlainRwsems) {
   Events ev;
   uint32_t base = percid::blocks_in_use();
