@@ -79,10 +79,14 @@
 //                 arrived (PREF_BATCH: one prompt batch per drain, so a
 //                 stream of readers does not keep the writer out).
 //                 Meanwhile it sleeps on `state` (READERS_WAIT) in slices of
-//                 at most that bound; once the writer OWNS, or for the
-//                 writer-nonrecursive kind and timed-out polls: rwsem read
-//                 lock (waits while a writer holds the rwsem), slot += 1,
-//                 rwsem read unlock -> read-held.
+//                 at most that bound; while the writer OWNS, it sleeps on
+//                 `state` until the release and starts over. Not on the
+//                 rwsem: the next writer may take the rwsem first and drain a
+//                 holder that waits for this very reader (glibc's nptl test
+//                 tst-rwlock16), and a reader queued on the rwsem could not
+//                 be let in past it. Other kinds (writer-nonrecursive) and
+//                 non-blocking calls: rwsem read lock (waits while a writer
+//                 holds the rwsem), slot += 1, rwsem read unlock -> read-held.
 //   read unlock   slot -= 1 (seq_cst); if SLEEPS: CAS it off with epoch += 1
 //                 and FUTEX_WAKE the writer.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
@@ -366,7 +370,11 @@ struct PercidRwlock {
         if (!percid::has_block(s.index.load(arch::mo_lock))) return read_slow(s, ctx, caller_holds_reads, false, true);
         continue;
       }
-      if (st & percid::kWriterOwns) return read_after_writer(s, index, ctx, caller_holds_reads, false);
+      if (st & percid::kWriterOwns) {
+        if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
+        sleep_on_state(s, st, ctx, kUntilReleased);
+        continue;
+      }
       uint64_t waited = percid::now_ns() - start;
       if (read_pref::read_holder_asleep_on(&s)) {
         if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref)) return 0;
@@ -379,7 +387,7 @@ struct PercidRwlock {
         continue;
       }
       if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
-      sleep_for_pending_writer(s, st, ctx, std::min(bound, (late ? bound * percid::kLateBatchFactor : bound) - waited));
+      sleep_on_state(s, st, ctx, std::min(bound, (late ? bound * percid::kLateBatchFactor : bound) - waited));
     }
   }
 
@@ -391,14 +399,20 @@ struct PercidRwlock {
   }
 
   // Sleep on `state` until it changes (the writer's release wakes us), at
-  // most `slice_ns` and never past the caller's deadline.
-  static void sleep_for_pending_writer(S& s, uint32_t st, const WaitCtx& ctx, uint64_t slice_ns) {
+  // most `slice_ns` (kUntilReleased: no slice) and never past the caller's
+  // deadline.
+  static constexpr uint64_t kUntilReleased = ~uint64_t{0};
+  static void sleep_on_state(S& s, uint32_t st, const WaitCtx& ctx, uint64_t slice_ns) {
     uint32_t waiting = st | percid::kReadersWait;
     if (st != waiting && !s.state.compare_exchange_strong(st, waiting, arch::mo_dekker)) return;
+    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
+    if (slice_ns == kUntilReleased) {
+      ctx.sleep(&s.state, waiting);
+      return;
+    }
     if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
     uint64_t until = percid::now_ns() + slice_ns;
     timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
-    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
     WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&s.state, waiting);
   }
 
