@@ -29,7 +29,7 @@ struct Words {
   std::atomic<uint64_t> waitq{0};
   std::atomic<uint32_t> osq{0};
   std::atomic<uint32_t> index{0};
-  std::atomic<uint32_t> state{0};
+  std::atomic<uint64_t> state{0};
 };
 using Lock = PercidRwlock<Words>;
 
@@ -178,6 +178,24 @@ TEST_P(PercidTest, ARecursiveReaderPassesAPendingWriter) {
   Lock::read_unlock(w_);
   EXPECT_TRUE(eventually([&] { return writer.in(); }));
   if (kEvents) EXPECT_EQ(ev(LockEvent::percid_rlock_recursive), 2u);
+}
+
+// The epoch a draining writer's CAS checks does not wrap where a 32-bit word
+// would (27 bits): started at its last 27-bit value, recursive readers carry
+// it into the high half while the writer sleeps on the low half, and the
+// writer still waits for them and then gets in.
+TEST_P(PercidTest, TheEpochCarriesPastThirtyTwoBitsAndTheWriterStillWaits) {
+  ASSERT_EQ(read_lock(w_), 0);  // assigns the block
+  const uint64_t last_27_bit_epoch = (uint64_t{1} << 32) - percid::kEpochOne;
+  w_.state.store(last_27_bit_epoch);
+  BlockedWriter writer(w_);
+  EXPECT_EQ(read_lock(w_, /*holds_reads=*/true), 0);
+  EXPECT_EQ(w_.state.load() >> 32, 1u) << "the epoch wrapped at 27 bits";
+  Lock::read_unlock(w_);
+  EXPECT_FALSE(writer.in()) << "one read is still held";
+  Lock::read_unlock(w_);
+  EXPECT_TRUE(eventually([&] { return writer.in(); }));
+  EXPECT_EQ(writer.rc(), 0);
 }
 
 TEST_P(PercidTest, TheWriterNonrecursiveKindKeepsEvenHoldersBehindAPendingWriter) {
