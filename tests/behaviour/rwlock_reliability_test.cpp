@@ -219,17 +219,12 @@ TEST(RwlockReaderPreference, ReadersHandOverThroughACondvarWhileWritersHammer) {
   EXPECT_GT(consumed.load(), 1);
 }
 
-// A thread holds `kind` for reading and sleeps in a condition wait (inside
-// the library, as rule (a) of the reader preference looks for) while a writer
-// waits; another thread then asks for a read lock with a short deadline.
-// Returns that request's result.
-int second_reader_while_the_holder_sleeps(int kind) {
-  pthread_rwlock_t l;
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  pthread_rwlockattr_setkind_np(&a, kind);
-  EXPECT_EQ(pthread_rwlock_init(&l, &a), 0);
-  pthread_rwlockattr_destroy(&a);
+// A thread holds a lock made from `initializer` for reading and sleeps in a
+// condition wait (inside the library, as rule (a) of the reader preference
+// looks for) while a writer waits; another thread then asks for a read lock
+// with a short deadline. Returns that request's result.
+int second_reader_while_the_holder_sleeps(const pthread_rwlock_t& initializer) {
+  pthread_rwlock_t l = initializer;
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t c = PTHREAD_COND_INITIALIZER;
   EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);
@@ -265,13 +260,15 @@ int second_reader_while_the_holder_sleeps(int kind) {
 
 // glibc's default kind lets the second reader in past the waiting writer.
 TEST(RwlockReaderPreference, DefaultKindAdmitsASecondReaderPastAWaitingWriter) {
-  EXPECT_EQ(second_reader_while_the_holder_sleeps(PTHREAD_RWLOCK_PREFER_READER_NP), 0);
+  static const pthread_rwlock_t kDefault = PTHREAD_RWLOCK_INITIALIZER;
+  EXPECT_EQ(second_reader_while_the_holder_sleeps(kDefault), 0);
 }
 
 // The writer-nonrecursive kind keeps it out until the writer has been: on
 // glibc the request times out, whatever the holder does meanwhile.
 TEST(RwlockReaderPreference, WriterNonrecursiveKindKeepsASecondReaderBehindAWaitingWriter) {
-  EXPECT_EQ(second_reader_while_the_holder_sleeps(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP), ETIMEDOUT);
+  static const pthread_rwlock_t kWriterNonrecursive = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+  EXPECT_EQ(second_reader_while_the_holder_sleeps(kWriterNonrecursive), ETIMEDOUT);
 }
 
 // Readers whose critical sections overlap all the time: a writer still gets
