@@ -129,6 +129,16 @@
 // slow readers. The writer's SLEEPS CAS precedes its re-sum and a reader's
 // decrement precedes its SLEEPS check (seq_cst), so a wake is never lost.
 //
+// Destroy: glibc's destroy of a private rwlock does nothing, so a lock is
+// often destroyed (or re-initialised) while held or waited on and used on.
+// destroy() gives the block back only when idle() (rwsem word zero, no writer
+// phase, counters summing to zero); a busy lock keeps its block and state. A
+// reader that wakes after an idle lock lost its block starts over through
+// read_slow() (a new block). Left open: a destroy that races with a lock call
+// already past its load of `index` (no longer waiting, not yet counted) can
+// free the block under that reader; closing it would need a grace period
+// before a block is reused.
+//
 // Fork: blocks are private memory, inherited as they are (a read held by a
 // thread that did not survive keeps its count, as with the rwsem's bias);
 // the arena lock is reset in the child.
