@@ -12,7 +12,8 @@
 //
 // Where the counters live. A pthread_rwlock_t has 56 bytes and the rwsem uses
 // them all but 12 (offsets 36..47 are free, see preload/abi.h), so the lock
-// keeps two u32 words there and its counters in a process-wide arena:
+// keeps a u32 and a u64 word there (36 and 40, the u64 naturally aligned)
+// and its counters in a process-wide arena:
 //
 //   index (u32)  kNoBlock (0)    never used since init/destroy: the first
 //                                lock call assigns a block (under the arena
@@ -21,20 +22,30 @@
 //                kPlainRwsem     no block was free: the lock is a plain
 //                                rwsem (readers hold the rwsem) until it is
 //                                destroyed or re-initialised
-//   state (u32)  bit 0 WRITER_PENDING  set under the rwsem write lock: new
+//   state (u64)  bit 0 WRITER_PENDING  set under the rwsem write lock: new
 //                                      fast-path readers back off
 //                bit 1 WRITER_OWNS     the counters drained: write-held
-//                bit 2 WRITER_SLEEPS   the writer futex-waits on this word;
+//                bit 2 WRITER_SLEEPS   the writer futex-waits on the low
+//                                      half (which holds every flag);
 //                                      a leaving reader clears it and wakes
 //                bit 3 READERS_WAIT    readers held off by a pending writer
-//                                      futex-wait on this word; the writer's
+//                                      futex-wait on the low half; the writer's
 //                                      release wakes them all
 //                bit 4 PREF_BATCH      rule (b) below let a batch of readers
 //                                      in during this writer's drain
-//                bits 5-31 epoch       bumped by readers entering past a
+//                bits 5-63 epoch       bumped by readers entering past a
 //                                      pending writer and by wakers, so a
 //                                      writer's "drained" CAS fails if either
 //                                      came in meanwhile
+//
+// Why 59 bits: between the writer's load of `state` and its CAS, the epoch
+// must not come back to the same value. Every bump is a successful RMW of
+// this one cache line, which takes well over a nanosecond; 2^59 ns is 18
+// years, so no preemption of the writer, however long, sees a wrap. (A u32
+// state left 27 bits: 2^27 bumps of ~20 ns are under 3 s, within reach of a
+// writer stopped by a debugger or starved on a loaded machine.) The futex
+// compares only the low half, so an unrelated sleeper may miss a change of
+// the epoch alone; every wake-up that matters changes a flag as well.
 //
 // The arena is one mmap (MAP_NORESERVE, pages touched only for blocks in use)
 // of kMaxLocks blocks of S slots, S = 2 x CPUs rounded up to a power of two,
@@ -44,8 +55,10 @@
 // uses slot spread(cid & (S-1)): ids are dense (core/cid.h), so folding is
 // rare and only costs a shared line; spread() keeps the lowest S/2 ids 128
 // bytes apart (adjacent-line prefetch) without doubling the memory. Blocks return to a free list at
-// pthread_rwlock_destroy. A lock whose memory is re-initialised or reused
-// without destroy leaves its block owned by its address: the next lock
+// pthread_rwlock_destroy of an idle lock; glibc's destroy does nothing, so a
+// lock destroyed while held or waited on keeps its block and works on. A lock
+// whose memory is re-initialised or reused without (an idle) destroy leaves
+// its block owned by its address: the next lock
 // assigned at that same address takes it back (the old one cannot be in use
 // any more); a block is zeroed whenever it is handed out.
 //
@@ -77,10 +90,14 @@
 //                 arrived (PREF_BATCH: one prompt batch per drain, so a
 //                 stream of readers does not keep the writer out).
 //                 Meanwhile it sleeps on `state` (READERS_WAIT) in slices of
-//                 at most that bound; once the writer OWNS, or for the
-//                 writer-nonrecursive kind and timed-out polls: rwsem read
-//                 lock (waits while a writer holds the rwsem), slot += 1,
-//                 rwsem read unlock -> read-held.
+//                 at most that bound; while the writer OWNS, it sleeps on
+//                 `state` until the release and starts over. Not on the
+//                 rwsem: the next writer may take the rwsem first and drain a
+//                 holder that waits for this very reader (glibc's nptl test
+//                 tst-rwlock16), and a reader queued on the rwsem could not
+//                 be let in past it. Other kinds (writer-nonrecursive) and
+//                 non-blocking calls: rwsem read lock (waits while a writer
+//                 holds the rwsem), slot += 1, rwsem read unlock -> read-held.
 //   read unlock   slot -= 1 (seq_cst); if SLEEPS: CAS it off with epoch += 1
 //                 and FUTEX_WAKE the writer.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
@@ -112,12 +129,23 @@
 // slow readers. The writer's SLEEPS CAS precedes its re-sum and a reader's
 // decrement precedes its SLEEPS check (seq_cst), so a wake is never lost.
 //
+// Destroy: glibc's destroy of a private rwlock does nothing, so a lock is
+// often destroyed (or re-initialised) while held or waited on and used on.
+// destroy() gives the block back only when idle() (rwsem word zero, no writer
+// phase, counters summing to zero); a busy lock keeps its block and state. A
+// reader that wakes after an idle lock lost its block starts over through
+// read_slow() (a new block). Left open: a destroy that races with a lock call
+// already past its load of `index` (no longer waiting, not yet counted) can
+// free the block under that reader; closing it would need a grace period
+// before a block is reused.
+//
 // Fork: blocks are private memory, inherited as they are (a read held by a
 // thread that did not survive keeps its count, as with the rwsem's bias);
 // the arena lock is reset in the child.
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstdint>
 
@@ -137,17 +165,17 @@ namespace percid {
 inline constexpr uint32_t kNoBlock = 0;
 inline constexpr uint32_t kPlainRwsem = ~0u;
 inline constexpr uint32_t kMaxLocks = 1024;
-// --- state word ---
-inline constexpr uint32_t kWriterPending = 1u << 0;
-inline constexpr uint32_t kWriterOwns = 1u << 1;
-inline constexpr uint32_t kWriterSleeps = 1u << 2;
-inline constexpr uint32_t kReadersWait = 1u << 3;
-inline constexpr uint32_t kPrefBatch = 1u << 4;
-inline constexpr uint32_t kWriterBits = kWriterPending | kWriterOwns | kWriterSleeps;
+// --- state word (u64; the futex is its low half) ---
+inline constexpr uint64_t kWriterPending = 1u << 0;
+inline constexpr uint64_t kWriterOwns = 1u << 1;
+inline constexpr uint64_t kWriterSleeps = 1u << 2;
+inline constexpr uint64_t kReadersWait = 1u << 3;
+inline constexpr uint64_t kPrefBatch = 1u << 4;
+inline constexpr uint64_t kWriterBits = kWriterPending | kWriterOwns | kWriterSleeps;
 // Everything a writer's release clears.
-inline constexpr uint32_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
-inline constexpr uint32_t kEpochOne = 1u << 5;
-inline constexpr uint32_t kReadersBackOff = kWriterPending | kWriterOwns;
+inline constexpr uint64_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
+inline constexpr uint64_t kEpochOne = uint64_t{1} << 5;
+inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
 // --- arena ---
 inline constexpr uint32_t kMinSlotsPerLock = 8;
 inline constexpr uint32_t kMaxSlotsPerLock = 256;
@@ -167,6 +195,8 @@ inline constexpr uint64_t kLateBatchFactor = 4;
 static_assert(kNoBlock == 0, "zero-filled and static-initialised locks have no block yet");
 static_assert(kPlainRwsem - 1 >= kMaxLocks, "has_block() rejects both kNoBlock and kPlainRwsem");
 static_assert((kWriterPhaseBits & (kEpochOne - 1)) == kWriterPhaseBits, "the epoch counts above the writer bits");
+static_assert(kEpochOne < (uint64_t{1} << 32), "every flag is in the futex half of `state`");
+static_assert(64 - std::countr_zero(kEpochOne) >= 59, "a 59-bit epoch cannot wrap (design block)");
 static_assert((kMinSlotsPerLock & (kMinSlotsPerLock - 1)) == 0 && (kMaxSlotsPerLock & (kMaxSlotsPerLock - 1)) == 0);
 static_assert(kMinSlotsPerLock >= 2, "spread() rotates within at least two slots");
 static_assert(kMaxSlotsPerLock <= cid::kMaxCids, "every slot is reachable by some id");
@@ -186,6 +216,15 @@ struct Geometry {
 extern Geometry g_geometry;
 
 inline bool has_block(uint32_t index) { return index - 1 < kMaxLocks; }
+
+// The futex word: the half of `state` that holds the flag bits (and the
+// epoch's low bits), so every flag change changes the futex value. Only the
+// kernel reads it as 32 bits; lockswap's own accesses are all 64-bit.
+inline const std::atomic<uint32_t>* futex_word(const std::atomic<uint64_t>& state) {
+  static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free);
+  return reinterpret_cast<const std::atomic<uint32_t>*>(&state) + (std::endian::native == std::endian::big ? 1 : 0);
+}
+inline uint32_t futex_value(uint64_t state) { return static_cast<uint32_t>(state); }
 
 // Slot of an id within a block: the id's bits rotated left by one, so ids
 // 0..S/2-1 (the ones most likely in use together: ids are dense) take the
@@ -281,10 +320,23 @@ struct PercidRwlock {
     return (s.state.load(arch::mo_hint) & percid::kWriterOwns) != 0;
   }
 
-  // pthread_rwlock_destroy: the block goes back to the free list.
+  // pthread_rwlock_destroy: the block of an idle lock goes back to the free
+  // list. glibc's destroy does nothing, so programs that destroy a lock still
+  // held or waited on find it working on: a busy lock keeps its block (owned
+  // by its address, as after a re-init without destroy).
   static void destroy(S& s) {
+    if (!idle(s)) return;
     if (s.index.load(arch::mo_hint) != percid::kNoBlock) percid::release_block(s.index, &s);
     s.state.store(0, arch::mo_hint);
+  }
+
+  // No holder and no waiter: the rwsem is free with nobody queued, no writer
+  // phase is under way (nobody sleeps on `state`), the counters sum to zero.
+  static bool idle(const S& s) {
+    if (s.count.load(arch::mo_dekker) != rwsem::kUnlocked) return false;
+    if (s.state.load(arch::mo_dekker) & percid::kWriterPhaseBits) return false;
+    uint32_t index = s.index.load(arch::mo_lock);
+    return !percid::has_block(index) || percid::readers(index) == 0;
   }
 
  private:
@@ -294,12 +346,12 @@ struct PercidRwlock {
   }
 
   __attribute__((noinline)) static void wake_writer(S& s) {
-    uint32_t st = s.state.load(arch::mo_dekker);
+    uint64_t st = s.state.load(arch::mo_dekker);
     while (st & percid::kWriterSleeps) {
       if (s.state.compare_exchange_weak(st, (st & ~percid::kWriterSleeps) + percid::kEpochOne, arch::mo_dekker)) {
         // Readers may sleep on the same word: wake them too, or the one
         // wake-up could go to a reader and leave the writer asleep.
-        arch::futex_wake(&s.state, (st & percid::kReadersWait) ? arch::futex_wake_all : 1);
+        arch::futex_wake(percid::futex_word(s.state), (st & percid::kReadersWait) ? arch::futex_wake_all : 1);
         return;
       }
     }
@@ -311,7 +363,7 @@ struct PercidRwlock {
                                         LockEvent ev = LockEvent::percid_rlock_recursive) {
     percid::ReaderSlot& slot = percid::my_slot(index);
     slot.readers.fetch_add(1, arch::mo_dekker);
-    uint32_t st = s.state.load(arch::mo_dekker);
+    uint64_t st = s.state.load(arch::mo_dekker);
     do {
       if (st & percid::kWriterOwns) {
         leave(s, slot);
@@ -341,14 +393,21 @@ struct PercidRwlock {
     bool batch_before_me = true;  // set from the first look at `state`
     bool first = true;
     for (;;) {
-      uint32_t st = s.state.load(arch::mo_dekker);
+      uint64_t st = s.state.load(arch::mo_dekker);
       if (first) batch_before_me = (st & percid::kPrefBatch) != 0;
       first = false;
       if ((st & percid::kReadersBackOff) == 0) {
         if (read_fast(s)) return 0;
+        // An idle lock destroyed meanwhile (glibc's destroy leaves it usable)
+        // has no block until its next first use.
+        if (!percid::has_block(s.index.load(arch::mo_lock))) return read_slow(s, ctx, caller_holds_reads, false, true);
         continue;
       }
-      if (st & percid::kWriterOwns) return read_after_writer(s, index, ctx, caller_holds_reads, false);
+      if (st & percid::kWriterOwns) {
+        if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
+        sleep_on_state(s, st, ctx, kUntilReleased);
+        continue;
+      }
       uint64_t waited = percid::now_ns() - start;
       if (read_pref::read_holder_asleep_on(&s)) {
         if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref)) return 0;
@@ -361,27 +420,33 @@ struct PercidRwlock {
         continue;
       }
       if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
-      sleep_for_pending_writer(s, st, ctx, std::min(bound, (late ? bound * percid::kLateBatchFactor : bound) - waited));
+      sleep_on_state(s, st, ctx, std::min(bound, (late ? bound * percid::kLateBatchFactor : bound) - waited));
     }
   }
 
   // The first rule-(b) reader of a drain marks it and wakes the readers
   // already waiting: they arrived before the batch and belong to it.
   static void open_pref_batch(S& s) {
-    uint32_t st = s.state.fetch_or(percid::kPrefBatch, arch::mo_dekker);
-    if (!(st & percid::kPrefBatch) && (st & percid::kReadersWait)) arch::futex_wake(&s.state, arch::futex_wake_all);
+    uint64_t st = s.state.fetch_or(percid::kPrefBatch, arch::mo_dekker);
+    if (!(st & percid::kPrefBatch) && (st & percid::kReadersWait)) arch::futex_wake(percid::futex_word(s.state), arch::futex_wake_all);
   }
 
   // Sleep on `state` until it changes (the writer's release wakes us), at
-  // most `slice_ns` and never past the caller's deadline.
-  static void sleep_for_pending_writer(S& s, uint32_t st, const WaitCtx& ctx, uint64_t slice_ns) {
-    uint32_t waiting = st | percid::kReadersWait;
+  // most `slice_ns` (kUntilReleased: no slice) and never past the caller's
+  // deadline.
+  static constexpr uint64_t kUntilReleased = ~uint64_t{0};
+  static void sleep_on_state(S& s, uint64_t st, const WaitCtx& ctx, uint64_t slice_ns) {
+    uint64_t waiting = st | percid::kReadersWait;
     if (st != waiting && !s.state.compare_exchange_strong(st, waiting, arch::mo_dekker)) return;
+    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
+    if (slice_ns == kUntilReleased) {
+      ctx.sleep(percid::futex_word(s.state), percid::futex_value(waiting));
+      return;
+    }
     if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
     uint64_t until = percid::now_ns() + slice_ns;
     timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
-    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
-    WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&s.state, waiting);
+    WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
   }
 
   static uint64_t ns_left(const WaitCtx& ctx) {
@@ -405,9 +470,9 @@ struct PercidRwlock {
   // Spin a little, then sleep, until the readers are gone; 0 = we own it.
   static int drain_readers(S& s, uint32_t index, const WaitCtx& ctx) {
     for (unsigned polls = 0;; ++polls) {
-      uint32_t st = s.state.load(arch::mo_dekker);
+      uint64_t st = s.state.load(arch::mo_dekker);
       if (percid::readers(index) == 0) {
-        uint32_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
+        uint64_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
         if (s.state.compare_exchange_strong(st, owned, arch::mo_dekker)) return 0;
         continue;  // a recursive reader or a waker came in: sum again
       }
@@ -421,18 +486,18 @@ struct PercidRwlock {
   }
 
   // Announce the sleep, re-check (Dekker with leave()), sleep on `state`.
-  static int sleep_while_readers(S& s, uint32_t index, uint32_t st, const WaitCtx& ctx) {
-    uint32_t sleeping = st | percid::kWriterSleeps;
+  static int sleep_while_readers(S& s, uint32_t index, uint64_t st, const WaitCtx& ctx) {
+    uint64_t sleeping = st | percid::kWriterSleeps;
     if (st != sleeping && !s.state.compare_exchange_strong(st, sleeping, arch::mo_dekker)) return 0;
     if (percid::readers(index) == 0) return 0;
     lockevent_inc(LockEvent::percid_wlock_sleep);
     read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
-    return ctx.sleep(&s.state, sleeping);
+    return ctx.sleep(percid::futex_word(s.state), percid::futex_value(sleeping));
   }
 
   static void release_writer(S& s) {
-    uint32_t st = s.state.fetch_and(~percid::kWriterPhaseBits, arch::mo_unlock);
-    if (st & percid::kReadersWait) arch::futex_wake(&s.state, arch::futex_wake_all);
+    uint64_t st = s.state.fetch_and(~percid::kWriterPhaseBits, arch::mo_unlock);
+    if (st & percid::kReadersWait) arch::futex_wake(percid::futex_word(s.state), arch::futex_wake_all);
     Sem::write_unlock(s);
   }
 

@@ -21,15 +21,18 @@ struct PercidRwlockWords {
   int32_t shared_;              // 28  (abi)
   std::atomic<uint32_t> osq;    // 32  word D  (rwsem)
   std::atomic<uint32_t> index;  // 36  free byte range: reader-slot block
-  std::atomic<uint32_t> state;  // 40  free byte range: writer bits + epoch (futex word)
+  std::atomic<uint64_t> state;  // 40  free byte range: writer bits + epoch (futex: its low half)
 };
 static_assert(offsetof(PercidRwlockWords, count) == offsetof(abi::RwlockObject, word_a));
 static_assert(offsetof(PercidRwlockWords, owner) == offsetof(abi::RwlockObject, word_b));
 static_assert(offsetof(PercidRwlockWords, waitq) == offsetof(abi::RwlockObject, word_c));
 static_assert(offsetof(PercidRwlockWords, osq) == offsetof(abi::RwlockObject, word_d));
 static_assert(offsetof(PercidRwlockWords, index) == offsetof(abi::RwlockObject, unused_36));
-static_assert(offsetof(PercidRwlockWords, state) + sizeof(uint32_t) <= offsetof(abi::RwlockObject, flags),
+static_assert(offsetof(PercidRwlockWords, state) + sizeof(uint64_t) <= offsetof(abi::RwlockObject, flags),
               "both words stay in the free bytes before __flags");
+static_assert(offsetof(PercidRwlockWords, state) % alignof(std::atomic<uint64_t>) == 0 &&
+                  alignof(pthread_rwlock_t) >= alignof(std::atomic<uint64_t>),
+              "the 64-bit state word is naturally aligned in every pthread_rwlock_t");
 
 // Recursive reads follow RwsemRwlockVariant's rule (see there): a thread that
 // holds a read lock of this rwlock (core/read_pref.h hold buckets, keyed by

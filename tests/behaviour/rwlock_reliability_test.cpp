@@ -166,6 +166,111 @@ INSTANTIATE_TEST_SUITE_P(EveryWait, ReaderWaitsForReader,
                          testing::Values(WaitKind::kCond, WaitKind::kSem, WaitKind::kMutex, WaitKind::kSpin),
                          [](const testing::TestParamInfo<WaitKind>& i) { return std::string(wait_name(i.param)); });
 
+// Two readers hand over through a condition variable while writers hammer the
+// lock without a pause: the consumer holds its read lock while it waits for
+// the producer's signal, and the producer must read-lock first (the pattern
+// of glibc's own nptl test tst-rwlock16, which finishes on glibc's default
+// kind because a reader steals the lock from blocked writers).
+TEST(RwlockReaderPreference, ReadersHandOverThroughACondvarWhileWritersHammer) {
+  constexpr int64_t kRunMs = 3000;  // a lockswap bug hung about half the 2-second runs
+  constexpr int kWriters = 3;
+  pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  std::atomic<bool> stop{false};
+  bool consumer_stop = false;  // under m
+  std::atomic<long> consumed{0}, writes{0};
+  std::vector<std::unique_ptr<PThread>> ts;
+  for (int i = 0; i < kWriters; ++i)
+    ts.push_back(std::make_unique<PThread>([&] {
+      while (!stop.load()) {
+        EXPECT_EQ(pthread_rwlock_wrlock(&l), 0);
+        EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+        writes.fetch_add(1);
+      }
+    }));
+  ts.push_back(std::make_unique<PThread>([&] {  // consumer
+    for (bool done = false; !done;) {
+      EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);
+      EXPECT_EQ(pthread_mutex_lock(&m), 0);
+      done = consumer_stop;
+      if (!done) EXPECT_EQ(pthread_cond_wait(&c, &m), 0);
+      EXPECT_EQ(pthread_mutex_unlock(&m), 0);
+      EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+      consumed.fetch_add(1);
+    }
+  }));
+  ts.push_back(std::make_unique<PThread>([&] {  // producer
+    for (bool last = false; !last;) {
+      EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);
+      last = stop.load();
+      EXPECT_EQ(pthread_mutex_lock(&m), 0);
+      if (last) consumer_stop = true;
+      EXPECT_EQ(pthread_cond_signal(&c), 0);
+      EXPECT_EQ(pthread_mutex_unlock(&m), 0);
+      EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+    }
+  }));
+  usleep(kRunMs * 1000);
+  stop = true;
+  for (auto& t : ts) t->join_or_die();  // a reader shut out behind the writers ends the program here
+  printf("  %ld hand-overs, %ld writes in %lld ms (%s)\n", consumed.load(), writes.load(),
+         static_cast<long long>(kRunMs), rwlock_variant().c_str());
+  EXPECT_GT(consumed.load(), 1);
+}
+
+// A thread holds a lock made from `initializer` for reading and sleeps in a
+// condition wait (inside the library, as rule (a) of the reader preference
+// looks for) while a writer waits; another thread then asks for a read lock
+// with a short deadline. Returns that request's result.
+int second_reader_while_the_holder_sleeps(const pthread_rwlock_t& initializer) {
+  pthread_rwlock_t l = initializer;
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+  EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);
+  std::atomic<pid_t> wtid{0};
+  std::atomic<int> wrc{-1};
+  PThread writer([&] {
+    wtid = lstest::current_tid();
+    timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
+    wrc = pthread_rwlock_clockwrlock(&l, CLOCK_MONOTONIC, &d);
+    if (wrc == 0) EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+  });
+  EXPECT_TRUE(lstest::eventually([&] { return wtid.load() != 0; }));
+  lstest::settle_until_blocked(wtid.load());
+  std::atomic<int> rc{-1};
+  PThread second([&] {
+    timespec d = deadline_in(CLOCK_MONOTONIC, 300);
+    rc = pthread_rwlock_clockrdlock(&l, CLOCK_MONOTONIC, &d);
+    if (rc == 0) EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+  });
+  EXPECT_EQ(pthread_mutex_lock(&m), 0);
+  timespec d = deadline_in(CLOCK_REALTIME, 600);  // nobody signals: the holder sleeps it out
+  while (rc.load() == -1 && pthread_cond_timedwait(&c, &m, &d) == 0) {
+  }
+  EXPECT_EQ(pthread_mutex_unlock(&m), 0);
+  second.join_or_die();
+  EXPECT_EQ(wrc.load(), -1) << "the writer got in while a reader held the lock";
+  EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+  writer.join_or_die();
+  EXPECT_EQ(wrc.load(), 0);
+  EXPECT_EQ(pthread_rwlock_destroy(&l), 0);
+  return rc.load();
+}
+
+// glibc's default kind lets the second reader in past the waiting writer.
+TEST(RwlockReaderPreference, DefaultKindAdmitsASecondReaderPastAWaitingWriter) {
+  static const pthread_rwlock_t kDefault = PTHREAD_RWLOCK_INITIALIZER;
+  EXPECT_EQ(second_reader_while_the_holder_sleeps(kDefault), 0);
+}
+
+// The writer-nonrecursive kind keeps it out until the writer has been: on
+// glibc the request times out, whatever the holder does meanwhile.
+TEST(RwlockReaderPreference, WriterNonrecursiveKindKeepsASecondReaderBehindAWaitingWriter) {
+  static const pthread_rwlock_t kWriterNonrecursive = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+  EXPECT_EQ(second_reader_while_the_holder_sleeps(kWriterNonrecursive), ETIMEDOUT);
+}
+
 // Readers whose critical sections overlap all the time: a writer still gets
 // in within a few handoff periods (rwsem v5.11; glibc's and futex's default
 // rwlocks prefer readers and v5.10 readers spin past queued writers, by design).

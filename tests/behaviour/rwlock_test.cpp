@@ -440,6 +440,111 @@ TEST_P(RwlockTest, DestroyThenInitAgainWorks) {
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
 }
 
+// Destroying or re-initialising a lock that is in use is undefined in POSIX,
+// but programs do it, and glibc 2.36's destroy of a private rwlock does
+// nothing at all while its init only rewrites the object: the lock keeps
+// working. These are glibc's results (the glibc column checks them).
+TEST_P(RwlockTest, DestroyWhileWriteHeldLeavesTheLockUsable) {
+  ASSERT_EQ(pthread_rwlock_wrlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
+  EXPECT_EQ(other_try(false), EBUSY) << "destroy released the write lock";
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0) << "the unlock after destroy left the lock taken";
+  EXPECT_EQ(other_try(false), EBUSY);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_tryrdlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+}
+
+TEST_P(RwlockTest, DestroyWhileReadHeldLeavesTheLockUsable) {
+  auto h = hold_read();
+  EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
+  EXPECT_EQ(other_try(true), EBUSY) << "destroy dropped the read hold";
+  EXPECT_EQ(other_try(false), 0);
+  EXPECT_EQ(h->release(), 0);
+  EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0) << "the read unlock after destroy left the lock taken";
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(other_try(false), 0);
+}
+
+// Waiters queued when the lock is destroyed keep waiting and get it in turn.
+TEST_P(RwlockTest, DestroyWithWaitersLetsThemFinish) {
+  ASSERT_EQ(pthread_rwlock_wrlock(l_), 0);
+  std::atomic<int> reader_rc{-1}, writer_rc{-1};
+  Sem started;
+  pid_t rtid = 0, wtid = 0;
+  auto waiter = [&](bool write, pid_t* tid, std::atomic<int>* rc) {
+    return std::thread([=, this, &started] {
+      *tid = lstest::current_tid();
+      started.post();
+      timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
+      *rc = write ? pthread_rwlock_clockwrlock(l_, CLOCK_MONOTONIC, &d) : pthread_rwlock_clockrdlock(l_, CLOCK_MONOTONIC, &d);
+      if (*rc == 0) { EXPECT_EQ(pthread_rwlock_unlock(l_), 0); }
+    });
+  };
+  std::thread r = waiter(false, &rtid, &reader_rc);
+  std::thread w = waiter(true, &wtid, &writer_rc);
+  ASSERT_TRUE(started.wait());
+  ASSERT_TRUE(started.wait());
+  lstest::settle_until_blocked(rtid);
+  lstest::settle_until_blocked(wtid);
+  EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
+  EXPECT_EQ(reader_rc.load(), -1) << "a waiter got in while the lock was write-held";
+  EXPECT_EQ(writer_rc.load(), -1) << "a waiter got in while the lock was write-held";
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  r.join();
+  w.join();
+  EXPECT_EQ(reader_rc.load(), 0);
+  EXPECT_EQ(writer_rc.load(), 0);
+  EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+}
+
+// Destroy does nothing in glibc: the object works on without a new init.
+TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
+  ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
+  ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
+  ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
+  EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
+  EXPECT_EQ(other_try(false), EBUSY);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
+  EXPECT_EQ(other_try(true), EBUSY);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
+  ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+  EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+}
+
+TEST_P(RwlockTest, InitAgainWithoutDestroyGivesAFreeLock) {
+  ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
+  ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
+  ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+  EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
+  EXPECT_EQ(other_try(false), EBUSY);
+  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  EXPECT_EQ(other_try(true), 0);
+}
+
+// glibc's init rewrites a held lock as a free one; the old holder's unlock
+// still returns 0. (What the lock does after that stale unlock is not
+// asserted: glibc's own lock is left counting one reader too few, so its
+// writers get EBUSY from then on.)
+TEST_P(RwlockTest, InitOverAHeldLockGivesAFreeLock) {
+  for (bool write : {true, false}) {
+    SCOPED_TRACE(write ? "write-held" : "read-held");
+    ASSERT_EQ(write ? pthread_rwlock_wrlock(l_) : pthread_rwlock_rdlock(l_), 0);
+    ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+    EXPECT_EQ(other_try(true), 0) << "the re-initialised lock is still taken";
+    EXPECT_EQ(other_try(false), 0);
+    EXPECT_EQ(pthread_rwlock_tryrdlock(l_), 0);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0) << "the old holder's unlock";
+    ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);  // a clean lock for the next round
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, RwlockTest,
                          testing::Values(Origin::kStaticInitializer, Origin::kMemsetZero, Origin::kInitNullAttr,
                                          Origin::kStaticWriterNonrecursive, Origin::kAttrPreferReader,

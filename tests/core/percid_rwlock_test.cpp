@@ -29,7 +29,7 @@ struct Words {
   std::atomic<uint64_t> waitq{0};
   std::atomic<uint32_t> osq{0};
   std::atomic<uint32_t> index{0};
-  std::atomic<uint32_t> state{0};
+  std::atomic<uint64_t> state{0};
 };
 using Lock = PercidRwlock<Words>;
 
@@ -180,6 +180,24 @@ TEST_P(PercidTest, ARecursiveReaderPassesAPendingWriter) {
   if (kEvents) EXPECT_EQ(ev(LockEvent::percid_rlock_recursive), 2u);
 }
 
+// The epoch a draining writer's CAS checks does not wrap where a 32-bit word
+// would (27 bits): started at its last 27-bit value, recursive readers carry
+// it into the high half while the writer sleeps on the low half, and the
+// writer still waits for them and then gets in.
+TEST_P(PercidTest, TheEpochCarriesPastThirtyTwoBitsAndTheWriterStillWaits) {
+  ASSERT_EQ(read_lock(w_), 0);  // assigns the block
+  const uint64_t last_27_bit_epoch = (uint64_t{1} << 32) - percid::kEpochOne;
+  w_.state.store(last_27_bit_epoch);
+  BlockedWriter writer(w_);
+  EXPECT_EQ(read_lock(w_, /*holds_reads=*/true), 0);
+  EXPECT_EQ(w_.state.load() >> 32, 1u) << "the epoch wrapped at 27 bits";
+  Lock::read_unlock(w_);
+  EXPECT_FALSE(writer.in()) << "one read is still held";
+  Lock::read_unlock(w_);
+  EXPECT_TRUE(eventually([&] { return writer.in(); }));
+  EXPECT_EQ(writer.rc(), 0);
+}
+
 TEST_P(PercidTest, TheWriterNonrecursiveKindKeepsEvenHoldersBehindAPendingWriter) {
   ASSERT_EQ(read_lock(w_, false, true), 0);
   BlockedWriter writer(w_);
@@ -304,6 +322,29 @@ TEST_F(PercidArena, BlocksAreFreedAtDestroyAndTakenBackAtTheSameAddress) {
   EXPECT_EQ(w->index.load(), first);
   EXPECT_EQ(percid::blocks_in_use(), base + 1);
   Lock::destroy(*w);
+  EXPECT_EQ(percid::blocks_in_use(), base);
+}
+
+// glibc's destroy leaves a held lock working: a busy lock keeps its block
+// and its state, and gives the block back at a destroy once idle.
+TEST_F(PercidArena, DestroyingABusyLockKeepsItWorking) {
+  uint32_t base = percid::blocks_in_use();
+  Words w;
+  ASSERT_EQ(try_write(w), 0);
+  uint32_t block = w.index.load();
+  Lock::destroy(w);
+  EXPECT_EQ(w.index.load(), block);
+  EXPECT_TRUE(Lock::write_locked(w)) << "destroy dropped the write lock";
+  Lock::write_unlock(w);
+  ASSERT_EQ(read_lock(w), 0);
+  Lock::destroy(w);
+  EXPECT_EQ(percid::readers(w.index.load()), 1u) << "destroy dropped the read hold";
+  std::thread([&] { EXPECT_EQ(try_write(w), EBUSY); }).join();
+  Lock::read_unlock(w);
+  ASSERT_EQ(try_write(w), 0);
+  Lock::write_unlock(w);
+  Lock::destroy(w);
+  EXPECT_EQ(w.index.load(), percid::kNoBlock);
   EXPECT_EQ(percid::blocks_in_use(), base);
 }
 
