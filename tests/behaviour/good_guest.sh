@@ -29,7 +29,7 @@ fail() {
 
 # run VAR=value... : the guest under the preload with extra settings.
 run() {
-  env "$@" LD_PRELOAD="$preload" timeout 60 "$prog" >"$work/out" 2>"$work/err"
+  timeout 60 env "$@" LD_PRELOAD="$preload" "$prog" >"$work/out" 2>"$work/err"
   status=$?
 }
 

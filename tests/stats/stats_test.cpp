@@ -444,11 +444,12 @@ class StatsTest : public ::testing::Test {};
 
 TEST_F(StatsTest, HotSiteRanksAboveColdSiteWithBacktraceAndCalls) {
   std::string path = stats_path("hotcold");
-  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
+  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << "child status " << c.status;
   std::vector<Record> d = dump(parse(read_file(path)));
   ASSERT_FALSE(d.empty()) << "no complete dump in " << path;
   EXPECT_EQ(d.front().type, "begin");
+  EXPECT_EQ(d.front()["stats"], "profile");
   EXPECT_EQ(d.back().type, "end");
 
   for (const char* family : {"mutex", "rwlock", "cond", "sem"})
@@ -486,7 +487,7 @@ TEST_F(StatsTest, HotSiteRanksAboveColdSiteWithBacktraceAndCalls) {
 
 TEST_F(StatsTest, ReadersSemaphoresCondWaitsAndRecursionAreCountedOnce) {
   std::string path = stats_path("kinds");
-  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS_FILE=" + path});
+  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
   std::vector<Record> d = dump(parse(read_file(path)));
   ASSERT_FALSE(d.empty());
@@ -534,7 +535,7 @@ TEST_F(StatsTest, ReadersSemaphoresCondWaitsAndRecursionAreCountedOnce) {
 
 TEST_F(StatsTest, NoAllocationOnContendedLockPathsWithBacktraces) {
   std::string path = stats_path("nomalloc");
-  ChildResult c = run_child("no_malloc", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
+  ChildResult c = run_child("no_malloc", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << c.out;
   EXPECT_EQ(c.out, "allocations 0\n");
   std::vector<Record> d = dump(parse(read_file(path)));
@@ -546,7 +547,7 @@ TEST_F(StatsTest, NoAllocationOnContendedLockPathsWithBacktraces) {
 TEST_F(StatsTest, SignalWritesADumpBeforeExit) {
   std::string path = stats_path("signal");
   bool seen_before_exit = false;
-  ChildResult c = run_child("signal", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_SIGNAL=USR2"},
+  ChildResult c = run_child("signal", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_SIGNAL=USR2"},
                             [&](pid_t pid, int to, int from) {
                               char line[16] = {};
                               if (read(from, line, 6) != 6) return;
