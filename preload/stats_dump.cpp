@@ -264,7 +264,13 @@ void map_line(Out& o, const char* p, const char* end) {
   o.key_hex("start", start);
   o.key_hex("end", stop);
   o.key_hex("offset", offset);
-  o.key_path("path", q, static_cast<size_t>(end - q));
+  o.put(" path=");
+  // The kernel writes a newline in a mapped file's name as "\012".
+  for (const char* c = q; c < end; ++c) {
+    bool newline = end - c >= 4 && memcmp(c, "\\012", 4) == 0;
+    o.escaped(newline ? "\n" : c, 1);
+    if (newline) c += 3;
+  }
   o.put("\n");
 }
 
