@@ -19,8 +19,9 @@
 #   percid, percid+percpu, percid+global, percid+thread (rwlock only; percid
 #                   alone uses the default LOCKSWAP_CID, rseq)
 #   lockref         (rwlock and sem)
-#   any of these with "+stats" appended: the same with LOCKSWAP_STATS=1 (the
-#                   cost of per-lock statistics when they are on)
+#   any of these with "+stats" appended: the same with LOCKSWAP_STATS=1, i.e.
+#                   counts (lock event counters only); with "+profile":
+#                   LOCKSWAP_STATS=profile (the per-lock, per-site profiler)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -80,6 +81,9 @@ variant_env() {
   if [[ "$v" == *+stats ]]; then
     [[ "$v" == none+stats ]] && return 1
     v="${v%+stats}" stats=" LOCKSWAP_STATS=1"
+  elif [[ "$v" == *+profile ]]; then
+    [[ "$v" == none+profile ]] && return 1
+    v="${v%+profile}" stats=" LOCKSWAP_STATS=profile"
   fi
   variant_env_plain "$v" "$op" | sed "s/\$/$stats/" | grep . || return 1
 }
