@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,16 +223,27 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
 }
 
-void on_stats_signal(int) {
-  int saved = errno;
+// The gap is checked by the thread that holds g_dumping, so two threads
+// signalled at once cannot both pass it.
+bool claim_signal_dump() {
+  if (g_dumping.exchange(true, std::memory_order_acquire)) return false;
   uint64_t now = monotonic_ns();
   uint64_t last = g_last_signal_dump_ns.load(std::memory_order_relaxed);
-  if ((last != 0 && now - last < kSignalDumpGapNs) || g_dumping.exchange(true, std::memory_order_acquire)) {
-    g_signals_dropped.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    g_last_signal_dump_ns.store(now, std::memory_order_relaxed);
+  if (last != 0 && now - last < kSignalDumpGapNs) {
+    g_dumping.store(false, std::memory_order_release);
+    return false;
+  }
+  g_last_signal_dump_ns.store(now, std::memory_order_relaxed);
+  return true;
+}
+
+void on_stats_signal(int) {
+  int saved = errno;
+  if (claim_signal_dump()) {
     print_stats();
     g_dumping.store(false, std::memory_order_release);
+  } else {
+    g_signals_dropped.fetch_add(1, std::memory_order_relaxed);
   }
   errno = saved;
 }
@@ -242,7 +254,7 @@ void print_exit_stats() {
   bool mine = false;
   for (int i = 0; i < 1000 && !(mine = !g_dumping.exchange(true, std::memory_order_acquire)); ++i) {
     timespec ms{0, 1'000'000};
-    nanosleep(&ms, nullptr);
+    syscall(SYS_nanosleep, &ms, nullptr);  // nanosleep() is a cancellation point
   }
   print_stats();
   if (mine) g_dumping.store(false, std::memory_order_release);
