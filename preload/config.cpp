@@ -50,7 +50,7 @@ namespace {
     g_lockref_tunables.retries = static_cast<uint32_t>(v))                                          \
   X(LOCKSWAP_STATS_BACKTRACE, 0, 1000000, "profile: backtrace of a site's first contended acquisition, then 1 in N (0 = none; default 64)", \
     g_config.stats_backtrace = static_cast<uint32_t>(v))                                             \
-  X(LOCKSWAP_STATS_LOCK_SLOTS, 64, 32768, "profile, for tests: slots of the per-lock table (a power of two; default 32768)", \
+  X(LOCKSWAP_STATS_LOCK_SLOTS, 64, 32768, "profile, for tests: slots of the per-lock table (rounded down to a power of two; default 32768)", \
     g_config.stats_lock_slots = static_cast<uint32_t>(v))                                            \
   X(LOCKSWAP_ONCPU_STRICT, 0, 1, "0 (set by `lockswap --oncpu`): LOCKSWAP_ONCPU=bpf without its map falls back to rseq with one line on stderr", \
     g_config.oncpu_strict = v != 0)
