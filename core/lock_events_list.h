@@ -86,3 +86,7 @@ LOCK_EVENT(lockref_read_turn_expired, "lockref rwlock: a writer waited out the r
 LOCK_EVENT(lockref_rw_wake,     "lockref rwlock: a release woke the lock-half sleepers")
 LOCK_EVENT(sem_wait_sleep,      "a semaphore wait slept on the futex")
 LOCK_EVENT(sem_post_wake,       "a post woke a semaphore sleeper")
+
+// --- per-lock profiler (preload/stats.cpp, LOCKSWAP_STATS=profile) ---
+LOCK_EVENT(stats_lock_untracked, "profile: acquisition of a lock the statistics table had no room for (not profiled)")
+LOCK_EVENT(stats_site_untracked, "profile: acquisition at a call site the statistics table had no room for")

@@ -1,11 +1,20 @@
 // preload/config.h — what the user chose, read once from the environment.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "preload/registry.h"
 
 namespace lockswap {
+
+// LOCKSWAP_STATS: what a statistics dump holds and what it costs.
+//   counts   the lock event counters (core/lock_events_list.h), which are
+//            counted on slow paths whether or not anyone asks: nothing is
+//            added to any lock path.
+//   profile  counts plus the per-lock, per-call-site profiler
+//            (preload/stats.cpp), which wraps every lock call.
+enum class StatsMode : uint8_t { off, counts, profile };
 
 struct Config {
   MutexVariant mutex = MutexVariant::unset;
@@ -13,10 +22,14 @@ struct Config {
   SemVariant sem = SemVariant::unset;
   CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
   OncpuMode oncpu = OncpuMode::automatic;  // LOCKSWAP_ONCPU: what it asked for (core/oncpu.h: what it got)
-  bool stats = false;            // LOCKSWAP_STATS=1: print lock events at exit (stderr)
-  const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: ... to this file instead
+  StatsMode stats_mode = StatsMode::off;  // LOCKSWAP_STATS=0|1|counts|profile
+  bool stats = false;                // a dump at exit (counts or profile)
+  bool profile = false;              // the per-lock, per-site profiler is installed
+  const char* stats_file = nullptr;  // LOCKSWAP_STATS_FILE=path: the dump goes there, not to stderr
   uint32_t stats_backtrace = 64;     // LOCKSWAP_STATS_BACKTRACE=N: 1 in N contended acquisitions (0: none)
   int stats_signal = 0;              // LOCKSWAP_STATS_SIGNAL=USR2: also dump on this signal (0: none)
+  uint32_t stats_lock_slots = 0;     // LOCKSWAP_STATS_LOCK_SLOTS: profiler's lock table size (0: full)
+  bool oncpu_strict = true;          // LOCKSWAP_ONCPU_STRICT=0: bpf without its map degrades to rseq
 };
 
 extern Config g_config;
@@ -46,6 +59,17 @@ inline SemVariant sem_variant() {
   load_config();
   return g_config.sem;
 }
+
+// lockswap's own stderr: a duplicate of descriptor 2 taken when the
+// configuration is read (before main), kept only while statistics may still
+// write to it. A program that closes its stderr and opens something else
+// there never receives lockswap's text: the duplicate is checked (same
+// file as when it was taken) before every use. -1: stay silent.
+int diag_fd();
+// Writes `s` to diag_fd() (nothing when there is none); never a
+// cancellation point.
+void diag(const char* s, size_t n);
+void diag(const char* s);
 
 // For statistics and error messages.
 const char* variant_name(MutexVariant v);

@@ -47,6 +47,7 @@
 
 #include <atomic>
 
+#include "core/lock_events.h"
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/config.h"
@@ -65,6 +66,10 @@ CallStripe g_calls[kCallStripes];
 std::atomic<uint64_t> g_start_ns{0};
 
 namespace {
+
+// Bumped by a fork child: per-thread caches of table entries are stale.
+std::atomic<uint32_t> g_generation{1};
+uint32_t generation() { return g_generation.load(std::memory_order_relaxed); }
 
 __thread bool t_inside __attribute__((tls_model("initial-exec")));
 
@@ -119,15 +124,50 @@ bool settled(std::atomic<uint32_t>& state, uint32_t s) {
   return s == kReady;
 }
 
+uint32_t generation();
+
+// Slots of the lock table in use (LOCKSWAP_STATS_LOCK_SLOTS shrinks it for
+// tests of the overflow path), minus one.
+uint32_t g_lock_mask = kLockSlots - 1;
+
+// Locks that found every slot of their probe window taken. Entries are never
+// freed, so such a lock never gets one (until a fork child starts empty):
+// each thread remembers the last few, and their acquisitions skip the probe
+// and count themselves in the thread's own lock event counter — an
+// overflowing table costs no shared cache line and no 64-slot probe per call.
+inline constexpr uint32_t kUntrackedCache = 8;
+struct UntrackedLocks {
+  uint32_t generation;
+  uintptr_t addr[kUntrackedCache];
+};
+__thread UntrackedLocks t_untracked __attribute__((tls_model("initial-exec")));
+
+uint32_t untracked_slot(uintptr_t key) { return static_cast<uint32_t>(mix(key) >> 32) & (kUntrackedCache - 1); }
+
+bool known_untracked(uintptr_t key) {
+  UntrackedLocks& u = t_untracked;
+  return u.generation == generation() && u.addr[untracked_slot(key)] == key;
+}
+
+void remember_untracked(uintptr_t key) {
+  UntrackedLocks& u = t_untracked;
+  if (u.generation != generation()) u = {generation(), {}};
+  u.addr[untracked_slot(key)] = key;
+}
+
 // The entry of the lock at `addr`; created when `create` (kind set then).
 LockEntry* lock_entry(const void* addr, Kind kind, bool create) {
   auto key = reinterpret_cast<uintptr_t>(addr);
-  uint32_t i = static_cast<uint32_t>(mix(key)) & (kLockSlots - 1);
-  for (uint32_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & (kLockSlots - 1)) {
+  if (known_untracked(key)) {
+    if (create) lockevent_inc(LockEvent::stats_lock_untracked);
+    return nullptr;
+  }
+  uint32_t i = static_cast<uint32_t>(mix(key)) & g_lock_mask;
+  for (uint32_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & g_lock_mask) {
     LockEntry& e = g_tables->locks[i];
     uint32_t s = e.state.load(std::memory_order_acquire);
     if (s == kEmpty) {
-      if (!create) return nullptr;
+      if (!create) return nullptr;  // not created yet; there is still room
       if (e.state.compare_exchange_strong(s, kFilling, std::memory_order_acquire)) {
         e.addr.store(key, std::memory_order_relaxed);
         e.kind.store(static_cast<uint8_t>(kind), std::memory_order_relaxed);
@@ -142,7 +182,8 @@ LockEntry* lock_entry(const void* addr, Kind kind, bool create) {
       return &e;
     }
   }
-  if (create) g_tables->dropped_locks.fetch_add(1, std::memory_order_relaxed);
+  remember_untracked(key);
+  if (create) lockevent_inc(LockEvent::stats_lock_untracked);
   return nullptr;
 }
 
@@ -165,7 +206,7 @@ SiteEntry* site_entry(LockEntry* lock, uintptr_t ip, Op op) {
         e.ip.load(std::memory_order_relaxed) == ip && e.op.load(std::memory_order_relaxed) == op8)
       return &e;
   }
-  g_tables->dropped_sites.fetch_add(1, std::memory_order_relaxed);
+  lockevent_inc(LockEvent::stats_site_untracked);
   return nullptr;
 }
 
@@ -181,9 +222,6 @@ struct LastEntries {
   SiteEntry* site;
 };
 __thread LastEntries t_last __attribute__((tls_model("initial-exec")));
-std::atomic<uint32_t> g_generation{1};
-
-uint32_t generation() { return g_generation.load(std::memory_order_relaxed); }
 
 // -------------------------------------------------------------- backtraces
 
@@ -643,8 +681,7 @@ uint64_t realtime_ns() {
 Tables* map_tables() {
   void* p = mmap(nullptr, sizeof(Tables), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    static const char msg[] = "lockswap: cannot map the statistics tables; per-lock statistics are off\n";
-    (void)!write(2, msg, sizeof msg - 1);
+    diag("lockswap: cannot map the statistics tables; per-lock statistics are off\n");
     return nullptr;
   }
   return static_cast<Tables*>(p);  // zero pages are empty entries
@@ -656,6 +693,7 @@ bool set_up() {
   int s = 0;
   if (g_setup.compare_exchange_strong(s, 1, std::memory_order_acquire)) {
     g_tables = map_tables();
+    if (uint32_t slots = g_config.stats_lock_slots) g_lock_mask = (1u << (31 - __builtin_clz(slots))) - 1;
     fill_wrappers();
     g_start_ns.store(realtime_ns(), std::memory_order_relaxed);
     g_setup.store(2, std::memory_order_release);
@@ -667,7 +705,9 @@ bool set_up() {
 }  // namespace
 
 void install(real::Functions& ops) {
-  if (!set_up()) return;
+  // LOCKSWAP_STATS=counts (and a bare LOCKSWAP_STATS_FILE): the lock event
+  // counters are all there is, and the variant's table stays untouched.
+  if (!g_config.profile || !set_up()) return;
   // Every inner pointer first, then the wrappers: a wrapper reached through
   // g_ops never finds its inner slot unset on this CPU's order of stores.
 #define X(name, ret, args) \
@@ -683,7 +723,7 @@ void load_unwinder() {
 #ifdef LOCKSWAP_LIBUNWIND_SONAME
 #define LOCKSWAP_NAME_OF(fn) LOCKSWAP_NAME_OF2(fn)  // the macro's expansion: _ULx86_64_step, ...
 #define LOCKSWAP_NAME_OF2(fn) #fn
-  if (!g_config.stats || g_config.stats_backtrace == 0 || g_unwinder.load() != nullptr) return;
+  if (!g_config.profile || g_config.stats_backtrace == 0 || g_unwinder.load() != nullptr) return;
   void* lib = dlopen(LOCKSWAP_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
   Unwinder& u = g_unwinder_fns;
   if (lib != nullptr) {
@@ -693,14 +733,18 @@ void load_unwinder() {
     u.get_reg = reinterpret_cast<decltype(u.get_reg)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_get_reg)));
   }
   if (lib == nullptr || !u.getcontext || !u.init_local || !u.step || !u.get_reg) {
-    static const char msg[] = "lockswap: cannot load " LOCKSWAP_LIBUNWIND_SONAME "; statistics without backtraces\n";
-    (void)!write(2, msg, sizeof msg - 1);
+    diag("lockswap: cannot load " LOCKSWAP_LIBUNWIND_SONAME "; statistics without backtraces\n");
     return;
   }
   g_unwinder.store(&u, std::memory_order_release);
 #undef LOCKSWAP_NAME_OF
 #undef LOCKSWAP_NAME_OF2
 #endif
+}
+
+void mark_start() {
+  uint64_t unset = 0;
+  g_start_ns.compare_exchange_strong(unset, realtime_ns(), std::memory_order_relaxed);
 }
 
 void after_fork_in_child() {

@@ -1,7 +1,9 @@
-// preload/stats.h — per-lock and per-call-site statistics (LOCKSWAP_STATS).
+// preload/stats.h — per-lock and per-call-site statistics
+// (LOCKSWAP_STATS=profile) and the machine records of every dump.
 //
 // Off by default, and then free: nothing on any lock path knows about this
-// file. When statistics are on, install_ops() (preload/dispatch.cpp) hands
+// file; LOCKSWAP_STATS=counts leaves it off as well (its dump holds the lock
+// event counters only). With profile, install_ops() (preload/dispatch.cpp) hands
 // its finished table to install(): the variant's functions move to an inner
 // table and `g_ops` points at profiling wrappers (preload/stats.cpp) that
 // call them. The output — human lines plus the machine records of
@@ -15,8 +17,8 @@
 
 namespace lockswap::stats {
 
-// Wrap every slot of `ops` (idempotent; racing installers converge). Maps the
-// tables on first use.
+// With LOCKSWAP_STATS=profile: wrap every slot of `ops` (idempotent; racing
+// installers converge), mapping the tables on first use. Otherwise nothing.
 void install(real::Functions& ops);
 
 // A text buffer filled without allocation (the dump may run in a signal
@@ -29,23 +31,45 @@ struct Out {
   void put(const char* s);
   void put(const char* s, size_t n);
   void dec(uint64_t v);
+  void dec_right(uint64_t v, unsigned width);  // right-aligned in `width` columns
+  void put_left(const char* s, unsigned width);  // left-aligned, padded to `width`
   void hex(uint64_t v);  // 0x...
   void key_dec(const char* key, uint64_t v);  // " key=v"
   void key_hex(const char* key, uint64_t v);  // " key=0x..."
-  void key_path(const char* key, const char* path, size_t n);  // spaces as %20
+  // Every byte <= 0x20, '%' and 0x7f as %XX: a path (an executable's name,
+  // a mapping) stays one field of one line whatever it holds.
+  void key_path(const char* key, const char* path, size_t n);
+  void escaped(const char* s, size_t n);
 };
+
+// What a dump's begin and dropped records say besides the tables.
+struct DumpHeader {
+  const char* mutex;
+  const char* rwlock;
+  const char* sem;
+  const char* cid;
+  bool profile;                  // stats=profile: lock, site, calls and map records follow
+  uint64_t signals_dropped;      // statistics signals that came too soon after a dump
+};
+
+// Room the dump functions borrow instead of their stack (the dump may run
+// in a signal handler, perhaps on a small alternate stack).
+inline constexpr size_t kScratchBytes = 4096;
 
 // Upper bound of what format_records() writes now.
 size_t records_bound();
 // Appends one dump's machine records ("lockswap-v1 begin" ... "end").
 // Async-signal-safe in practice: reads /proc with open/read, no allocation,
-// no locks, no stdio.
-void format_records(Out& out, const char* mutex, const char* rwlock, const char* sem, const char* cid);
+// no locks, no stdio. `scratch` holds kScratchBytes.
+void format_records(Out& out, const DumpHeader& h, char* scratch);
 
 // Statistics with backtraces: dlopen libunwind (RTLD_LOCAL, see
 // preload/CMakeLists.txt). Called by the library's constructor, never on a
 // lock path; until then contended sites get no backtrace.
 void load_unwinder();
+
+// The dump's start_ns: now, unless already set (the profiler's first use).
+void mark_start();
 
 // Fork child: the statistics are per process (tables zeroed).
 void after_fork_in_child();

@@ -7,20 +7,28 @@
 // human "lockswap: ..." lines; a process may write several (signal, exit),
 // each a complete cumulative snapshot: readers keep the last per (pid,
 // start_ns). Machine lines are "lockswap-v1 <record> key=value ..."; values
-// never hold spaces or '=' (paths write spaces as %20); numbers are decimal
-// unless 0x-prefixed; readers ignore unknown records and keys.
+// never hold spaces, control bytes or '=' (paths percent-encode every byte
+// <= 0x20, '%' and 0x7f as %XX, upper-case hex); numbers are decimal unless
+// 0x-prefixed; readers ignore unknown records and keys.
 //
 //   record  | keys
 //   --------+-----------------------------------------------------------------
-//   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid exe
+//   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid
+//           | stats (counts|profile) exe
 //   calls   | family (mutex|rwlock|cond|sem) calls — one per family, even 0
 //   event   | name count — non-zero lock events (core/lock_events_list.h)
 //   lock    | id addr kind acq contended wait_ns wait_max_ns wait_hist hold_ns
 //           | hold_max_ns hold_hist [rd_acq rd_contended: rwlocks]
 //   site    | id lock(=lock id) ip op acq contended wait_* hold_* [bt=ip,ip,...]
 //   map     | start end offset path — executable file mappings (ip -> file offset)
-//   dropped | locks sites — what did not fit the tables (or the dump)
+//   dropped | locks sites — acquisitions that found no room in the tables,
+//           | plus entries that did not fit the dump; signals — statistics
+//           | signals dropped by the rate limit
 //   end     | pid seq
+//
+// stats=counts (LOCKSWAP_STATS=1|counts, or a bare LOCKSWAP_STATS_FILE) has
+// begin, event, dropped and end only: calls, lock, site and map records come
+// from the profiler, which counts does not install.
 //
 // Histograms: bucket i counts values v (ns) with floor(log2(max(v,1))) == i,
 // i < 48, written sparse as "i:n;i:n" ("-" when empty). Wait samples are
@@ -91,16 +99,36 @@ void Out::key_hex(const char* key, uint64_t v) {
   hex(v);
 }
 
+void Out::dec_right(uint64_t v, unsigned width) {
+  unsigned digits = 1;
+  for (uint64_t x = v; x >= 10; x /= 10) ++digits;
+  for (; digits < width; ++digits) put(" ");
+  dec(v);
+}
+
+void Out::put_left(const char* s, unsigned width) {
+  size_t n = strlen(s);
+  put(s, n);
+  for (; n < width; ++n) put(" ");
+}
+
+void Out::escaped(const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c > 0x20 && c != '%' && c != 0x7f) {
+      put(s + i, 1);
+      continue;
+    }
+    const char code[3] = {'%', "0123456789ABCDEF"[c >> 4], "0123456789ABCDEF"[c & 15]};
+    put(code, sizeof code);
+  }
+}
+
 void Out::key_path(const char* key, const char* path, size_t n) {
   put(" ");
   put(key);
   put("=");
-  for (size_t i = 0; i < n; ++i) {
-    if (path[i] == ' ')
-      put("%20");
-    else
-      put(path + i, 1);
-  }
+  escaped(path, n);
 }
 
 namespace {
@@ -236,17 +264,22 @@ void map_line(Out& o, const char* p, const char* end) {
   o.key_hex("start", start);
   o.key_hex("end", stop);
   o.key_hex("offset", offset);
-  o.key_path("path", q, static_cast<size_t>(end - q));
+  o.put(" path=");
+  // The kernel writes a newline in a mapped file's name as "\012".
+  for (const char* c = q; c < end; ++c) {
+    bool newline = end - c >= 4 && memcmp(c, "\\012", 4) == 0;
+    o.escaped(newline ? "\n" : c, 1);
+    if (newline) c += 3;
+  }
   o.put("\n");
 }
 
-void map_records(Out& o) {
+void map_records(Out& o, char* buf) {
   int fd = nocancel::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  char buf[4096];
   size_t have = 0;
   for (;;) {
-    ssize_t n = nocancel::read(fd, buf + have, sizeof buf - have);
+    ssize_t n = nocancel::read(fd, buf + have, kScratchBytes - have);
     if (n <= 0) break;
     have += static_cast<size_t>(n);
     size_t begin = 0;
@@ -257,27 +290,27 @@ void map_records(Out& o) {
     }
     memmove(buf, buf + begin, have - begin);
     have -= begin;
-    if (have == sizeof buf) have = 0;  // a line longer than the buffer: dropped
+    if (have == kScratchBytes) have = 0;  // a line longer than the buffer: dropped
   }
   nocancel::close(fd);
 }
 
-void begin_record(Out& o, uint64_t seq, const char* mutex, const char* rwlock, const char* sem, const char* cid) {
+void begin_record(Out& o, uint64_t seq, const DumpHeader& h, char* exe) {
   record_start(o, "begin");
   o.key_dec("pid", static_cast<uint64_t>(getpid()));
   o.key_dec("seq", seq);
   o.key_dec("start_ns", g_start_ns.load(std::memory_order_relaxed));
   o.key_dec("now_ns", realtime_ns());
   o.put(" mutex=");
-  o.put(mutex);
+  o.put(h.mutex);
   o.put(" rwlock=");
-  o.put(rwlock);
+  o.put(h.rwlock);
   o.put(" sem=");
-  o.put(sem);
+  o.put(h.sem);
   o.put(" cid=");
-  o.put(cid);
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
+  o.put(h.cid);
+  o.put(h.profile ? " stats=profile" : " stats=counts");
+  ssize_t n = readlink("/proc/self/exe", exe, kScratchBytes);
   if (n > 0) o.key_path("exe", exe, static_cast<size_t>(n));
   o.put("\n");
 }
@@ -325,13 +358,23 @@ size_t records_bound() {
   return kFixedBound + entries * kRecordBound;
 }
 
-void format_records(Out& o, const char* mutex, const char* rwlock, const char* sem, const char* cid) {
+// Acquisitions that found no room in a table (per-thread counters, see
+// preload/stats_table.h); 0 when lock events are compiled out.
+uint64_t untracked([[maybe_unused]] LockEvent e) {
+#if LOCKSWAP_LOCK_EVENTS
+  return lockevent_total(e);
+#else
+  return 0;
+#endif
+}
+
+void format_records(Out& o, const DumpHeader& h, char* scratch) {
   if (g_start_ns.load(std::memory_order_relaxed) == 0) g_start_ns.store(realtime_ns(), std::memory_order_relaxed);
   uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-  begin_record(o, seq, mutex, rwlock, sem, cid);
-  call_records(o);
+  begin_record(o, seq, h, scratch);
+  if (h.profile) call_records(o);
   event_records(o);
-  const Tables* t = g_tables;
+  const Tables* t = h.profile ? g_tables : nullptr;
   uint64_t unwritten_locks = 0, unwritten_sites = 0;
   if (t != nullptr) {
     for (uint32_t i = 0; i < kLockSlots; ++i)
@@ -339,10 +382,11 @@ void format_records(Out& o, const char* mutex, const char* rwlock, const char* s
     for (uint32_t i = 0; i < kSiteSlots; ++i)
       if (used(t->sites[i])) room(o) ? site_record(o, i, t->sites[i]) : void(++unwritten_sites);
   }
-  map_records(o);
+  if (h.profile) map_records(o, scratch);
   record_start(o, "dropped");
-  o.key_dec("locks", (t ? load(t->dropped_locks) : 0) + unwritten_locks);
-  o.key_dec("sites", (t ? load(t->dropped_sites) : 0) + unwritten_sites);
+  o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks);
+  o.key_dec("sites", untracked(LockEvent::stats_site_untracked) + unwritten_sites);
+  o.key_dec("signals", h.signals_dropped);
   o.put("\n");
   record_start(o, "end");
   o.key_dec("pid", static_cast<uint64_t>(getpid()));

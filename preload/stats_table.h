@@ -14,8 +14,11 @@
 //   slots) in one anonymous mapping made once, when statistics are switched
 //   on; entries are never freed or moved, so there is no allocation on any
 //   lock path and an entry pointer stays valid for the life of the process.
-//   A key that finds no free slot within kMaxProbes is counted as dropped and
-//   its acquisitions run unprofiled.
+//   A key that finds no free slot within kMaxProbes runs unprofiled; each
+//   such acquisition is counted in the calling thread's own lock event
+//   counter (stats_lock_untracked, stats_site_untracked), never in a shared
+//   one, and a thread remembers the last few such locks so that it does not
+//   probe for them again (preload/stats.cpp).
 // * Claiming a slot: CAS `state` empty -> filling, write the key, store
 //   `ready` (release). A lookup that meets `filling` waits for `ready`: the
 //   filler is three stores away from it.
@@ -138,8 +141,6 @@ struct alignas(64) CallStripe {
 struct Tables {
   LockEntry locks[kLockSlots];
   SiteEntry sites[kSiteSlots];
-  Counter dropped_locks{0};
-  Counter dropped_sites{0};
 };
 
 // preload/stats.cpp: mapped once when statistics are switched on (null

@@ -6,8 +6,8 @@
 # without the preload; only the guest program gets it.
 #   * stdout is exactly the program's own output (lockswap prints nothing
 #     there), stderr is empty unless statistics were asked for;
-#   * LOCKSWAP_STATS=1 / LOCKSWAP_STATS_FILE send statistics to stderr / the
-#     file only;
+#   * LOCKSWAP_STATS=1|counts|profile / LOCKSWAP_STATS_FILE send statistics
+#     to stderr / the file only;
 #   * an unknown variant, a malformed tunable or an unknown LOCKSWAP_*
 #     variable stops the program with exit status 2 before main, naming the
 #     valid choices on stderr.
@@ -29,7 +29,7 @@ fail() {
 
 # run VAR=value... : the guest under the preload with extra settings.
 run() {
-  env "$@" LD_PRELOAD="$preload" timeout 60 "$prog" >"$work/out" 2>"$work/err"
+  timeout 60 env "$@" LD_PRELOAD="$preload" "$prog" >"$work/out" 2>"$work/err"
   status=$?
 }
 
@@ -82,6 +82,16 @@ check_rejected "LOCKSWAP_RWSEM_HANDOFF_US= (empty)"
 
 run LOCKSWAP_STATS=7
 check_rejected "LOCKSWAP_STATS=7 (out of range)"
+
+run LOCKSWAP_STATS=verbose
+check_rejected "LOCKSWAP_STATS=verbose (unknown mode)"
+grep -q 'LOCKSWAP_STATS = 0 1 counts profile' "$work/err" || fail "LOCKSWAP_STATS=verbose: the modes are not listed"
+
+for mode in counts profile; do
+  run LOCKSWAP_STATS=$mode
+  check_clean_run "LOCKSWAP_STATS=$mode"
+  grep -q "^lockswap-v1 begin .* stats=$mode " "$work/err" || fail "LOCKSWAP_STATS=$mode: no stats=$mode dump on stderr"
+done
 
 run LOCKSWAP_STATS=1 LOCKSWAP_STATS_SIGNAL=USR2
 check_clean_run "LOCKSWAP_STATS_SIGNAL=USR2"

@@ -8,9 +8,15 @@
 //   * the first NAME= entry of a tunable is a non-empty decimal in [lo, hi]
 //     (leading zeros allowed);
 //   * the first LOCKSWAP_STATS_FILE= value is shorter than 4096 bytes;
-//   * the first LOCKSWAP_STATS_SIGNAL= value is empty, a catchable signal's
-//     name (with or without SIG) or its decimal number; glibc's internal
-//     signals, KILL, STOP and the fault signals are refused;
+//   * the first LOCKSWAP_STATS= value is counts, profile or a decimal 0..1;
+//     unset, a non-empty LOCKSWAP_STATS_FILE means counts;
+//   * the first LOCKSWAP_STATS_SIGNAL= value is empty, USR1, USR2, RTMIN,
+//     RTMIN+n, RTMAX-n, RTMAX (with or without SIG) or the decimal number of
+//     USR1, USR2 or a real-time signal; every other signal is refused;
+//   * LOCKSWAP_ONCPU_FD, when non-empty, is a decimal 0..INT32_MAX under
+//     every LOCKSWAP_ONCPU; bpf (which no descriptor of the fuzzer can
+//     satisfy) is refused unless LOCKSWAP_ONCPU_STRICT=0, which accepts it
+//     with one line;
 //   * the first NAME= entry of a family (MUTEX, RWLOCK, SEM) is empty or a
 //     variant name.
 // Accepted: load_config() returns, with the variants and statistics settings
@@ -66,6 +72,7 @@ inline void fuzz_atomic_store_n(T* p, V v, int mo) {
 #define __atomic_store_n(p, v, mo) fuzz_atomic_store_n(p, v, mo)
 
 #include "core/lockref.h"
+#include "core/nocancel_io.h"
 #include "core/rwsem.h"
 #include "preload/config.h"
 
@@ -79,10 +86,15 @@ extern "C" [[noreturn]] void lockswap_fuzz_exit(int code) {
   fuzz::g_exit_code = code;
   longjmp(fuzz::g_exit_jmp, 1);
 }
-extern "C" ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) {
-  if (fd == 2) fuzz::g_msg.append(static_cast<const char*>(buf), n);
+// Every write config.cpp makes is a message (to its private stderr).
+extern "C" ssize_t lockswap_fuzz_write(int, const void* buf, size_t n) {
+  fuzz::g_msg.append(static_cast<const char*>(buf), n);
   return static_cast<ssize_t>(n);
 }
+// config.cpp writes with nocancel::write, which the macro below renames too.
+namespace lockswap::nocancel {
+inline ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) { return ::lockswap_fuzz_write(fd, buf, n); }
+}  // namespace lockswap::nocancel
 
 #define _exit(code) lockswap_fuzz_exit(code)
 #define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
@@ -163,22 +175,26 @@ int variant_index(const char* const (&names)[N], const std::string* v) {
   return 0;
 }
 
-// LOCKSWAP_ONCPU: auto and bpf read LOCKSWAP_ONCPU_FD (a number, if set);
-// bpf needs the map, which no descriptor of the fuzzer can be.
-bool oncpu_ok(const std::vector<std::string>& env) {
-  std::string v, fd;
+// LOCKSWAP_ONCPU: LOCKSWAP_ONCPU_FD is a number whenever it is set; bpf
+// needs the map, which no descriptor of the fuzzer can be: refused, or with
+// LOCKSWAP_ONCPU_STRICT=0 accepted with one line (`*degraded`).
+bool oncpu_ok(const std::vector<std::string>& env, bool* degraded) {
+  std::string v, fd, strict;
+  *degraded = false;
   int mode = variant_index(kOncpuNames, first_value(env, "LOCKSWAP_ONCPU", &v));
   if (mode == 0) return false;
-  const char* name = kOncpuNames[mode - 1];
-  if (strcmp(name, "rseq") == 0 || strcmp(name, "off") == 0) return true;
   if (first_value(env, ONCPU_FD_ENV, &fd) && !fd.empty() && !number_ok(fd, 0, INT32_MAX)) return false;
-  return strcmp(name, "auto") == 0;
+  if (strcmp(kOncpuNames[mode - 1], "bpf") != 0) return true;
+  bool lenient = first_value(env, "LOCKSWAP_ONCPU_STRICT", &strict) && number_ok(strict, 0, 0);
+  *degraded = lenient;
+  return lenient;
 }
 
 bool known_name(std::string_view name) {
-  if (name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" || name == "LOCKSWAP_MUTEX" ||
-      name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" || name == "LOCKSWAP_LIB" ||
-      name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV)
+  if (name == "LOCKSWAP_STATS" || name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" ||
+      name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" ||
+      name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV || name == "LOCKSWAP_ONCPU_LOADER" ||
+      name == "LOCKSWAP_ROOT" || name == "LOCKSWAP_OVERSUB_STARTED_LOADER")
     return true;
   for (const Tunable& t : kTunables)
     if (name == t.name) return true;
@@ -188,25 +204,24 @@ bool known_name(std::string_view name) {
 // LOCKSWAP_STATS_SIGNAL's reference reading: the signal number, 0 for
 // "none", -1 for a value the rules refuse.
 int expected_stats_signal(const std::string* v) {
-  static const std::pair<const char*, int> kNames[] = {
-      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-      {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},
-      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},
-      {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-      {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+  auto allowed = [](int n) { return n == SIGUSR1 || n == SIGUSR2 || (n >= SIGRTMIN && n <= SIGRTMAX); };
   if (v == nullptr || v->empty()) return 0;
   if ((*v)[0] >= '0' && (*v)[0] <= '9') {
     if (!number_ok(*v, 1, 1024)) return -1;
     int n = static_cast<int>(std::stoull(v->substr(std::min(v->find_first_not_of('0'), v->size() - 1))));
-    if (n >= SIGRTMIN && n <= SIGRTMAX) return n;
-    for (const auto& [name, num] : kNames)
-      if (num == n) return n;
-    return -1;
+    return allowed(n) ? n : -1;
   }
   std::string name = v->compare(0, 3, "SIG") == 0 ? v->substr(3) : *v;
-  for (const auto& [known, num] : kNames)
-    if (name == known) return num;
-  return -1;
+  if (name == "USR1") return SIGUSR1;
+  if (name == "USR2") return SIGUSR2;
+  if (name == "RTMIN") return SIGRTMIN;
+  if (name == "RTMAX") return SIGRTMAX;
+  bool min = name.compare(0, 6, "RTMIN+") == 0, max = name.compare(0, 6, "RTMAX-") == 0;
+  if (!min && !max) return -1;
+  std::string digits = name.substr(6);
+  if (!number_ok(digits, 0, static_cast<uint64_t>(SIGRTMAX - SIGRTMIN))) return -1;
+  int offset = static_cast<int>(std::stoull(digits.substr(std::min(digits.find_first_not_of('0'), digits.size() - 1))));
+  return min ? SIGRTMIN + offset : SIGRTMAX - offset;
 }
 
 [[noreturn]] void finding(const char* what, const std::vector<std::string>& env) {
@@ -224,6 +239,7 @@ void reset_parser_state() {
   lockswap::g_loaded.store(false);
   lockswap::g_stats_path[0] = '\0';
   lockswap::oncpu::g_source = lockswap::oncpu::Source::off;
+  lockswap::drop_diag_fd();  // taken again by load_config()
   fuzz::g_msg.clear();
   fuzz::g_exit_code = -1;
 }
@@ -265,12 +281,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string vc;
   if (im == 0 || ir == 0 || is == 0 || variant_index(kCidNames, first_value(env, "LOCKSWAP_CID", &vc)) == 0)
     expect_ok = false;
-  if (!oncpu_ok(env)) expect_ok = false;
+  bool oncpu_degraded = false;
+  if (!oncpu_ok(env, &oncpu_degraded)) expect_ok = false;
   std::string signal_value;
   int stats_signal = expected_stats_signal(first_value(env, "LOCKSWAP_STATS_SIGNAL", &signal_value));
   if (stats_signal < 0) expect_ok = false;
   std::string stats;
-  bool stats_on = (first_value(env, "LOCKSWAP_STATS", &stats) && number_ok(stats, 1, 1)) || have_stats_file;
+  lockswap::StatsMode stats_mode = have_stats_file ? lockswap::StatsMode::counts : lockswap::StatsMode::off;
+  if (first_value(env, "LOCKSWAP_STATS", &stats)) {
+    if (stats == "counts") stats_mode = lockswap::StatsMode::counts;
+    else if (stats == "profile") stats_mode = lockswap::StatsMode::profile;
+    else if (number_ok(stats, 0, 1)) stats_mode = number_ok(stats, 1, 1) ? lockswap::StatsMode::counts : lockswap::StatsMode::off;
+    else expect_ok = false;
+  }
 
   // The environment block, as the C library sees it.
   std::vector<char*> block;
@@ -289,11 +312,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   if (returned) {
     if (!expect_ok) finding("accepted an environment the rules reject", env);
-    if (!fuzz::g_msg.empty()) finding("accepted, but printed a message", env);
+    if (oncpu_degraded ? fuzz::g_msg.rfind("lockswap: LOCKSWAP_ONCPU=bpf (LOCKSWAP_ONCPU_STRICT=0): ", 0) != 0 ||
+                             std::count(fuzz::g_msg.begin(), fuzz::g_msg.end(), '\n') != 1
+                       : !fuzz::g_msg.empty())
+      finding(oncpu_degraded ? "bpf degraded without exactly its one line" : "accepted, but printed a message", env);
+    if (oncpu_degraded && lockswap::oncpu::g_source != lockswap::oncpu::Source::rseq)
+      finding("bpf degraded to something other than rseq", env);
     if (static_cast<int>(g_config.mutex) != im || static_cast<int>(g_config.rwlock) != ir ||
         static_cast<int>(g_config.sem) != is)
       finding("accepted, but chose other variants than the ones named", env);
-    if (g_config.stats != stats_on) finding("LOCKSWAP_STATS / LOCKSWAP_STATS_FILE not applied", env);
+    if (g_config.stats_mode != stats_mode || g_config.stats != (stats_mode != lockswap::StatsMode::off) ||
+        g_config.profile != (stats_mode == lockswap::StatsMode::profile))
+      finding("LOCKSWAP_STATS / LOCKSWAP_STATS_FILE not applied", env);
     if (g_config.stats_signal != stats_signal) finding("LOCKSWAP_STATS_SIGNAL not applied", env);
     if (have_stats_file != (g_config.stats_file != nullptr) ||
         (have_stats_file && stats_file != g_config.stats_file))

@@ -10,6 +10,7 @@
 // own mapping of the same executable (exported with -rdynamic, so dladdr
 // sees the functions below).
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -276,6 +277,32 @@ int child_signal() {
   return 0;
 }
 
+// More mutexes than LOCKSWAP_STATS_LOCK_SLOTS=64 holds, taken by
+// kOverflowThreads threads at once, kOverflowRounds times each; prints the
+// array's bounds.
+constexpr int kOverflowLocks = 200;
+constexpr int kOverflowThreads = 3;
+constexpr int kOverflowRounds = 50;
+pthread_mutex_t g_many[kOverflowLocks];
+
+int child_overflow() {
+  for (pthread_mutex_t& m : g_many) pthread_mutex_init(&m, nullptr);
+  pthread_t t[kOverflowThreads];
+  for (pthread_t& th : t)
+    pthread_create(&th, nullptr, [](void*) -> void* {
+      for (int r = 0; r < kOverflowRounds; ++r)
+        for (pthread_mutex_t& m : g_many) {
+          pthread_mutex_lock(&m);
+          g_sink = g_sink + 1;
+          pthread_mutex_unlock(&m);
+        }
+      return nullptr;
+    }, nullptr);
+  for (pthread_t& th : t) pthread_join(th, nullptr);
+  printf("%p %p\n", static_cast<void*>(&g_many[0]), static_cast<void*>(&g_many[kOverflowLocks]));
+  return 0;
+}
+
 // ------------------------------------------------------------ the parent
 
 struct Record {
@@ -444,11 +471,12 @@ class StatsTest : public ::testing::Test {};
 
 TEST_F(StatsTest, HotSiteRanksAboveColdSiteWithBacktraceAndCalls) {
   std::string path = stats_path("hotcold");
-  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
+  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << "child status " << c.status;
   std::vector<Record> d = dump(parse(read_file(path)));
   ASSERT_FALSE(d.empty()) << "no complete dump in " << path;
   EXPECT_EQ(d.front().type, "begin");
+  EXPECT_EQ(d.front()["stats"], "profile");
   EXPECT_EQ(d.back().type, "end");
 
   for (const char* family : {"mutex", "rwlock", "cond", "sem"})
@@ -486,7 +514,7 @@ TEST_F(StatsTest, HotSiteRanksAboveColdSiteWithBacktraceAndCalls) {
 
 TEST_F(StatsTest, ReadersSemaphoresCondWaitsAndRecursionAreCountedOnce) {
   std::string path = stats_path("kinds");
-  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS_FILE=" + path});
+  ChildResult c = run_child("hot_cold", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
   std::vector<Record> d = dump(parse(read_file(path)));
   ASSERT_FALSE(d.empty());
@@ -534,7 +562,7 @@ TEST_F(StatsTest, ReadersSemaphoresCondWaitsAndRecursionAreCountedOnce) {
 
 TEST_F(StatsTest, NoAllocationOnContendedLockPathsWithBacktraces) {
   std::string path = stats_path("nomalloc");
-  ChildResult c = run_child("no_malloc", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
+  ChildResult c = run_child("no_malloc", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_BACKTRACE=1"});
   ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << c.out;
   EXPECT_EQ(c.out, "allocations 0\n");
   std::vector<Record> d = dump(parse(read_file(path)));
@@ -546,7 +574,7 @@ TEST_F(StatsTest, NoAllocationOnContendedLockPathsWithBacktraces) {
 TEST_F(StatsTest, SignalWritesADumpBeforeExit) {
   std::string path = stats_path("signal");
   bool seen_before_exit = false;
-  ChildResult c = run_child("signal", {"LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_SIGNAL=USR2"},
+  ChildResult c = run_child("signal", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path, "LOCKSWAP_STATS_SIGNAL=USR2"},
                             [&](pid_t pid, int to, int from) {
                               char line[16] = {};
                               if (read(from, line, 6) != 6) return;
@@ -568,6 +596,71 @@ TEST_F(StatsTest, SignalWritesADumpBeforeExit) {
   EXPECT_EQ(at_signal.front()["pid"], at_exit.front()["pid"]);
 }
 
+// A statistics file alone (or LOCKSWAP_STATS=1|counts) dumps the lock event
+// counters without installing the profiler: no per-lock, per-site, calls
+// or map records, stats=counts in the header.
+TEST_F(StatsTest, StatsFileAloneCountsWithoutTheProfiler) {
+  const char* mutex = getenv("LOCKSWAP_MUTEX");
+  bool counted_variant = mutex != nullptr && *mutex != '\0' && strcmp(mutex, "glibc") != 0;
+  for (const char* setting : {"", "LOCKSWAP_STATS=1", "LOCKSWAP_STATS=counts"}) {
+    std::string path = stats_path("counts");
+    std::vector<std::string> env = {"LOCKSWAP_STATS_FILE=" + path};
+    if (*setting) env.push_back(setting);
+    ChildResult c = run_child("hot_cold", env);
+    ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << setting;
+    std::string text = read_file(path);
+    std::vector<Record> d = dump(parse(text));
+    ASSERT_FALSE(d.empty()) << setting << ": no complete dump";
+    EXPECT_EQ(d.front()["stats"], "counts") << setting;
+    EXPECT_NE(text.find(" stats=counts\n"), std::string::npos) << setting << ": human header line";
+    for (const Record& r : d) {
+      EXPECT_NE(r.type, "site") << setting << ": the profiler ran";
+      EXPECT_NE(r.type, "lock") << setting << ": the profiler ran";
+      EXPECT_NE(r.type, "calls") << setting << ": the profiler ran";
+    }
+    ASSERT_NE(find(d, "dropped", "locks", "0"), nullptr) << setting;
+    // The contended phase makes a native mutex sleep: counted in counts mode.
+    if (counted_variant) {
+      bool any_event = false;
+      for (const Record& r : d) any_event |= r.type == "event" && r.num("count") > 0;
+      EXPECT_TRUE(any_event) << setting << ": no lock event counted";
+    }
+  }
+}
+
+// The profiler's lock table full (64 slots): the locks that fit are
+// profiled exactly, the acquisitions of the others are reported as dropped,
+// and together they are every acquisition the program made.
+TEST_F(StatsTest, OverflowingLockTableReportsWhatDidNotFit) {
+  std::string path = stats_path("overflow");
+  ChildResult c = run_child("overflow", {"LOCKSWAP_STATS=profile", "LOCKSWAP_STATS_FILE=" + path,
+                                         "LOCKSWAP_STATS_LOCK_SLOTS=64", "LOCKSWAP_STATS_BACKTRACE=0"});
+  ASSERT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) << c.status;
+  uint64_t lo = 0, hi = 0;
+  ASSERT_EQ(sscanf(c.out.c_str(), "%" SCNx64 " %" SCNx64, &lo, &hi), 2) << c.out;
+  std::string text = read_file(path);
+  std::vector<Record> d = dump(parse(text));
+  ASSERT_FALSE(d.empty());
+  uint64_t tracked_locks = 0, tracked_acq = 0;
+  for (const Record& r : d) {
+    if (r.type != "lock") continue;
+    uint64_t addr = r.num("addr");
+    EXPECT_TRUE(addr >= lo && addr < hi) << "a lock outside the test's array: " << r["addr"];
+    ++tracked_locks;
+    tracked_acq += r.num("acq");
+    EXPECT_EQ(r.num("acq"), static_cast<uint64_t>(kOverflowThreads * kOverflowRounds)) << r["addr"];
+  }
+  const Record* dropped = nullptr;
+  for (const Record& r : d)
+    if (r.type == "dropped") dropped = &r;
+  ASSERT_NE(dropped, nullptr);
+  EXPECT_EQ(tracked_locks, 64u) << "every slot of the shrunk table used";
+  EXPECT_EQ(tracked_acq + dropped->num("locks"),
+            static_cast<uint64_t>(kOverflowLocks * kOverflowThreads * kOverflowRounds));
+  EXPECT_EQ(dropped->num("locks"), static_cast<uint64_t>((kOverflowLocks - 64) * kOverflowThreads * kOverflowRounds));
+  EXPECT_NE(text.find("lockswap: stats_lock_untracked"), std::string::npos) << "no human line on the overflow";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -576,6 +669,7 @@ int main(int argc, char** argv) {
     if (s == "hot_cold") return child_hot_cold();
     if (s == "no_malloc") return child_no_malloc();
     if (s == "signal") return child_signal();
+    if (s == "overflow") return child_overflow();
     return 2;
   }
   ::testing::InitGoogleTest(&argc, argv);
