@@ -103,6 +103,30 @@
 //   * Sleeper bits, kDrainer and futex expectations are hints re-validated by
 //     the futex compare and the next RMW: relaxed.
 //
+// Fast-path cost (instructions of an idle lock+unlock pair through preload,
+// counted by examples/bench/fastpath_callgrind.sh). The idle read path is
+// split as core/rwsem.h's is: read_fast() is the first lockref get alone,
+// inline and call-free — one CAS while nothing but readers is in the word
+// (no kWriter, kReaderLock or kReadTurn; for the writer-preferring kind no
+// kWriterSleepers; a count below kFastReadersLimit, so the reader limit is
+// one more bit of the same mask test) by a thread that has its own slot (the
+// lockless event is counted there with a plain add). Everything else is a
+// tail call to read_lock_slow(), which goes on from the same state: the rest
+// of the bounded CAS loop (the inline attempt counts against
+// LOCKSWAP_LOCKREF_RETRIES), claiming a read turn, the kReaderLock fallback,
+// recursion, the reader-preference rules, waiting, and a thread's first lock
+// call (attaching it to the registry is a call). preload keeps its own
+// rare work out of line too: the recursive-read lookup runs only in the slow
+// path, and the last reader out with a drainer asleep wakes it through
+// wake_drainer() (read_unlock_fast() only tests kDrainer). What made the
+// difference: every idle read used to call the whole bounded loop out of
+// line (a frame, the retry bookkeeping, the event counted through
+// self_slot(), which may attach and so is a call), plus the recursive-read
+// lookup and two loads in write_locked(): 130 instructions per rdlock pair,
+// now 71 (glibc 2.36: 73). write_locked() tests the writer bit first (one
+// load, one bit test when clear): the write pair went from 81 to 78 (glibc:
+// 89).
+//
 // Deviations from the kernel lockref: the lock half is not a spinlock but the
 // bits above; readers' fallback takes a reader-only bit (kReaderLock) instead
 // of the lock, so that it never waits behind a draining writer it could
@@ -153,6 +177,13 @@ static_assert((kWriter & kReaderLock) == 0 && (kWriter & kSleepers) == 0 && (kRe
 // carry into the lock half.
 inline constexpr uint32_t kMaxReaders = 0x7fff'fffe;
 static_assert(kMaxReaders + 1ull < (1ull << 32), "the count never carries into the lock half");
+
+// Counts from this bit up take the slow path (LockrefRwlock::read_fast),
+// which enforces kMaxReaders: the inline path's reader limit is then one
+// more bit of its single mask test.
+inline constexpr uint64_t kFastReadersLimit = 1ull << 30;
+static_assert(kFastReadersLimit < kMaxReaders && kMaxReaders + 1ull < 2 * kFastReadersLimit,
+              "count < limit <=> the limit bit is clear, for every count the lock can reach");
 
 // Polls before sleeping (every wait: blocked reader, writer, drainer).
 inline constexpr unsigned kSpins = 100;
@@ -271,11 +302,6 @@ class LockrefRwlock {
     using namespace lockref_rw;
     return kReaderStop | kReadTurn | kFastReadersLimit | (wp ? kWriterSleepers : 0);
   }
-  // Counts from this bit up go the slow way, which enforces kMaxReaders: the
-  // fast path's limit is then one more bit of the same mask test.
-  static constexpr uint64_t kFastReadersLimit = 1ull << 30;
-  static_assert(kFastReadersLimit < lockref_rw::kMaxReaders && lockref_rw::kMaxReaders + 1ull < 2 * kFastReadersLimit,
-                "count < limit is the limit bit clear, for every count the lock can reach");
 
   // One run of the lock-free entry (the lockref get), `failed` CAS attempts
   // of the retry bound already spent by the caller.
