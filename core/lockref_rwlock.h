@@ -213,14 +213,21 @@ class LockrefRwlock {
   enum class FastRead : uint8_t { entered, not_tried, cas_failed };
   FastRead read_fast(bool writer_preferring) {
     using namespace lockref_rw;
+#if LOCKSWAP_LOCK_EVENTS
+    // lockevent_inc() would reload the slot after the CAS and keep the
+    // attaching call (a frame) in reach: count on the slot checked here, one
+    // this thread alone writes.
     ThreadSlot* me = t_local.slot;
     if (__builtin_expect(me == nullptr || is_shared(*me), 0)) return FastRead::not_tried;
+#endif
     uint64_t old = word_.load(arch::mo_hint);
     if (__builtin_expect((old & fast_stop(writer_preferring)) != 0, 0)) return FastRead::not_tried;
     if (__builtin_expect(!word_.compare_exchange_strong(old, old + 1, arch::mo_lock, arch::mo_hint), 0))
       return FastRead::cas_failed;
+#if LOCKSWAP_LOCK_EVENTS
     auto& ev = me->events[static_cast<uint32_t>(LockEvent::lockref_lockless)];
     ev.store(ev.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+#endif
     return FastRead::entered;
   }
 
