@@ -149,10 +149,12 @@ enum class LoopResult : uint8_t {
 // code(uint64_t old, uint64_t& next) -> Step: fill `next` from `old` (next
 // starts as a copy of old) and say whether to attempt the CAS. It runs once
 // per attempt and must not keep state across calls except what it resets.
+// `retries`: failed attempts allowed (0 = unbounded); cmpxchg_loop() below
+// passes the tunable. A caller that already made attempts of its own (an
+// inline first attempt) passes what is left: retries_after().
 template <class Code>
-inline LoopResult cmpxchg_loop(std::atomic<uint64_t>& w, uint64_t lock_mask, std::memory_order success_mo,
-                               uint64_t& old, Code&& code) {
-  uint32_t retries = g_lockref_tunables.retries;
+inline LoopResult cmpxchg_loop_bounded(std::atomic<uint64_t>& w, uint64_t lock_mask, std::memory_order success_mo,
+                                       uint32_t retries, uint64_t& old, Code&& code) {
   old = w.load(arch::mo_hint);
   while ((old & lock_mask) == 0) {
     uint64_t next = old;
@@ -165,6 +167,21 @@ inline LoopResult cmpxchg_loop(std::atomic<uint64_t>& w, uint64_t lock_mask, std
     if (retries != 0 && --retries == 0) return LoopResult::exhausted;
   }
   return LoopResult::locked;
+}
+
+template <class Code>
+inline LoopResult cmpxchg_loop(std::atomic<uint64_t>& w, uint64_t lock_mask, std::memory_order success_mo,
+                               uint64_t& old, Code&& code) {
+  return cmpxchg_loop_bounded(w, lock_mask, success_mo, g_lockref_tunables.retries, old, code);
+}
+
+// Failed attempts left to a loop after `failed` failures of the caller's own
+// (0 = unbounded, as the tunable); kRetriesSpent when the bound is used up.
+inline constexpr uint32_t kRetriesSpent = UINT32_MAX;
+inline uint32_t retries_after(uint32_t failed) {
+  uint32_t bound = g_lockref_tunables.retries;
+  if (bound == 0) return 0;
+  return failed >= bound ? kRetriesSpent : bound - failed;
 }
 
 // --- the sleeping lock half (kLocked, kLockSleepers), shared with core/sem.h ---

@@ -103,6 +103,30 @@
 //   * Sleeper bits, kDrainer and futex expectations are hints re-validated by
 //     the futex compare and the next RMW: relaxed.
 //
+// Fast-path cost (instructions of an idle lock+unlock pair through preload,
+// counted by examples/bench/fastpath_callgrind.sh). The idle read path is
+// split as core/rwsem.h's is: read_fast() is the first lockref get alone,
+// inline and call-free — one CAS while nothing but readers is in the word
+// (no kWriter, kReaderLock or kReadTurn; for the writer-preferring kind no
+// kWriterSleepers; a count below kFastReadersLimit, so the reader limit is
+// one more bit of the same mask test) by a thread that has its own slot (the
+// lockless event is counted there with a plain add). Everything else is a
+// tail call to read_lock_slow(), which goes on from the same state: the rest
+// of the bounded CAS loop (the inline attempt counts against
+// LOCKSWAP_LOCKREF_RETRIES), claiming a read turn, the kReaderLock fallback,
+// recursion, the reader-preference rules, waiting, and a thread's first lock
+// call (attaching it to the registry is a call). preload keeps its own
+// rare work out of line too: the recursive-read lookup runs only in the slow
+// path, and the last reader out with a drainer asleep wakes it through
+// wake_drainer() (read_unlock_fast() only tests kDrainer). What made the
+// difference: every idle read used to call the whole bounded loop out of
+// line (a frame, the retry bookkeeping, the event counted through
+// self_slot(), which may attach and so is a call), plus the recursive-read
+// lookup and two loads in write_locked(): 130 instructions per rdlock pair,
+// now 71 (glibc 2.36: 73). write_locked() tests the writer bit first (one
+// load, one bit test when clear): the write pair went from 81 to 78 (glibc:
+// 89).
+//
 // Deviations from the kernel lockref: the lock half is not a spinlock but the
 // bits above; readers' fallback takes a reader-only bit (kReaderLock) instead
 // of the lock, so that it never waits behind a draining writer it could
@@ -154,6 +178,13 @@ static_assert((kWriter & kReaderLock) == 0 && (kWriter & kSleepers) == 0 && (kRe
 inline constexpr uint32_t kMaxReaders = 0x7fff'fffe;
 static_assert(kMaxReaders + 1ull < (1ull << 32), "the count never carries into the lock half");
 
+// Counts from this bit up take the slow path (LockrefRwlock::read_fast),
+// which enforces kMaxReaders: the inline path's reader limit is then one
+// more bit of its single mask test.
+inline constexpr uint64_t kFastReadersLimit = 1ull << 30;
+static_assert(kFastReadersLimit < kMaxReaders && kMaxReaders + 1ull < 2 * kFastReadersLimit,
+              "count < limit <=> the limit bit is clear, for every count the lock can reach");
+
 // Polls before sleeping (every wait: blocked reader, writer, drainer).
 inline constexpr unsigned kSpins = 100;
 // How long a writer honours a read turn nobody claims (from when it first saw it).
@@ -168,9 +199,49 @@ class LockrefRwlock {
   // caller_holds_reads: the caller holds read locks (maybe this one): enter
   // past a writer while readers are inside. writer_preferring: the lock's kind.
   int read_lock(const WaitCtx& ctx, bool caller_holds_reads, bool writer_preferring) {
+    FastRead r = read_fast(writer_preferring);
+    if (__builtin_expect(r == FastRead::entered, 1)) return 0;
+    return read_lock_slow(ctx, caller_holds_reads, writer_preferring, r);
+  }
+
+  // The common case of read_lock on its own, for callers that keep per-thread
+  // bookkeeping around it (preload): one lock-free get while nothing but
+  // readers is in the word, no call anywhere (so no stack frame). Anything
+  // else, including a thread's first lock call (counting the event needs its
+  // slot) and a read turn to claim, is read_lock_slow()'s, which goes on
+  // from here within the same retry bound.
+  enum class FastRead : uint8_t { entered, not_tried, cas_failed };
+  FastRead read_fast(bool writer_preferring) {
+    using namespace lockref_rw;
+#if LOCKSWAP_LOCK_EVENTS
+    // lockevent_inc() would reload the slot after the CAS and keep the
+    // attaching call (a frame) in reach: count on the slot checked here, one
+    // this thread alone writes.
+    ThreadSlot* me = t_local.slot;
+    if (__builtin_expect(me == nullptr || is_shared(*me), 0)) return FastRead::not_tried;
+#endif
+    uint64_t old = word_.load(arch::mo_hint);
+    if (__builtin_expect((old & fast_stop(writer_preferring)) != 0, 0)) return FastRead::not_tried;
+    if (__builtin_expect(!word_.compare_exchange_strong(old, old + 1, arch::mo_lock, arch::mo_hint), 0))
+      return FastRead::cas_failed;
+#if LOCKSWAP_LOCK_EVENTS
+    auto& ev = me->events[static_cast<uint32_t>(LockEvent::lockref_lockless)];
+    ev.store(ev.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+#endif
+    return FastRead::entered;
+  }
+
+  // The rest of read_lock after read_fast() did not enter.
+  __attribute__((noinline)) int read_lock_slow(WaitCtx ctx, bool caller_holds_reads, bool writer_preferring,
+                                               FastRead r) {
+    uint32_t failed = 0;
+    if (r == FastRead::cas_failed) {
+      lockevent_inc(LockEvent::lockref_cas_fail);
+      failed = 1;
+    }
     uint64_t old;
-    Entry e = try_enter(writer_preferring, old);
-    if (__builtin_expect(e == Entry::entered, 1)) return 0;
+    Entry e = try_enter(writer_preferring, old, failed);
+    if (e == Entry::entered) return 0;
     return read_slow(ctx, caller_holds_reads, writer_preferring, e, old);
   }
 
@@ -182,11 +253,17 @@ class LockrefRwlock {
   }
 
   void read_unlock() {
+    if (__builtin_expect(!read_unlock_fast(), 0)) wake_drainer();
+  }
+  // The put alone: false when it was the last reader out and a writer sleeps
+  // draining (then the caller must call wake_drainer(), out of line).
+  bool read_unlock_fast() {
     using namespace lockref_rw;
     uint64_t old = word_.fetch_sub(1, arch::mo_unlock);
-    if (__builtin_expect(readers_of(old) == 1 && (old & kDrainer) != 0, 0))
-      arch::futex_wake(lockref::count_futex(word_), 1, kShared);
+    if (__builtin_expect((old & kDrainer) == 0, 1)) return true;
+    return readers_of(old) != 1;
   }
+  __attribute__((noinline)) void wake_drainer() { arch::futex_wake(lockref::count_futex(word_), 1, kShared); }
 
   void write_unlock(bool writer_preferring) {
     using namespace lockref_rw;
@@ -203,9 +280,12 @@ class LockrefRwlock {
   // writing: kWriter with no reader inside. A writer still draining never
   // calls unlock, and a reader calling unlock keeps the count >= 1 until its
   // put, so "kWriter alone" would misjudge a reader's unlock during a drain.
+  // The writer bit is tested first: on the idle paths it is clear, and one
+  // bit test is cheaper than masking both halves and comparing.
   bool write_locked() const {
     uint64_t w = word_.load(arch::mo_hint);
-    return (w & lockref_rw::kWriter) && lockref_rw::readers_of(w) == 0;
+    if (__builtin_expect((w & lockref_rw::kWriter) == 0, 1)) return false;
+    return lockref_rw::readers_of(w) == 0;
   }
   uint32_t readers() const { return lockref_rw::readers_of(word_.load(arch::mo_hint)); }
 
@@ -222,11 +302,25 @@ class LockrefRwlock {
   }
   static bool reader_blocked(uint64_t w, bool wp) { return (w & lockref_rw::kReaderStop) || wp_blocks(w, wp); }
 
-  // One run of the lock-free entry (the lockref get).
-  Entry try_enter(bool wp, uint64_t& old) {
+  // What sends a reader off read_fast(): a writer or a fallback reader's
+  // moment (kReaderStop), a read turn to claim (the claim clears bits and may
+  // wake writers), and for the writer-preferring kind sleeping writers.
+  static constexpr uint64_t fast_stop(bool wp) {
     using namespace lockref_rw;
+    return kReaderStop | kReadTurn | kFastReadersLimit | (wp ? kWriterSleepers : 0);
+  }
+
+  // One run of the lock-free entry (the lockref get), `failed` CAS attempts
+  // of the retry bound already spent by the caller.
+  Entry try_enter(bool wp, uint64_t& old, uint32_t failed = 0) {
+    using namespace lockref_rw;
+    uint32_t retries = lockref::retries_after(failed);
+    if (retries == lockref::kRetriesSpent) {
+      old = word_.load(arch::mo_hint);
+      return Entry::exhausted;
+    }
     bool wp_blocked = false;
-    auto r = lockref::cmpxchg_loop(word_, kReaderStop, arch::mo_lock, old, [&](uint64_t o, uint64_t& n) {
+    auto r = lockref::cmpxchg_loop_bounded(word_, kReaderStop, arch::mo_lock, retries, old, [&](uint64_t o, uint64_t& n) {
       wp_blocked = wp_blocks(o, wp);
       if (wp_blocked || readers_of(o) >= kMaxReaders) return lockref::Step::stop;
       n = o + 1;

@@ -34,22 +34,41 @@ struct LockrefRwlockVariant {
     return o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
   }
 
+  // The idle pair stays frame-free: the inline part is read_fast() plus the
+  // hold count (one TLS add); everything that may call (the rest of the
+  // acquisition with its bookkeeping, the drainer's wake) is a tail call.
   static int rdlock(abi::RwlockObject& o, const WaitCtx& ctx, bool writer_pref) {
-    bool holds_reads = !writer_pref && read_pref::holds_read_of(&o);
-    int rc = at(o).read_lock(ctx, holds_reads, writer_pref);
-    if (rc == 0) read_pref::note_read_acquired(&o);
-    return rc;
+    LockrefRwlock::FastRead r = at(o).read_fast(writer_pref);
+    if (__builtin_expect(r == LockrefRwlock::FastRead::entered, 1)) {
+      read_pref::note_read_acquired(&o);
+      return 0;
+    }
+    return rdlock_slow(o, ctx, writer_pref, r);
   }
   static int wrlock(abi::RwlockObject& o, const WaitCtx& ctx) { return at(o).write_lock(ctx); }
   // The dispatcher asks this to tell a write unlock from a read unlock. A
   // writer still draining holds the lock half while readers remain inside,
   // and any of them may be the caller: only a drained lock is write-held.
-  static bool write_held(abi::RwlockObject& o) { return at(o).write_locked() && at(o).readers() == 0; }
+  static bool write_held(abi::RwlockObject& o) { return at(o).write_locked(); }
   static void read_unlock(abi::RwlockObject& o) {
-    at(o).read_unlock();
+    if (__builtin_expect(!at(o).read_unlock_fast(), 0)) return read_unlock_last(o);
     read_pref::note_read_released(&o);
   }
   static void write_unlock(abi::RwlockObject& o) { at(o).write_unlock(writer_preferring(o)); }
+
+ private:
+  __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, WaitCtx ctx, bool writer_pref,
+                                                   LockrefRwlock::FastRead r) {
+    bool holds_reads = !writer_pref && read_pref::holds_read_of(&o);
+    int rc = at(o).read_lock_slow(ctx, holds_reads, writer_pref, r);
+    if (rc == 0) read_pref::note_read_acquired(&o);
+    return rc;
+  }
+  // The last reader out, with a writer asleep draining.
+  __attribute__((noinline)) static void read_unlock_last(abi::RwlockObject& o) {
+    at(o).wake_drainer();
+    read_pref::note_read_released(&o);
+  }
 };
 
 using LockrefSemVariant = SemVariantOf<LockrefSem>;

@@ -504,6 +504,106 @@ TEST(LockrefRwlock, TooManyReadersIsEagain) {
   z.word().store(0);
 }
 
+// --- LockrefRwlock: the inline read path and what it leaves to the slow one ---
+
+using FastRead = LockrefRwlock::FastRead;
+
+// The inline attempt counts against the retry bound: after its CAS failed,
+// a bound of 1 is spent (straight to the fallback), a bound of 2 leaves one
+// lock-free attempt, 0 stays unbounded.
+TEST(LockrefRwlock, FailedInlineAttemptSpendsOneRetry) {
+  if (!kEvents) GTEST_SKIP() << "told apart by the event counts";
+  Zeroed<LockrefRwlock> z;
+  LockrefRwlock& l = z.get();
+  ASSERT_EQ(l.read_fast(false), FastRead::entered);  // this thread has its slot from here on
+  l.read_unlock();
+  struct Case {
+    uint32_t retries;
+    FastRead miss;
+    bool falls_back;
+  };
+  for (Case c : {Case{1, FastRead::cas_failed, true}, Case{2, FastRead::cas_failed, false},
+                 Case{0, FastRead::cas_failed, false}, Case{1, FastRead::not_tried, false}}) {
+    Retries r(c.retries);
+    uint64_t fallbacks = total(LockEvent::lockref_fallback), lockless = total(LockEvent::lockref_lockless);
+    ASSERT_EQ(l.read_lock_slow(WaitCtx::blocking(), false, false, c.miss), 0);
+    EXPECT_EQ(total(LockEvent::lockref_fallback) - fallbacks, c.falls_back ? 1u : 0u) << "retries " << c.retries;
+    EXPECT_EQ(total(LockEvent::lockref_lockless) - lockless, c.falls_back ? 0u : 1u) << "retries " << c.retries;
+    EXPECT_EQ(l.raw(), 1u);
+    l.read_unlock();
+  }
+  EXPECT_EQ(l.raw(), 0u);
+}
+
+// Counts from kFastReadersLimit up, a read turn to claim and (writer-
+// preferring kind) sleeping writers are left to the slow path, which still
+// enters where the rules allow it.
+TEST(LockrefRwlock, InlineReadLeavesRareStatesToTheSlowPath) {
+  Zeroed<LockrefRwlock> z;
+  LockrefRwlock& l = z.get();
+  const uint64_t limit = rw::kFastReadersLimit;
+  z.word().store(limit - 1);
+  EXPECT_EQ(l.read_fast(false), FastRead::entered);
+  EXPECT_EQ(l.read_fast(false), FastRead::not_tried);
+  EXPECT_EQ(l.raw(), limit);
+  EXPECT_EQ(l.read_lock(WaitCtx::blocking(), false, false), 0);
+  EXPECT_EQ(l.raw(), limit + 1);
+
+  z.word().store(rw::kReadTurn | rw::kWriterSleepers);
+  EXPECT_EQ(l.read_fast(false), FastRead::not_tried);
+  EXPECT_EQ(l.raw(), rw::kReadTurn | rw::kWriterSleepers);
+  EXPECT_EQ(l.read_lock(WaitCtx::try_once(), false, false), 0);
+  EXPECT_EQ(l.raw(), 1u) << "the reader took the turn: writers may go";
+
+  z.word().store(rw::kWriterSleepers);
+  EXPECT_EQ(l.read_fast(true), FastRead::not_tried);
+  EXPECT_EQ(l.read_lock(WaitCtx::try_once(), false, true), EBUSY);
+  EXPECT_EQ(l.read_fast(false), FastRead::entered) << "the default kind ignores sleeping writers";
+  EXPECT_EQ(l.raw(), rw::kWriterSleepers | 1);
+
+  z.word().store(rw::kWriter);
+  EXPECT_EQ(l.read_fast(false), FastRead::not_tried);
+  EXPECT_EQ(l.raw(), rw::kWriter);
+  z.word().store(0);
+}
+
+// A thread's first lock call has no slot to count the event in: the inline
+// path declines and the slow path attaches the thread and enters.
+TEST(LockrefRwlock, FirstReadOfAThreadTakesTheSlowPath) {
+  if (!kEvents) GTEST_SKIP() << "the inline path checks the slot only to count its event";
+  Zeroed<LockrefRwlock> z;
+  LockrefRwlock& l = z.get();
+  std::thread([&] {
+    ASSERT_EQ(t_local.slot, nullptr);
+    EXPECT_EQ(l.read_fast(false), FastRead::not_tried);
+    EXPECT_EQ(l.raw(), 0u);
+    EXPECT_EQ(l.read_lock(WaitCtx::blocking(), false, false), 0);
+    EXPECT_NE(t_local.slot, nullptr);
+    EXPECT_EQ(l.read_fast(false), FastRead::entered);
+    l.read_unlock();
+    l.read_unlock();
+  }).join();
+  EXPECT_EQ(l.raw(), 0u);
+}
+
+// The put asks for the drainer's wake exactly when it was the last reader
+// out with a writer asleep draining; write_locked() means drained.
+TEST(LockrefRwlock, InlineUnlockAndWriteLockedReadTheWordExactly) {
+  Zeroed<LockrefRwlock> z;
+  LockrefRwlock& l = z.get();
+  z.word().store(rw::kWriter | rw::kDrainer | 2);
+  EXPECT_FALSE(l.write_locked());
+  EXPECT_TRUE(l.read_unlock_fast());
+  EXPECT_FALSE(l.read_unlock_fast()) << "last reader out, drainer asleep";
+  EXPECT_TRUE(l.write_locked());
+  z.word().store(rw::kWriter | 1);
+  EXPECT_TRUE(l.read_unlock_fast()) << "no drainer asleep: nobody to wake";
+  z.word().store(rw::kDrainer | rw::kFastReadersLimit | 1);
+  EXPECT_TRUE(l.read_unlock_fast());
+  EXPECT_FALSE(l.write_locked());
+  z.word().store(0);
+}
+
 // White box: the writer-preferring kind treats sleeping writers as a gate,
 // except during a read turn; the reader that takes the turn clears it.
 TEST(LockrefRwlock, WriterPreferringReadersWaitBehindSleepingWriters) {
