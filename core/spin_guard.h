@@ -6,10 +6,35 @@
 // relaxed load and yield the CPU after kPollsBeforeYield polls, because the
 // holder may have been preempted (userspace cannot disable preemption).
 // Acquire on taking, release on dropping.
+//
+// SharedSpinGuard is the same lock for a word shared between processes that
+// may die inside it (SIGKILL, the OOM killer). The word holds the holder's
+// identity instead of 1:
+//   bits  0..31  pid   the holding process (> 0), as its own pid namespace
+//                      numbers it
+//   bits 32..63  ns    a tag of that pid namespace (the low 32 bits of its
+//                      inode number), 0 = unknown
+// A waiter that has polled kPollsPerHolderCheck times past the yield point
+// asks whether the holder still exists: kill(pid, 0) failing with ESRCH, with
+// the holder's ns tag equal to the waiter's own and non-zero, means the holder
+// is dead, and the waiter takes the lock over by a CAS from the word it
+// judged (two waiters judging the same corpse: one CAS wins). Anything else
+// (EPERM, a different or unknown namespace, where the same number names
+// another process) counts as alive: the old behaviour, wait. The caller's
+// critical section must be written so that the state a holder killed at any
+// point leaves behind is one the next holder accepts (core/cid.cpp says why
+// its sections are). Residual risks, both needing the kernel to hand the dead
+// holder's pid to a new process of the same namespace: before the takeover
+// the waiter keeps waiting until that process exits too (liveness, not
+// safety); between a waiter's kill() and its CAS a recycled pid that has
+// meanwhile taken the lock legitimately would be overtaken (the pid space
+// must wrap around within those few instructions).
 #pragma once
 #include <sched.h>
+#include <signal.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 #include "arch/atomic.h"
@@ -42,6 +67,60 @@ class SpinGuard {
  private:
   std::atomic<uint32_t>& word_;
   bool contended_ = false;
+};
+
+// The word a SharedSpinGuard holder stores: never 0 for a real pid.
+inline constexpr uint64_t shared_guard_holder(int32_t pid, uint32_t pid_ns_tag) {
+  return (static_cast<uint64_t>(pid_ns_tag) << 32) | static_cast<uint32_t>(pid);
+}
+
+class SharedSpinGuard {
+ public:
+  static constexpr unsigned kPollsBeforeYield = SpinGuard::kPollsBeforeYield;
+  static constexpr unsigned kPollsPerHolderCheck = 256;
+  static_assert(kPollsPerHolderCheck > kPollsBeforeYield, "the holder gets its yields before it is judged");
+
+  // `self`: shared_guard_holder() of the calling process.
+  SharedSpinGuard(std::atomic<uint64_t>& word, uint64_t self) : word_(word) {
+    uint64_t seen = 0;
+    if (word_.compare_exchange_strong(seen, self, arch::mo_lock, arch::mo_hint)) return;
+    contended_ = true;
+    for (unsigned polls = 0;; ++polls) {
+      seen = word_.load(arch::mo_hint);
+      if (seen == 0 && word_.compare_exchange_strong(seen, self, arch::mo_lock, arch::mo_hint)) return;
+      if (seen != 0 && polls % kPollsPerHolderCheck == kPollsPerHolderCheck - 1 && holder_is_dead(seen, self) &&
+          word_.compare_exchange_strong(seen, self, arch::mo_lock, arch::mo_hint)) {
+        recovered_ = true;
+        return;
+      }
+      if (polls > kPollsBeforeYield)
+        sched_yield();
+      else
+        arch::cpu_relax();
+    }
+  }
+  ~SharedSpinGuard() { word_.store(0, arch::mo_unlock); }
+  SharedSpinGuard(const SharedSpinGuard&) = delete;
+  SharedSpinGuard& operator=(const SharedSpinGuard&) = delete;
+
+  bool contended() const { return contended_; }
+  // The lock was taken over from a holder that had died.
+  bool recovered() const { return recovered_; }
+
+  // Dead only when both sides name pids in the same, known namespace.
+  static bool holder_is_dead(uint64_t holder, uint64_t self) {
+    uint32_t ns = static_cast<uint32_t>(holder >> 32);
+    if (ns == 0 || ns != static_cast<uint32_t>(self >> 32)) return false;
+    int saved = errno;  // lock calls leave errno alone
+    bool gone = kill(static_cast<pid_t>(static_cast<uint32_t>(holder)), 0) != 0 && errno == ESRCH;
+    errno = saved;
+    return gone;
+  }
+
+ private:
+  std::atomic<uint64_t>& word_;
+  bool contended_ = false;
+  bool recovered_ = false;
 };
 
 }  // namespace lockswap

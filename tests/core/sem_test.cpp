@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 #include "tests/core/core_test_util.h"
+#include "tests/core/kill_test_util.h"
 
 namespace lockswap {
 namespace {
@@ -353,6 +354,79 @@ TYPED_TEST(SemTest, ProcessSharedAcrossFork) {
   EXPECT_EQ(ping->data.load(), 0u);
   EXPECT_EQ(pong->data.load(), 0u);
   munmap(mem, 4096);
+}
+
+// --- a process SIGKILLed in the middle of a process-shared semaphore ----------
+
+// Two process-shared semaphores on a MAP_SHARED page, unmapped at the end.
+template <class S>
+struct SharedPair {
+  SharedPair() {
+    mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    a = new (mem) SemWords{};
+    b = new (static_cast<char*>(mem) + sizeof(sem_t)) SemWords{};
+    S::init(*a, 0, true);
+    S::init(*b, 0, true);
+  }
+  ~SharedPair() { munmap(mem, 4096); }
+  void* mem;
+  SemWords* a;
+  SemWords* b;
+};
+
+// What the other processes must still be able to do: post, take, wake a
+// sleeper in another process, and see exact counts. Exit status 0 if so.
+template <class S>
+int peers_still_work(SemWords& a, SemWords& b) {
+  S sa{a}, sb{b};
+  if (sa.post() != 0 || sa.post() != 0) return 1;
+  if (sa.value() != 2 || sa.trywait() != 0 || sa.value() != 1) return 2;
+  pid_t sleeper = fork();
+  if (sleeper == 0) {
+    timespec t = clock_in(CLOCK_MONOTONIC, 5'000ms);
+    S s{b};
+    _exit(s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)) == 0 ? 0 : 1);
+  }
+  std::this_thread::sleep_for(20ms);  // usually asleep by now (not required)
+  if (sb.post() != 0) return 3;
+  int status = 0;
+  if (waitpid(sleeper, &status, 0) != sleeper || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 4;
+  if (sb.value() != 0 || sa.value() != 1 || sa.trywait() != 0 || sa.trywait() != EAGAIN) return 5;
+  return 0;
+}
+
+// The state LockrefSem's fallback leaves in a process-shared word while it
+// holds the lock half (bit 32 set), left by a process SIGKILLed there.
+TYPED_TEST(SemTest, ProcessSharedSurvivesAProcessKilledHoldingTheLockHalf) {
+  SharedPair<TypeParam> p;
+  pid_t holder = fork_stopped_inside([&](int report_fd) {
+    lockref::lock_half(p.a->data, true);
+    char inside = 1;
+    if (write(report_fd, &inside, 1) != 1) _exit(98);
+    for (;;) pause();
+  });
+  ASSERT_GT(holder, 0);
+  ASSERT_TRUE(kill_and_reap(holder));
+  int rc = exit_status_within(10s, [&] { return peers_still_work<TypeParam>(*p.a, *p.b); });
+  EXPECT_NE(rc, -1) << "the other processes hang on the dead process's lock half";
+  EXPECT_EQ(rc, 0);
+}
+
+// A process SIGKILLed while it sleeps registered as a waiter.
+TYPED_TEST(SemTest, ProcessSharedSurvivesAWaiterKilledAsleep) {
+  SharedPair<TypeParam> p;
+  pid_t waiter = fork_stopped_inside([&](int report_fd) {
+    char inside = 1;
+    if (write(report_fd, &inside, 1) != 1) _exit(98);
+    TypeParam{*p.a}.wait(WaitCtx::blocking());
+    _exit(97);
+  });
+  ASSERT_GT(waiter, 0);
+  ASSERT_TRUE(eventually([&] { return TypeParam{*p.a}.waiters() == 1; })) << "the child never registered";
+  ASSERT_TRUE(kill_and_reap(waiter));
+  int rc = exit_status_within(10s, [&] { return peers_still_work<TypeParam>(*p.a, *p.b); });
+  EXPECT_NE(rc, -1) << "the other processes hang";
+  EXPECT_EQ(rc, 0);
 }
 
 }  // namespace
