@@ -1083,10 +1083,10 @@ TEST(SemProcessShared, ChildPostsWakeAParentSleeperAndTheOtherWayRound) {
 
 // --------------------------------------- process-shared: unrelated processes
 // A separate program (sem_peer) maps the same memory by name and ping-pongs.
-// It is spawned with this process's environment, so it runs under the same
-// LD_PRELOAD and LOCKSWAP_SEM: all processes sharing a semaphore must run the
-// same variant (a glibc-layout semaphore and a lockswap one are not
-// compatible in the same memory).
+// It is spawned with this process's environment (the same LD_PRELOAD and
+// LOCKSWAP_SEM), or without LD_PRELOAD: then it runs glibc's own semaphore
+// against this process's variant, which must interoperate (process-shared
+// semaphores keep glibc's word under every variant, core/sem.h).
 
 #ifndef LOCKSWAP_SEM_PEER
 #error "LOCKSWAP_SEM_PEER (the path of the sem_peer program) must be defined by the build"
@@ -1137,6 +1137,53 @@ class SemUnrelatedProcess : public testing::TestWithParam<PeerMemory> {
   void* mem_ = MAP_FAILED;
   std::string where_, dir_;
 };
+
+// This process's environment without LD_PRELOAD (the strings stay environ's).
+std::vector<char*> environment_without_preload() {
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  env.push_back(nullptr);
+  return env;
+}
+
+// Both pairings on one pair of semaphores: the glibc peer sleeps on ping and
+// this process's variant posts it; this process sleeps on pong (the peer
+// waits kPostDelayUs before each post) and glibc's post must wake it.
+TEST_P(SemUnrelatedProcess, PeerRunningGlibcsOwnSemaphoreInteroperates) {
+  constexpr int kRoundTrips = 200;
+  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
+  ASSERT_EQ(res(sem_init(ping(), 1, 0)), "0");
+  ASSERT_EQ(res(sem_init(pong(), 1, 0)), "0");
+  std::string rounds = std::to_string(kRoundTrips), delay_us = "500";
+  const char* mode = GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
+  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), where_.data(), rounds.data(),
+                  delay_us.data(), nullptr};
+  std::vector<char*> env = environment_without_preload();
+  pid_t peer = -1;
+  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, env.data());
+  ASSERT_EQ(rc, 0) << strerrorname_np(rc);
+  int done = 0;
+  for (; done < kRoundTrips; ++done) {
+    if (done % 2 == 0) eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);  // a glibc sleeper
+    if (sem_post(ping()) != 0) break;
+    WaitKind k = done % 3 == 0 ? WaitKind::kWait : WaitKind::kClockwaitMonotonic;  // sleeps: the peer is late
+    if (wait_on(pong(), k, kGenerousMs) != 0) {
+      int e = errno;
+      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(ping()) << ", pong "
+                    << value_of(pong());
+      break;
+    }
+  }
+  EXPECT_EQ(done, kRoundTrips);
+  if (done == kRoundTrips) {
+    eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
+    EXPECT_EQ(res(sem_post(ping())), "0");
+  }
+  EXPECT_EQ(finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
+  EXPECT_EQ(value_of(ping()), 0);
+  EXPECT_EQ(value_of(pong()), 0);
+}
 
 TEST_P(SemUnrelatedProcess, SpawnedPeerMapsTheSameMemoryAndPingPongs) {
   constexpr int kRoundTrips = 5000;
