@@ -2,7 +2,8 @@
 //
 // For registries and allocators (thread slots, concurrency ids, reader-slot
 // blocks), never for a lock's own fast path. The word is 0 when free, 1 when
-// held; it may live in memory shared between processes. Waiters poll with a
+// held; a word shared between processes takes SharedSpinGuard (below), whose
+// holder may die inside without stopping the others. Waiters poll with a
 // relaxed load and yield the CPU after kPollsBeforeYield polls, because the
 // holder may have been preempted (userspace cannot disable preemption).
 // Acquire on taking, release on dropping.

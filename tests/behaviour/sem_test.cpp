@@ -29,6 +29,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1082,6 +1083,96 @@ TEST(SemProcessShared, ChildPostsWakeAParentSleeperAndTheOtherWayRound) {
 }
 
 // --------------------------------------- process-shared: unrelated processes
+// ------------------------------------ random SIGKILLs among the sharers
+
+// Worker processes pass tokens through two process-shared semaphores (a to
+// b, or b to a) and take a process-private rwlock read lock on the way, so
+// the percid variants' concurrency ids (LOCKSWAP_CID=global: a lock shared by
+// the whole process tree) are in the loop too.
+struct KillLoop {
+  sem_t a;
+  sem_t b;
+  std::atomic<uint64_t> rounds;
+  std::atomic<int> stop;
+};
+
+void kill_loop_worker(KillLoop* k, bool a_to_b) {
+  static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+  sem_t* from = a_to_b ? &k->a : &k->b;
+  sem_t* to = a_to_b ? &k->b : &k->a;
+  while (k->stop.load() == 0) {
+    timespec d = deadline_in(CLOCK_MONOTONIC, 50);
+    if (sem_clockwait(from, CLOCK_MONOTONIC, &d) != 0) continue;
+    CHILD_EXPECT_EQ(pthread_rwlock_rdlock(&rw), 0);
+    CHILD_EXPECT_EQ(pthread_rwlock_unlock(&rw), 0);
+    CHILD_EXPECT_EQ(sem_post(to), 0);
+    k->rounds.fetch_add(1);
+  }
+}
+
+// Takes every unit left; never blocks.
+int drain(sem_t* s) {
+  int n = 0;
+  while (sem_trywait(s) == 0) ++n;
+  return n;
+}
+
+// Workers SIGKILLed at random moments, each replaced at once: the others
+// keep passing tokens (a killed worker may take a token with it; the test
+// puts one back when nothing moved for a while), nobody hangs, no token is
+// made from nothing; afterwards a fresh pair on the same semaphores passes
+// one token thousands of times and leaves exactly it.
+TEST(SemProcessShared, RandomSigkillsAmongSharersStopNobodyAndLoseNoCount) {
+  constexpr int kWorkers = 4, kTokens = 2, kFreshRounds = 2000;
+  void* mem = mmap(nullptr, sizeof(KillLoop), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* k = new (mem) KillLoop{};
+  ASSERT_EQ(res(sem_init(&k->a, 1, kTokens)), "0");
+  ASSERT_EQ(res(sem_init(&k->b, 1, 0)), "0");
+  auto start = [&](int i) { return start_child([=] { kill_loop_worker(k, i % 2 == 0); }); };
+  pid_t worker[kWorkers];
+  for (int i = 0; i < kWorkers; ++i) worker[i] = start(i);
+
+  unsigned seed = static_cast<unsigned>(now_ns(CLOCK_MONOTONIC));
+  std::mt19937 rng(seed);
+  int kills = 0, put_back = 0;
+  uint64_t seen = 0;
+  int64_t end = now_ns(CLOCK_MONOTONIC) + 2'000'000'000, moved_at = now_ns(CLOCK_MONOTONIC);
+  while (now_ns(CLOCK_MONOTONIC) < end) {
+    usleep(1000 + rng() % 10000);
+    int i = static_cast<int>(rng() % kWorkers);
+    kill(worker[i], SIGKILL);
+    waitpid(worker[i], nullptr, 0);
+    ++kills;
+    worker[i] = start(i);
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    if (uint64_t r = k->rounds.load(); r != seen) {
+      seen = r;
+      moved_at = now;
+    } else if (now - moved_at > 300'000'000) {  // tokens went down with killed workers
+      ASSERT_EQ(res(sem_post(&k->a)), "0");
+      ++put_back;
+      moved_at = now;
+    }
+  }
+  k->stop.store(1);
+  for (pid_t w : worker) EXPECT_EQ(finish_child(w, 10'000), 0) << "a worker hung or failed (seed " << seed << ")";
+  EXPECT_GT(k->rounds.load(), 0u);
+  EXPECT_LE(drain(&k->a) + drain(&k->b), kTokens + put_back) << "a token made from nothing (seed " << seed << ")";
+  EXPECT_GT(kills, 20);
+
+  k->rounds.store(0);
+  k->stop.store(0);
+  ASSERT_EQ(res(sem_post(&k->a)), "0");
+  pid_t fresh[2] = {start(0), start(1)};
+  EXPECT_TRUE(eventually([&] { return k->rounds.load() >= kFreshRounds; }, 20'000))
+      << "after the kills the token moved " << k->rounds.load() << " times (seed " << seed << ")";
+  k->stop.store(1);
+  for (pid_t w : fresh) EXPECT_EQ(finish_child(w, 10'000), 0);
+  EXPECT_EQ(value_of(&k->a) + value_of(&k->b), 1) << "exactly the one token";
+  munmap(mem, sizeof(KillLoop));
+}
+
 // A separate program (sem_peer) maps the same memory by name and ping-pongs.
 // It is spawned with this process's environment (the same LD_PRELOAD and
 // LOCKSWAP_SEM), or without LD_PRELOAD: then it runs glibc's own semaphore

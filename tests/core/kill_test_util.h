@@ -12,16 +12,22 @@
 namespace lockswap::coretest {
 
 // Exit status of `body()` run in a fork child, or -1 when it has not exited
-// within `limit` (it is killed then: a peer hanging on a dead holder).
+// within `limit` (a peer hanging on a dead holder). The child leads a process
+// group of its own, and on a timeout the whole group is killed, so that no
+// process it forked is left hanging with the test's output pipe open.
 inline int exit_status_within(std::chrono::milliseconds limit, const std::function<int()>& body) {
   pid_t pid = fork();
-  if (pid == 0) _exit(body());
+  if (pid == 0) {
+    setpgid(0, 0);
+    _exit(body());
+  }
   if (pid < 0) return -2;
   auto end = std::chrono::steady_clock::now() + limit;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() > end) {
-      kill(pid, SIGKILL);
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);  // in case it was killed before its setpgid
       waitpid(pid, &status, 0);
       return -1;
     }

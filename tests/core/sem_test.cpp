@@ -429,5 +429,54 @@ TYPED_TEST(SemTest, ProcessSharedSurvivesAWaiterKilledAsleep) {
   EXPECT_EQ(rc, 0);
 }
 
+// This program is not preloaded: sem_wait/sem_post here are glibc's own. A
+// process-shared semaphore is shared with them in both directions, a
+// sleeper on either side woken by the other's post.
+TYPED_TEST(SemTest, ProcessSharedInteroperatesWithGlibcsOwnSemaphore) {
+  SharedPair<TypeParam> p;
+  auto* glibc_a = reinterpret_cast<sem_t*>(p.a);
+  ASSERT_EQ(sem_init(glibc_a, 1, 0), 0);  // glibc's init: the same bytes as S::init
+  int rc = exit_status_within(10s, [&] {
+    pid_t glibc_waiter = fork();
+    if (glibc_waiter == 0) _exit(sem_wait(glibc_a) == 0 && sem_post(glibc_a) == 0 ? 0 : 1);
+    if (!eventually([&] { return p.a->data.load() >> 32 == 1; })) return 2;  // glibc registered its waiter
+    TypeParam s{*p.a};
+    if (s.post() != 0) return 3;  // wakes glibc's sleeper, which posts back
+    int status = 0;
+    if (waitpid(glibc_waiter, &status, 0) != glibc_waiter || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      return 4;
+    if (s.trywait() != 0 || s.value() != 0) return 5;
+    pid_t glibc_poster = fork();
+    if (glibc_poster == 0) {
+      std::this_thread::sleep_for(20ms);  // usually after the wait below went to sleep
+      _exit(sem_post(glibc_a) == 0 ? 0 : 1);
+    }
+    timespec t = clock_in(CLOCK_MONOTONIC, 5'000ms);
+    if (s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)) != 0) return 6;
+    if (waitpid(glibc_poster, &status, 0) != glibc_poster || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      return 7;
+    return p.a->data.load() == 0 ? 0 : 8;
+  });
+  EXPECT_NE(rc, -1) << "a post or a wait hung";
+  EXPECT_EQ(rc, 0);
+}
+
+// LockrefSem hands each call on a process-shared semaphore to glibc's word.
+TEST(LockrefSemShared, CallsAreCountedAsDelegatedToGlibc) {
+  sem_t storage{};
+  auto& w = *reinterpret_cast<SemWords*>(&storage);
+  LockrefSem::init(w, 0, true);
+  Events ev;
+  LockrefSem s{w};
+  EXPECT_EQ(s.post(), 0);
+  EXPECT_EQ(s.trywait(), 0);
+  EXPECT_EQ(s.wait(WaitCtx::try_once()), EAGAIN);
+  if (kEvents) EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u);
+  LockrefSem::init(w, 0, false);
+  Events private_ev;
+  EXPECT_EQ(s.post(), 0);
+  if (kEvents) EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u);
+}
+
 }  // namespace
 }  // namespace lockswap
