@@ -196,9 +196,7 @@ class ProcessGone {
   bool operator()(int32_t pid) {
     if (pid != last_pid_) {
       last_pid_ = pid;
-      int saved = errno;
-      last_gone_ = kill(pid, 0) != 0 && errno == ESRCH;
-      errno = saved;
+      last_gone_ = process_has_ended(pid);
     }
     return last_gone_;
   }

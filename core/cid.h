@@ -67,7 +67,8 @@
 // global: the lock is a SharedSpinGuard (core/spin_guard.h): the holder's
 // pid and pid-namespace tag in the word (acquire / release), yield after a
 // few polls, and a relative that died holding it (SIGKILL, OOM killer) is
-// found by kill(pid, 0) and the lock taken over. Bitmap and owners are plain
+// found (kill(pid, 0) says ESRCH, or /proc says zombie) and the lock taken
+// over. Bitmap and owners are plain
 // (relaxed) accesses under it. Recovery is safe because every store in the
 // critical sections is a single aligned word, and they are ordered so that
 // any prefix is a state the next holder accepts. The invariant: a set bit's
@@ -93,7 +94,7 @@
 // parent thread holding it is alive and will release it. Ids of a
 // process that exits are freed by its exit handler (release_process_ids), and
 // those of one that died without it by the first allocation that finds the
-// bitmap full (kill(pid, 0) == ESRCH). A pid reused before that keeps its
+// bitmap full (kill(pid, 0) == ESRCH, or a zombie). A pid reused before that keeps its
 // predecessor's ids until it dies too; exec() keeps the pid, so a thread that
 // held a global id when its process exec()ed leaks it the same way.
 //

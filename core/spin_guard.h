@@ -16,9 +16,11 @@
 //   bits 32..63  ns    a tag of that pid namespace (the low 32 bits of its
 //                      inode number), 0 = unknown
 // A waiter that has polled kPollsPerHolderCheck times past the yield point
-// asks whether the holder still exists: kill(pid, 0) failing with ESRCH, with
-// the holder's ns tag equal to the waiter's own and non-zero, means the holder
-// is dead, and the waiter takes the lock over by a CAS from the word it
+// asks whether the holder has ended: kill(pid, 0) failing with ESRCH, or the
+// process a zombie (/proc/<pid>/stat state Z or X: its parent has not reaped
+// it, and may be the very process waiting here), with the holder's ns tag
+// equal to the waiter's own and non-zero, means the holder is dead, and the
+// waiter takes the lock over by a CAS from the word it
 // judged (two waiters judging the same corpse: one CAS wins). Anything else
 // (EPERM, a different or unknown namespace, where the same number names
 // another process) counts as alive: the old behaviour, wait. The caller's
@@ -37,9 +39,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 
 #include "arch/atomic.h"
 #include "arch/relax.h"
+#include "core/nocancel_io.h"
 
 namespace lockswap {
 
@@ -69,6 +73,31 @@ class SpinGuard {
   std::atomic<uint32_t>& word_;
   bool contended_ = false;
 };
+
+// Whether /proc says `pid` is a zombie (or being torn down). False when it
+// cannot tell. No allocation, no cancellation point.
+inline bool process_is_zombie(pid_t pid) {
+  char path[32] = "/proc/";
+  char digits[12];
+  int n = 0;
+  for (auto v = static_cast<uint32_t>(pid); n == 0 || v != 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  char* p = path + 6;
+  while (n > 0) *p++ = digits[--n];
+  std::memcpy(p, "/stat", 6);
+  char stat[512];  // "pid (comm) S ...": the state follows the last ')'
+  if (nocancel::read_small_file(path, stat, sizeof stat) == 0) return false;
+  const char* close = std::strrchr(stat, ')');
+  return close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+// Whether process `pid` has ended: no such process, or a zombie. errno is
+// left alone (lock calls do not change it).
+inline bool process_has_ended(pid_t pid) {
+  int saved = errno;
+  bool ended = kill(pid, 0) != 0 ? errno == ESRCH : process_is_zombie(pid);
+  errno = saved;
+  return ended;
+}
 
 // The word a SharedSpinGuard holder stores: never 0 for a real pid.
 inline constexpr uint64_t shared_guard_holder(int32_t pid, uint32_t pid_ns_tag) {
@@ -112,10 +141,7 @@ class SharedSpinGuard {
   static bool holder_is_dead(uint64_t holder, uint64_t self) {
     uint32_t ns = static_cast<uint32_t>(holder >> 32);
     if (ns == 0 || ns != static_cast<uint32_t>(self >> 32)) return false;
-    int saved = errno;  // lock calls leave errno alone
-    bool gone = kill(static_cast<pid_t>(static_cast<uint32_t>(holder)), 0) != 0 && errno == ESRCH;
-    errno = saved;
-    return gone;
+    return process_has_ended(static_cast<pid_t>(static_cast<uint32_t>(holder)));
   }
 
  private:

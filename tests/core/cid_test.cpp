@@ -176,8 +176,9 @@ TEST_F(CidTest, GlobalIdsOfADeadProcessAreReclaimed) {
 }
 
 // A relative SIGKILLed inside the cid_lock, with an id half taken (owner
-// written, bit not yet set), must not leave the others spinning: the next
-// allocation takes the lock over, and the half-taken id is still free.
+// written, bit not yet set), must not leave the others spinning, even before
+// its parent reaps it: the next allocation takes the lock over, and the
+// half-taken id is still free.
 TEST_F(CidTest, GlobalProcessKilledInsideTheCidLockDoesNotStopTheOthers) {
   ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
   pid_t holder = fork_stopped_inside([](int report_fd) {
@@ -187,7 +188,9 @@ TEST_F(CidTest, GlobalProcessKilledInsideTheCidLockDoesNotStopTheOthers) {
     cid::current();
   });
   ASSERT_GT(holder, 0) << "the child never reached the pause point";
-  ASSERT_TRUE(kill_and_reap(holder));
+  ASSERT_EQ(kill(holder, SIGKILL), 0);
+  siginfo_t info{};  // dead but not reaped yet: a zombie holds the lock
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(holder), &info, WEXITED | WNOWAIT), 0);
   int rc = exit_status_within(10s, [] {
     after_fork_in_child();
     cid::after_fork_in_child();
@@ -199,6 +202,7 @@ TEST_F(CidTest, GlobalProcessKilledInsideTheCidLockDoesNotStopTheOthers) {
     if (kEvents && ev(LockEvent::cid_lock_recovered) != 1) return 4;
     return 0;
   });
+  waitpid(holder, nullptr, 0);
   ASSERT_NE(rc, -1) << "a relative hung on the dead holder's cid_lock";
   ASSERT_EQ(rc, 0);
   EXPECT_EQ(cid::current(), 0u) << "this process takes the lock too";

@@ -60,7 +60,21 @@ TEST(SharedSpinGuard, AHolderThatDiedIsTakenOver) {
   EXPECT_EQ(take_over(shared_guard_holder(dead_pid(), own_ns_tag()), 10s), 0);
 }
 
+// A holder killed but not yet reaped: its parent may be the waiter.
+TEST(SharedSpinGuard, AZombieHolderIsTakenOver) {
+  if (own_ns_tag() == 0) GTEST_SKIP() << "no /proc/self/ns/pid: dead holders are never judged";
+  pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  ASSERT_GT(zombie, 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  EXPECT_TRUE(process_is_zombie(zombie));
+  EXPECT_EQ(take_over(shared_guard_holder(zombie, own_ns_tag()), 10s), 0);
+  waitpid(zombie, nullptr, 0);
+}
+
 TEST(SharedSpinGuard, ALiveHolderIsWaitedFor) {
+  EXPECT_FALSE(process_is_zombie(getpid()));
   EXPECT_EQ(take_over(shared_guard_holder(getpid(), own_ns_tag()), 300ms), -1) << "this process is alive";
 }
 
