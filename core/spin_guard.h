@@ -47,19 +47,29 @@
 
 namespace lockswap {
 
+namespace spin_guard {
+inline constexpr unsigned kPollsBeforeYield = 64;
+
+// The pause after a failed poll: relax at first, then yield, because the
+// holder may have been preempted.
+inline void pause_after_poll(unsigned polls) {
+  if (polls > kPollsBeforeYield)
+    sched_yield();
+  else
+    arch::cpu_relax();
+}
+}  // namespace spin_guard
+
 class SpinGuard {
  public:
-  static constexpr unsigned kPollsBeforeYield = 64;
+  static constexpr unsigned kPollsBeforeYield = spin_guard::kPollsBeforeYield;
 
   explicit SpinGuard(std::atomic<uint32_t>& word) : word_(word) {
     if (word_.exchange(1, arch::mo_lock) == 0) return;
     contended_ = true;
     for (unsigned polls = 0;; ++polls) {
       if (word_.load(arch::mo_hint) == 0 && word_.exchange(1, arch::mo_lock) == 0) return;
-      if (polls > kPollsBeforeYield)
-        sched_yield();
-      else
-        arch::cpu_relax();
+      spin_guard::pause_after_poll(polls);
     }
   }
   ~SpinGuard() { word_.store(0, arch::mo_unlock); }
@@ -106,9 +116,8 @@ inline constexpr uint64_t shared_guard_holder(int32_t pid, uint32_t pid_ns_tag) 
 
 class SharedSpinGuard {
  public:
-  static constexpr unsigned kPollsBeforeYield = SpinGuard::kPollsBeforeYield;
   static constexpr unsigned kPollsPerHolderCheck = 256;
-  static_assert(kPollsPerHolderCheck > kPollsBeforeYield, "the holder gets its yields before it is judged");
+  static_assert(kPollsPerHolderCheck > spin_guard::kPollsBeforeYield, "the holder gets its yields before it is judged");
 
   // `self`: shared_guard_holder() of the calling process.
   SharedSpinGuard(std::atomic<uint64_t>& word, uint64_t self) : word_(word) {
@@ -123,10 +132,7 @@ class SharedSpinGuard {
         recovered_ = true;
         return;
       }
-      if (polls > kPollsBeforeYield)
-        sched_yield();
-      else
-        arch::cpu_relax();
+      spin_guard::pause_after_poll(polls);
     }
   }
   ~SharedSpinGuard() { word_.store(0, arch::mo_unlock); }

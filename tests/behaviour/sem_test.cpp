@@ -1190,7 +1190,7 @@ constexpr size_t kPongOffset = 64;
 enum class PeerMemory { kShmOpen, kFileInTempDir };
 
 class SemUnrelatedProcess : public testing::TestWithParam<PeerMemory> {
- protected:
+ public:
   void TearDown() override {
     if (mem_ != MAP_FAILED) munmap(mem_, kPeerMapSize);
     if (GetParam() == PeerMemory::kShmOpen) {
@@ -1238,76 +1238,62 @@ std::vector<char*> environment_without_preload() {
   return env;
 }
 
-// Both pairings on one pair of semaphores: the glibc peer sleeps on ping and
-// this process's variant posts it; this process sleeps on pong (the peer
-// waits kPostDelayUs before each post) and glibc's post must wake it.
-TEST_P(SemUnrelatedProcess, PeerRunningGlibcsOwnSemaphoreInteroperates) {
-  constexpr int kRoundTrips = 200;
-  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
-  ASSERT_EQ(res(sem_init(ping(), 1, 0)), "0");
-  ASSERT_EQ(res(sem_init(pong(), 1, 0)), "0");
-  std::string rounds = std::to_string(kRoundTrips), delay_us = "500";
-  const char* mode = GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
-  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), where_.data(), rounds.data(),
+// How one ping-pong with sem_peer goes.
+struct PeerRun {
+  int round_trips;
+  int post_delay_us;          // the peer's pause before each post (0: none)
+  char* const* env;           // the peer's environment
+  WaitKind every_third_wait;  // this process's wait on pong every third round (else clockwait)
+  bool post_to_a_sleeper;     // every other round, post only once the peer sleeps on ping
+};
+
+// Spawns sem_peer on this memory and ping-pongs with it; both semaphores end
+// at 0. The peer ends with one handshake of its own: it sleeps on ping until
+// this process posts.
+void ping_pong_with_peer(SemUnrelatedProcess& t, const PeerRun& run) {
+  ASSERT_EQ(res(sem_init(t.ping(), 1, 0)), "0");
+  ASSERT_EQ(res(sem_init(t.pong(), 1, 0)), "0");
+  std::string rounds = std::to_string(run.round_trips), delay_us = std::to_string(run.post_delay_us);
+  const char* mode = t.GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
+  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), t.where_.data(), rounds.data(),
                   delay_us.data(), nullptr};
-  std::vector<char*> env = environment_without_preload();
   pid_t peer = -1;
-  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, env.data());
+  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, run.env);
   ASSERT_EQ(rc, 0) << strerrorname_np(rc);
   int done = 0;
-  for (; done < kRoundTrips; ++done) {
-    if (done % 2 == 0) eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);  // a glibc sleeper
-    if (sem_post(ping()) != 0) break;
-    WaitKind k = done % 3 == 0 ? WaitKind::kWait : WaitKind::kClockwaitMonotonic;  // sleeps: the peer is late
-    if (wait_on(pong(), k, kGenerousMs) != 0) {
+  for (; done < run.round_trips; ++done) {
+    if (run.post_to_a_sleeper && done % 2 == 0) eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
+    if (sem_post(t.ping()) != 0) break;
+    WaitKind k = done % 3 == 0 ? run.every_third_wait : WaitKind::kClockwaitMonotonic;
+    if (wait_on(t.pong(), k, kGenerousMs) != 0) {
       int e = errno;
-      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(ping()) << ", pong "
-                    << value_of(pong());
+      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(t.ping())
+                    << ", pong " << value_of(t.pong());
       break;
     }
   }
-  EXPECT_EQ(done, kRoundTrips);
-  if (done == kRoundTrips) {
+  EXPECT_EQ(done, run.round_trips);
+  if (done == run.round_trips) {
     eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
-    EXPECT_EQ(res(sem_post(ping())), "0");
+    EXPECT_EQ(res(sem_post(t.ping())), "0");
   }
   EXPECT_EQ(finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
-  EXPECT_EQ(value_of(ping()), 0);
-  EXPECT_EQ(value_of(pong()), 0);
+  EXPECT_EQ(value_of(t.ping()), 0);
+  EXPECT_EQ(value_of(t.pong()), 0);
+}
+
+// Both pairings on one pair of semaphores: the glibc peer sleeps on ping and
+// this process's variant posts it; this process sleeps on pong (the peer
+// pauses before each post) and glibc's post must wake it.
+TEST_P(SemUnrelatedProcess, PeerRunningGlibcsOwnSemaphoreInteroperates) {
+  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
+  std::vector<char*> env = environment_without_preload();
+  ping_pong_with_peer(*this, {200, 500, env.data(), WaitKind::kWait, true});
 }
 
 TEST_P(SemUnrelatedProcess, SpawnedPeerMapsTheSameMemoryAndPingPongs) {
-  constexpr int kRoundTrips = 5000;
   ASSERT_EQ(create(), 0) << strerrorname_np(errno);
-  ASSERT_EQ(res(sem_init(ping(), 1, 0)), "0");
-  ASSERT_EQ(res(sem_init(pong(), 1, 0)), "0");
-  std::string rounds = std::to_string(kRoundTrips);
-  const char* mode = GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
-  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), where_.data(), rounds.data(),
-                  nullptr};
-  pid_t peer = -1;
-  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, environ);  // same environment
-  ASSERT_EQ(rc, 0) << strerrorname_np(rc);
-  int done = 0;
-  for (; done < kRoundTrips; ++done) {
-    if (sem_post(ping()) != 0) break;
-    WaitKind k = done % 3 == 0 ? WaitKind::kTimedwait : WaitKind::kClockwaitMonotonic;
-    if (wait_on(pong(), k, kGenerousMs) != 0) {
-      int e = errno;
-      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(ping()) << ", pong "
-                    << value_of(pong());
-      break;
-    }
-  }
-  EXPECT_EQ(done, kRoundTrips);
-  // The peer ends with one handshake of its own: it sleeps on ping until we post.
-  if (done == kRoundTrips) {
-    eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
-    EXPECT_EQ(res(sem_post(ping())), "0");
-  }
-  EXPECT_EQ(finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
-  EXPECT_EQ(value_of(ping()), 0);
-  EXPECT_EQ(value_of(pong()), 0);
+  ping_pong_with_peer(*this, {5000, 0, environ, WaitKind::kTimedwait, false});  // same environment
   EXPECT_EQ(res(sem_destroy(ping())), "0");
   EXPECT_EQ(res(sem_destroy(pong())), "0");
 }

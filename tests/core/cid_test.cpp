@@ -29,8 +29,7 @@ int g_cid_pause_report_fd = -1;
 }  // namespace
 extern "C" void lockswap_test_pause_in_cid_lock() {
   if (g_cid_pause_report_fd < 0) return;
-  char inside = 1;
-  if (write(g_cid_pause_report_fd, &inside, 1) != 1) _exit(98);
+  lockswap::coretest::report_inside(g_cid_pause_report_fd);
   for (;;) pause();
 }
 

@@ -36,6 +36,12 @@ inline int exit_status_within(std::chrono::milliseconds limit, const std::functi
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Says "inside" on the report fd of fork_stopped_inside().
+inline void report_inside(int report_fd) {
+  char inside = 1;
+  if (write(report_fd, &inside, 1) != 1) _exit(98);
+}
+
 // A fork child that runs `enter(report_fd)`; `enter` writes one byte to
 // report_fd when it is inside the window and stays there. Returns the child's
 // pid once the byte arrived (or -1 after `limit`), the child still in there.

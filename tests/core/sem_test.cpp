@@ -395,38 +395,40 @@ int peers_still_work(SemWords& a, SemWords& b) {
   return 0;
 }
 
+// SIGKILLs the process (reaped), then checks from another one that the
+// semaphores still work, in bounded time.
+template <class S>
+void expect_peers_still_work_after_killing(pid_t pid, SharedPair<S>& p) {
+  ASSERT_TRUE(kill_and_reap(pid));
+  int rc = exit_status_within(10s, [&] { return peers_still_work<S>(*p.a, *p.b); });
+  EXPECT_NE(rc, -1) << "the other processes hang";
+  EXPECT_EQ(rc, 0);
+}
+
 // The state LockrefSem's fallback leaves in a process-shared word while it
 // holds the lock half (bit 32 set), left by a process SIGKILLed there.
 TYPED_TEST(SemTest, ProcessSharedSurvivesAProcessKilledHoldingTheLockHalf) {
   SharedPair<TypeParam> p;
   pid_t holder = fork_stopped_inside([&](int report_fd) {
     lockref::lock_half(p.a->data, true);
-    char inside = 1;
-    if (write(report_fd, &inside, 1) != 1) _exit(98);
+    report_inside(report_fd);
     for (;;) pause();
   });
   ASSERT_GT(holder, 0);
-  ASSERT_TRUE(kill_and_reap(holder));
-  int rc = exit_status_within(10s, [&] { return peers_still_work<TypeParam>(*p.a, *p.b); });
-  EXPECT_NE(rc, -1) << "the other processes hang on the dead process's lock half";
-  EXPECT_EQ(rc, 0);
+  expect_peers_still_work_after_killing(holder, p);
 }
 
 // A process SIGKILLed while it sleeps registered as a waiter.
 TYPED_TEST(SemTest, ProcessSharedSurvivesAWaiterKilledAsleep) {
   SharedPair<TypeParam> p;
   pid_t waiter = fork_stopped_inside([&](int report_fd) {
-    char inside = 1;
-    if (write(report_fd, &inside, 1) != 1) _exit(98);
+    report_inside(report_fd);
     TypeParam{*p.a}.wait(WaitCtx::blocking());
     _exit(97);
   });
   ASSERT_GT(waiter, 0);
   ASSERT_TRUE(eventually([&] { return TypeParam{*p.a}.waiters() == 1; })) << "the child never registered";
-  ASSERT_TRUE(kill_and_reap(waiter));
-  int rc = exit_status_within(10s, [&] { return peers_still_work<TypeParam>(*p.a, *p.b); });
-  EXPECT_NE(rc, -1) << "the other processes hang";
-  EXPECT_EQ(rc, 0);
+  expect_peers_still_work_after_killing(waiter, p);
 }
 
 // This program is not preloaded: sem_wait/sem_post here are glibc's own. A
