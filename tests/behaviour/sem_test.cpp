@@ -974,8 +974,8 @@ TEST(SemCancelPending, ArgumentErrorsAndNonBlockingCallsIgnoreIt) {
 }
 
 // ------------------------------------------------------ process-shared: fork
-// Every process sharing a semaphore must run the same lockswap variant: a
-// forked child inherits the parent's (same process image and environment).
+// A forked child inherits the parent's variant (same process image and
+// environment); SemUnrelatedProcess below also pairs a variant with glibc.
 
 struct PingPong {
   sem_t ping, pong;
