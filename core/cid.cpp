@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,7 @@ namespace {
 CidMode g_requested = CidMode::thread;
 bool g_rseq_fell_back = false;
 int32_t g_pid = 0;       // this process (getpid() is a system call on current glibc)
+uint64_t g_guard_self = 0;  // g_pid and its pid namespace, as the shared cid_lock's holder
 uint32_t g_ncpus = 1;    // CPU slots the percpu scan walks
 
 uint64_t now_ns() {
@@ -82,6 +84,20 @@ void count_if_contended(const SpinGuard& g) {
   if (g.contended()) lockevent_inc(LockEvent::cid_lock_contended);
 }
 
+// A tag of this process's pid namespace for SharedSpinGuard (0 = unknown:
+// then a dead holder of the shared lock is never taken over). A plain
+// system call: this runs at configuration time and in a fork child.
+uint32_t pid_namespace_tag() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint32_t>(st.st_ino);
+}
+
+void note_own_pid() {
+  g_pid = static_cast<int32_t>(getpid());
+  g_guard_self = shared_guard_holder(g_pid, pid_namespace_tag());
+}
+
 // ------------------------------------------------------------------ bitmaps
 
 using Bitmap = std::atomic<uint64_t>[kBitmapWords];
@@ -107,7 +123,7 @@ uint32_t popcount(const Bitmap& bits) {
 
 // The v6.3 per-mm state, in a page every forked child shares.
 struct SharedIds {
-  alignas(64) std::atomic<uint32_t> lock;  // the cid_lock
+  alignas(64) std::atomic<uint64_t> lock;  // the cid_lock: 0 or its holder (SharedSpinGuard)
   alignas(64) Bitmap bits;                 // under lock
   std::atomic<int32_t> owner[kMaxCids];    // pid holding each id, under lock
 };
@@ -121,13 +137,28 @@ bool map_shared_ids() {
   return true;
 }
 
+// The shared cid_lock; its holder may be another process of the tree.
+class CidLock : public SharedSpinGuard {
+ public:
+  CidLock() : SharedSpinGuard(g_shared->lock, g_guard_self) {
+    if (contended()) lockevent_inc(LockEvent::cid_lock_contended);
+    if (recovered()) lockevent_inc(LockEvent::cid_lock_recovered);
+  }
+};
+
+bool is_taken(uint32_t id) { return (g_shared->bits[id / 64].load(arch::mo_hint) & bit_of(id)) != 0; }
+
 // __mm_cid_get(): the lowest free id, or -1 (lock held; plain accesses).
+// The owner is written before the bit and cleared after it, so a holder
+// killed between the two leaves a free id with a stale owner, which nothing
+// reads as taken (core/cid.h, "global").
 int32_t take_lowest_locked() {
   uint32_t id = first_zero(g_shared->bits);
   if (id >= kMaxCids) return -1;
+  g_shared->owner[id].store(g_pid, arch::mo_hint);
+  if (lockswap_test_pause_in_cid_lock) lockswap_test_pause_in_cid_lock();
   auto& word = g_shared->bits[id / 64];
   word.store(word.load(arch::mo_hint) | bit_of(id), arch::mo_hint);
-  g_shared->owner[id].store(g_pid, arch::mo_hint);
   return static_cast<int32_t>(id);
 }
 
@@ -137,17 +168,62 @@ void clear_locked(uint32_t id) {
   g_shared->owner[id].store(0, arch::mo_hint);
 }
 
-// Frees the ids of processes that died without their exit handler (lock
-// held). Only when the bitmap is full: one kill(2) per id held.
-uint32_t reclaim_dead_owners_locked() {
+// A taken id whose owner process is gone (found without the lock).
+struct DeadOwner {
+  uint32_t id;
+  int32_t pid;
+};
+inline constexpr uint32_t kReclaimBatch = 64;
+
+// Frees the batch under the lock, each id only if it still belongs to the
+// pid found dead (another reclaimer may have freed it, and it may be taken
+// again since).
+uint32_t clear_dead_batch(const DeadOwner* dead, uint32_t n) {
+  if (n == 0) return 0;
   uint32_t freed = 0;
+  CidLock g;
+  for (uint32_t i = 0; i < n; ++i)
+    if (is_taken(dead[i].id) && g_shared->owner[dead[i].id].load(arch::mo_hint) == dead[i].pid) {
+      clear_locked(dead[i].id);
+      ++freed;
+    }
+  return freed;
+}
+
+// Remembers the last pid asked about: a process's ids are usually many.
+class ProcessGone {
+ public:
+  bool operator()(int32_t pid) {
+    if (pid != last_pid_) {
+      last_pid_ = pid;
+      last_gone_ = process_has_ended(pid);
+    }
+    return last_gone_;
+  }
+
+ private:
+  int32_t last_pid_ = 0;
+  bool last_gone_ = false;
+};
+
+// Frees the ids of processes that died without their exit handler. The
+// kill(2) probes run outside the cid_lock (a relaxed read of bits and owners
+// may be stale: clear_dead_batch re-checks under the lock); the lock is taken
+// once per kReclaimBatch dead ids.
+uint32_t reclaim_dead_owners() {
+  DeadOwner dead[kReclaimBatch];
+  uint32_t n = 0, freed = 0;
+  ProcessGone gone;
   for (uint32_t id = 0; id < kMaxCids; ++id) {
     int32_t pid = g_shared->owner[id].load(arch::mo_hint);
-    if (pid == 0 || pid == g_pid || kill(pid, 0) == 0 || errno != ESRCH) continue;
-    clear_locked(id);
-    ++freed;
+    if (pid == 0 || pid == g_pid || !is_taken(id) || !gone(pid)) continue;
+    dead[n++] = {id, pid};
+    if (n == kReclaimBatch) {
+      freed += clear_dead_batch(dead, n);
+      n = 0;
+    }
   }
-  return freed;
+  return freed + clear_dead_batch(dead, n);
 }
 
 // ---------------------------------------------------------- percpu (v6.4)
@@ -249,14 +325,18 @@ uint32_t global_take() {
   if (__builtin_expect(is_shared(self_slot()), 0)) return global_borrow();
   SlowPathTimer timer;
   int32_t id;
-  uint32_t reclaimed = 0;
   {
-    SpinGuard g(g_shared->lock);
+    CidLock g;
     id = take_lowest_locked();
-    if (id < 0 && (reclaimed = reclaim_dead_owners_locked()) != 0) id = take_lowest_locked();
-    count_if_contended(g);
   }
-  lockevent_add(LockEvent::cid_reclaim, reclaimed);
+  if (id < 0) {  // full: free the ids of dead processes (only now: one kill(2) per holder)
+    uint32_t reclaimed = reclaim_dead_owners();
+    lockevent_add(LockEvent::cid_reclaim, reclaimed);
+    if (reclaimed != 0) {
+      CidLock g;
+      id = take_lowest_locked();
+    }
+  }
   if (id < 0) return global_borrow();  // more threads than kMaxCids hold ids
   lockevent_inc(LockEvent::cid_alloc);
   t_cid.global_borrowed = false;
@@ -271,10 +351,9 @@ void put_global() {
   if (t_cid.global_borrowed || g_shared == nullptr) return;
   SlowPathTimer timer;
   {
-    SpinGuard g(g_shared->lock);
+    CidLock g;
     // After release_process_ids() another process may own it already.
     if (g_shared->owner[id].load(arch::mo_hint) == g_pid) clear_locked(static_cast<uint32_t>(id));
-    count_if_contended(g);
   }
   lockevent_inc(LockEvent::cid_free);
 }
@@ -346,7 +425,7 @@ uint32_t borrowed_id() {
 CidMode select(CidMode requested) {
   if (mode() == CidMode::global) put_global();
   g_requested = requested;
-  g_pid = static_cast<int32_t>(getpid());
+  note_own_pid();
   calibrate_clock();
   uint32_t ncpus = possible_cpus();
   g_ncpus = ncpus > kMaxCpus ? kMaxCpus : ncpus;
@@ -403,18 +482,14 @@ bool rseq_fell_back() { return g_rseq_fell_back; }
 
 uint32_t reclaim_dead_processes() {
   if (g_shared == nullptr) return 0;
-  uint32_t freed;
-  {
-    SpinGuard g(g_shared->lock);
-    freed = reclaim_dead_owners_locked();
-  }
+  uint32_t freed = reclaim_dead_owners();
   lockevent_add(LockEvent::cid_reclaim, freed);
   return freed;
 }
 
 void release_process_ids() {
   if (g_shared == nullptr) return;
-  SpinGuard g(g_shared->lock);
+  CidLock g;
   for (uint32_t id = 0; id < kMaxCids; ++id)
     if (g_shared->owner[id].load(arch::mo_hint) == g_pid) clear_locked(id);
 }
@@ -423,7 +498,7 @@ void release_process_ids() {
 // nothing, and leave the shared lock alone (its holder lives in another
 // process). percpu's per-process state starts over.
 void after_fork_in_child() {
-  g_pid = static_cast<int32_t>(getpid());
+  note_own_pid();
   forget_thread_state();
   if (mode() == CidMode::percpu) reset_percpu();
 }

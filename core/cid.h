@@ -64,16 +64,37 @@
 // apart, so only a thread stalled that long between reading and using its id
 // can see it freed under it. Bitmap bits are atomic fetch_or / fetch_and.
 //
-// global: the lock is a test-and-set word (acquire / release) with yield
-// after a few polls; bitmap and owners are plain (relaxed) accesses under it.
+// global: the lock is a SharedSpinGuard (core/spin_guard.h): the holder's
+// pid and pid-namespace tag in the word (acquire / release), yield after a
+// few polls, and a relative that died holding it (SIGKILL, OOM killer) is
+// found (kill(pid, 0) says ESRCH, or /proc says zombie) and the lock taken
+// over. Bitmap and owners are plain
+// (relaxed) accesses under it. Recovery is safe because every store in the
+// critical sections is a single aligned word, and they are ordered so that
+// any prefix is a state the next holder accepts. The invariant: a set bit's
+// owner is the pid that took it (alive, or dead and reclaimable).
+//   take     owner[id] = pid, then set the bit. Killed between: the bit is
+//            clear, so the id is free; the stale owner is never read as
+//            taken (reclaim and put look only at set bits or their own pid).
+//   clear    clear the bit, then owner[id] = 0. Killed between: same state.
+//   release_process_ids, reclaim: a loop of clears; killed midway, the ids
+//            not yet cleared still name a dead pid and are reclaimed later.
+// A dead holder's stores are plain word stores that completed or did not;
+// the next holder's CAS on the lock word sees the memory they left.
+// Nothing slow runs under the lock: reclaiming the ids of dead processes
+// reads bits and owners without it, probes each owner pid once with
+// kill(pid, 0) (outside the lock), and then clears batches of up to 64 dead
+// ids under the lock, each only if its bit is still set and its owner is
+// still the pid found dead.
 //
 // Fork. The child starts clean: percpu's cache, bitmap and scan state are
 // reset; the forking thread forgets its global id without freeing it (the
-// parent's thread of the same name still holds it). The shared lock is NOT
-// reset: a parent thread holding it is alive and will release it. Ids of a
+// parent's thread of the same name still holds it); the child notes its own
+// pid and pid namespace for the lock word. The shared lock is NOT reset: a
+// parent thread holding it is alive and will release it. Ids of a
 // process that exits are freed by its exit handler (release_process_ids), and
 // those of one that died without it by the first allocation that finds the
-// bitmap full (kill(pid, 0) == ESRCH). A pid reused before that keeps its
+// bitmap full (kill(pid, 0) == ESRCH, or a zombie). A pid reused before that keeps its
 // predecessor's ids until it dies too; exec() keeps the pid, so a thread that
 // held a global id when its process exec()ed leaks it the same way.
 //
@@ -208,3 +229,10 @@ bool rseq_fell_back();             // rseq was asked for but percpu runs
 
 }  // namespace cid
 }  // namespace lockswap
+
+// Test-only pause point, called inside the global allocator's cid_lock while
+// an id is half taken (its owner written, its bitmap bit not yet). Nothing in
+// lockswap defines it: the reference is weak and hidden, so the preload
+// library resolves it to null at link time and skips the call. A core unit
+// test that defines it can stop a process there and SIGKILL it.
+extern "C" void lockswap_test_pause_in_cid_lock() __attribute__((weak, visibility("hidden")));

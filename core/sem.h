@@ -31,7 +31,7 @@
 //   post     CAS value -> value+1 (EOVERFLOW at SEM_VALUE_MAX); futex_wake(1)
 //            if the nwaiters it replaced was non-zero
 //
-// LockrefSem — the same word as a lockref (core/lockref.h):
+// LockrefSem, process-private — the same word as a lockref (core/lockref.h):
 //   bit 32       kLocked        the lock half is held
 //   bit 33       kLockSleepers  threads sleep on the lock half
 //   bits 34..63  nwaiters       threads registered on the value futex
@@ -44,6 +44,22 @@
 //   (registration, a timed-out or cancelled waiter's cleanup). Finding the
 //   lock held with value 0 (trywait) or SEM_VALUE_MAX (post) answers at once:
 //   the value read is a valid linearization point.
+//
+// Process-shared semaphores (private = 128) use FutexSem's word and algorithm,
+// which are glibc's bit for bit, under both variants; LockrefSem hands each
+// call on one to FutexSem and counts it as delegated_to_glibc. Two reasons:
+//   - a peer process running glibc's semaphore (not preloaded, or
+//     LOCKSWAP_SEM=glibc) registers a waiter by adding 1 << 32, which the
+//     lockref word reads as kLocked: a lockref post would then wait forever
+//     for a lock nobody holds. In glibc's word it is a waiter, as glibc meant,
+//     so any mix of glibc and lockswap processes shares the semaphore.
+//   - nothing to recover from a killed process. Every change is one CAS or
+//     fetch_add of the whole word, so a process SIGKILLed at any instruction
+//     leaves the old word or the new one. The most it leaves behind is its
+//     own waiter registration (nwaiters one too high): later posts make a
+//     futex_wake that wakes nobody, as with glibc. A lock half in memory
+//     shared with processes that can die would need a holder identity and a
+//     liveness check, and the word has no room for a pid.
 //
 // No lost wakeup: registration, the take, and the post are RMWs on the one
 // 64-bit word, so they are totally ordered. A post ordered after a waiter's
@@ -290,6 +306,40 @@ class Semaphore {
 };
 
 using FutexSem = Semaphore<FutexSemWord>;
-using LockrefSem = Semaphore<LockrefSemWord>;
+
+// The lockref semaphore: the lockref word when process-private; glibc's word
+// and algorithm (FutexSem) when process-shared, each such call counted as
+// delegated_to_glibc (see "Process-shared" in the design block).
+class LockrefSem {
+ public:
+  static constexpr int kValueMax = SEM_VALUE_MAX;
+
+  explicit LockrefSem(SemWords& w) : w_(w) {}
+
+  static int init(SemWords& w, unsigned value, bool shared) { return FutexSem::init(w, value, shared); }
+
+  int trywait() { return shared() ? glibc_word().trywait() : lockref_word().trywait(); }
+  template <class Sleeper = SemPlainSleeper>
+  int wait(const WaitCtx& ctx) {
+    return shared() ? glibc_word().template wait<Sleeper>(ctx) : lockref_word().template wait<Sleeper>(ctx);
+  }
+  int post() { return shared() ? glibc_word().post() : lockref_word().post(); }
+
+  int value() const { return static_cast<int>(sem_detail::value_of(w_.data.load(arch::mo_hint))); }
+  uint64_t waiters() const {
+    uint64_t d = w_.data.load(arch::mo_hint);
+    return shared() ? FutexSemWord::waiters_of(d) : LockrefSemWord::waiters_of(d);
+  }
+  bool shared() const { return w_.private_flag != 0; }
+
+ private:
+  Semaphore<LockrefSemWord> lockref_word() { return Semaphore<LockrefSemWord>{w_}; }
+  FutexSem glibc_word() {
+    lockevent_inc(LockEvent::delegated_to_glibc);
+    return FutexSem{w_};
+  }
+
+  SemWords& w_;
+};
 
 }  // namespace lockswap

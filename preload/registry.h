@@ -34,8 +34,8 @@
   X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half") \
   X(percid, "percid", PercidRwlockVariant, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
 
-// POSIX semaphores (sem_*). Every process sharing a semaphore must run the
-// same variant: the word's meaning is the variant's.
+// POSIX semaphores (sem_*). Process-shared ones keep glibc's word under every
+// variant (core/sem.h), so processes sharing them may run different variants.
 #define LOCKSWAP_SEM_VARIANTS(X)                                                                 \
   X(glibc, "glibc", GlibcForward, "glibc's own sem_* (the control of every experiment)")          \
   X(futex, "futex", FutexSemVariant, "reference value+waiters word, unbounded compare-and-swap")  \

@@ -3,16 +3,18 @@
  * shares no address space with the test) that maps the same memory by name
  * and ping-pongs on two process-shared semaphores the test initialised there.
  *
- *   sem_peer shm <shm_open name> <round trips>
- *   sem_peer file <path> <round trips>
+ *   sem_peer shm <shm_open name> <round trips> [post delay us]
+ *   sem_peer file <path> <round trips> [post delay us]
  *
  * Layout (kept in sync with sem_test.cpp): `ping` at offset 0, `pong` at
  * offset 64 of a 4096-byte mapping. Each round trip: wait on ping, post pong.
  * Finally one more wait on ping (the test posts it once it sees this process
  * asleep), so a wakeup crossing from the test to a sleeping peer is covered.
+ * With a post delay the peer sleeps that long before each post of pong, so
+ * the test is asleep on pong when the post comes.
  *
- * It runs under whatever LD_PRELOAD / LOCKSWAP_SEM it inherited: every process
- * sharing a semaphore must run the same lockswap variant.
+ * It runs under whatever LD_PRELOAD / LOCKSWAP_SEM it inherited, or none
+ * (glibc's own semaphore, sharing the semaphores with a lockswap process).
  *
  * Exit status 0 when every step succeeded; failures are listed on stderr.
  */
@@ -53,12 +55,13 @@ static int wait_bounded(sem_t* s, int round, const char* what) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s shm|file <name or path> <round trips>\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s shm|file <name or path> <round trips> [post delay us]\n", argv[0]);
     return 2;
   }
   alarm(60);
   int rounds = atoi(argv[3]);
+  useconds_t post_delay_us = argc == 5 ? (useconds_t)atoi(argv[4]) : 0;
   int fd = strcmp(argv[1], "shm") == 0 ? shm_open(argv[2], O_RDWR, 0) : open(argv[2], O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "sem_peer: cannot open %s: %s\n", argv[2], strerrorname_np(errno));
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < rounds; ++i) {
     if (wait_bounded(ping, i, "wait on ping") != 0) return 1;
+    if (post_delay_us != 0) usleep(post_delay_us);
     if (sem_post(pong) != 0) {
       fprintf(stderr, "sem_peer: round %d: sem_post(pong): %s\n", i, strerrorname_np(errno));
       return 1;

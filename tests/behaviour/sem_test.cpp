@@ -29,6 +29,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -973,8 +974,8 @@ TEST(SemCancelPending, ArgumentErrorsAndNonBlockingCallsIgnoreIt) {
 }
 
 // ------------------------------------------------------ process-shared: fork
-// Every process sharing a semaphore must run the same lockswap variant: a
-// forked child inherits the parent's (same process image and environment).
+// A forked child inherits the parent's variant (same process image and
+// environment); SemUnrelatedProcess below also pairs a variant with glibc.
 
 struct PingPong {
   sem_t ping, pong;
@@ -1082,11 +1083,101 @@ TEST(SemProcessShared, ChildPostsWakeAParentSleeperAndTheOtherWayRound) {
 }
 
 // --------------------------------------- process-shared: unrelated processes
+// ------------------------------------ random SIGKILLs among the sharers
+
+// Worker processes pass tokens through two process-shared semaphores (a to
+// b, or b to a) and take a process-private rwlock read lock on the way, so
+// the percid variants' concurrency ids (LOCKSWAP_CID=global: a lock shared by
+// the whole process tree) are in the loop too.
+struct KillLoop {
+  sem_t a;
+  sem_t b;
+  std::atomic<uint64_t> rounds;
+  std::atomic<int> stop;
+};
+
+void kill_loop_worker(KillLoop* k, bool a_to_b) {
+  static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+  sem_t* from = a_to_b ? &k->a : &k->b;
+  sem_t* to = a_to_b ? &k->b : &k->a;
+  while (k->stop.load() == 0) {
+    timespec d = deadline_in(CLOCK_MONOTONIC, 50);
+    if (sem_clockwait(from, CLOCK_MONOTONIC, &d) != 0) continue;
+    CHILD_EXPECT_EQ(pthread_rwlock_rdlock(&rw), 0);
+    CHILD_EXPECT_EQ(pthread_rwlock_unlock(&rw), 0);
+    CHILD_EXPECT_EQ(sem_post(to), 0);
+    k->rounds.fetch_add(1);
+  }
+}
+
+// Takes every unit left; never blocks.
+int drain(sem_t* s) {
+  int n = 0;
+  while (sem_trywait(s) == 0) ++n;
+  return n;
+}
+
+// Workers SIGKILLed at random moments, each replaced at once: the others
+// keep passing tokens (a killed worker may take a token with it; the test
+// puts one back when nothing moved for a while), nobody hangs, no token is
+// made from nothing; afterwards a fresh pair on the same semaphores passes
+// one token thousands of times and leaves exactly it.
+TEST(SemProcessShared, RandomSigkillsAmongSharersStopNobodyAndLoseNoCount) {
+  constexpr int kWorkers = 4, kTokens = 2, kFreshRounds = 2000;
+  void* mem = mmap(nullptr, sizeof(KillLoop), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* k = new (mem) KillLoop{};
+  ASSERT_EQ(res(sem_init(&k->a, 1, kTokens)), "0");
+  ASSERT_EQ(res(sem_init(&k->b, 1, 0)), "0");
+  auto start = [&](int i) { return start_child([=] { kill_loop_worker(k, i % 2 == 0); }); };
+  pid_t worker[kWorkers];
+  for (int i = 0; i < kWorkers; ++i) worker[i] = start(i);
+
+  unsigned seed = static_cast<unsigned>(now_ns(CLOCK_MONOTONIC));
+  std::mt19937 rng(seed);
+  int kills = 0, put_back = 0;
+  uint64_t seen = 0;
+  int64_t end = now_ns(CLOCK_MONOTONIC) + 2'000'000'000, moved_at = now_ns(CLOCK_MONOTONIC);
+  while (now_ns(CLOCK_MONOTONIC) < end) {
+    usleep(1000 + rng() % 10000);
+    int i = static_cast<int>(rng() % kWorkers);
+    kill(worker[i], SIGKILL);
+    waitpid(worker[i], nullptr, 0);
+    ++kills;
+    worker[i] = start(i);
+    int64_t now = now_ns(CLOCK_MONOTONIC);
+    if (uint64_t r = k->rounds.load(); r != seen) {
+      seen = r;
+      moved_at = now;
+    } else if (now - moved_at > 300'000'000) {  // tokens went down with killed workers
+      ASSERT_EQ(res(sem_post(&k->a)), "0");
+      ++put_back;
+      moved_at = now;
+    }
+  }
+  k->stop.store(1);
+  for (pid_t w : worker) EXPECT_EQ(finish_child(w, 10'000), 0) << "a worker hung or failed (seed " << seed << ")";
+  EXPECT_GT(k->rounds.load(), 0u);
+  EXPECT_LE(drain(&k->a) + drain(&k->b), kTokens + put_back) << "a token made from nothing (seed " << seed << ")";
+  EXPECT_GT(kills, 20);
+
+  k->rounds.store(0);
+  k->stop.store(0);
+  ASSERT_EQ(res(sem_post(&k->a)), "0");
+  pid_t fresh[2] = {start(0), start(1)};
+  EXPECT_TRUE(eventually([&] { return k->rounds.load() >= kFreshRounds; }, 20'000))
+      << "after the kills the token moved " << k->rounds.load() << " times (seed " << seed << ")";
+  k->stop.store(1);
+  for (pid_t w : fresh) EXPECT_EQ(finish_child(w, 10'000), 0);
+  EXPECT_EQ(value_of(&k->a) + value_of(&k->b), 1) << "exactly the one token";
+  munmap(mem, sizeof(KillLoop));
+}
+
 // A separate program (sem_peer) maps the same memory by name and ping-pongs.
-// It is spawned with this process's environment, so it runs under the same
-// LD_PRELOAD and LOCKSWAP_SEM: all processes sharing a semaphore must run the
-// same variant (a glibc-layout semaphore and a lockswap one are not
-// compatible in the same memory).
+// It is spawned with this process's environment (the same LD_PRELOAD and
+// LOCKSWAP_SEM), or without LD_PRELOAD: then it runs glibc's own semaphore
+// against this process's variant, which must interoperate (process-shared
+// semaphores keep glibc's word under every variant, core/sem.h).
 
 #ifndef LOCKSWAP_SEM_PEER
 #error "LOCKSWAP_SEM_PEER (the path of the sem_peer program) must be defined by the build"
@@ -1099,7 +1190,7 @@ constexpr size_t kPongOffset = 64;
 enum class PeerMemory { kShmOpen, kFileInTempDir };
 
 class SemUnrelatedProcess : public testing::TestWithParam<PeerMemory> {
- protected:
+ public:
   void TearDown() override {
     if (mem_ != MAP_FAILED) munmap(mem_, kPeerMapSize);
     if (GetParam() == PeerMemory::kShmOpen) {
@@ -1138,38 +1229,71 @@ class SemUnrelatedProcess : public testing::TestWithParam<PeerMemory> {
   std::string where_, dir_;
 };
 
-TEST_P(SemUnrelatedProcess, SpawnedPeerMapsTheSameMemoryAndPingPongs) {
-  constexpr int kRoundTrips = 5000;
-  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
-  ASSERT_EQ(res(sem_init(ping(), 1, 0)), "0");
-  ASSERT_EQ(res(sem_init(pong(), 1, 0)), "0");
-  std::string rounds = std::to_string(kRoundTrips);
-  const char* mode = GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
-  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), where_.data(), rounds.data(),
-                  nullptr};
+// This process's environment without LD_PRELOAD (the strings stay environ's).
+std::vector<char*> environment_without_preload() {
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  env.push_back(nullptr);
+  return env;
+}
+
+// How one ping-pong with sem_peer goes.
+struct PeerRun {
+  int round_trips;
+  int post_delay_us;          // the peer's pause before each post (0: none)
+  char* const* env;           // the peer's environment
+  WaitKind every_third_wait;  // this process's wait on pong every third round (else clockwait)
+  bool post_to_a_sleeper;     // every other round, post only once the peer sleeps on ping
+};
+
+// Spawns sem_peer on this memory and ping-pongs with it; both semaphores end
+// at 0. The peer ends with one handshake of its own: it sleeps on ping until
+// this process posts.
+void ping_pong_with_peer(SemUnrelatedProcess& t, const PeerRun& run) {
+  ASSERT_EQ(res(sem_init(t.ping(), 1, 0)), "0");
+  ASSERT_EQ(res(sem_init(t.pong(), 1, 0)), "0");
+  std::string rounds = std::to_string(run.round_trips), delay_us = std::to_string(run.post_delay_us);
+  const char* mode = t.GetParam() == PeerMemory::kShmOpen ? "shm" : "file";
+  char* argv[] = {const_cast<char*>(LOCKSWAP_SEM_PEER), const_cast<char*>(mode), t.where_.data(), rounds.data(),
+                  delay_us.data(), nullptr};
   pid_t peer = -1;
-  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, environ);  // same environment
+  int rc = posix_spawn(&peer, LOCKSWAP_SEM_PEER, nullptr, nullptr, argv, run.env);
   ASSERT_EQ(rc, 0) << strerrorname_np(rc);
   int done = 0;
-  for (; done < kRoundTrips; ++done) {
-    if (sem_post(ping()) != 0) break;
-    WaitKind k = done % 3 == 0 ? WaitKind::kTimedwait : WaitKind::kClockwaitMonotonic;
-    if (wait_on(pong(), k, kGenerousMs) != 0) {
+  for (; done < run.round_trips; ++done) {
+    if (run.post_to_a_sleeper && done % 2 == 0) eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
+    if (sem_post(t.ping()) != 0) break;
+    WaitKind k = done % 3 == 0 ? run.every_third_wait : WaitKind::kClockwaitMonotonic;
+    if (wait_on(t.pong(), k, kGenerousMs) != 0) {
       int e = errno;
-      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(ping()) << ", pong "
-                    << value_of(pong());
+      ADD_FAILURE() << "round trip " << done << ": " << outcome(-1, e) << ", ping " << value_of(t.ping())
+                    << ", pong " << value_of(t.pong());
       break;
     }
   }
-  EXPECT_EQ(done, kRoundTrips);
-  // The peer ends with one handshake of its own: it sleeps on ping until we post.
-  if (done == kRoundTrips) {
+  EXPECT_EQ(done, run.round_trips);
+  if (done == run.round_trips) {
     eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
-    EXPECT_EQ(res(sem_post(ping())), "0");
+    EXPECT_EQ(res(sem_post(t.ping())), "0");
   }
   EXPECT_EQ(finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
-  EXPECT_EQ(value_of(ping()), 0);
-  EXPECT_EQ(value_of(pong()), 0);
+  EXPECT_EQ(value_of(t.ping()), 0);
+  EXPECT_EQ(value_of(t.pong()), 0);
+}
+
+// Both pairings on one pair of semaphores: the glibc peer sleeps on ping and
+// this process's variant posts it; this process sleeps on pong (the peer
+// pauses before each post) and glibc's post must wake it.
+TEST_P(SemUnrelatedProcess, PeerRunningGlibcsOwnSemaphoreInteroperates) {
+  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
+  std::vector<char*> env = environment_without_preload();
+  ping_pong_with_peer(*this, {200, 500, env.data(), WaitKind::kWait, true});
+}
+
+TEST_P(SemUnrelatedProcess, SpawnedPeerMapsTheSameMemoryAndPingPongs) {
+  ASSERT_EQ(create(), 0) << strerrorname_np(errno);
+  ping_pong_with_peer(*this, {5000, 0, environ, WaitKind::kTimedwait, false});  // same environment
   EXPECT_EQ(res(sem_destroy(ping())), "0");
   EXPECT_EQ(res(sem_destroy(pong())), "0");
 }

@@ -20,6 +20,18 @@
 
 #include "core/wait_ctx.h"
 #include "tests/core/core_test_util.h"
+#include "tests/core/kill_test_util.h"
+
+// The test-only pause point (core/cid.h): a fork child that set the report
+// fd says it is inside the cid_lock, then stays there until it is killed.
+namespace {
+int g_cid_pause_report_fd = -1;
+}  // namespace
+extern "C" void lockswap_test_pause_in_cid_lock() {
+  if (g_cid_pause_report_fd < 0) return;
+  lockswap::coretest::report_inside(g_cid_pause_report_fd);
+  for (;;) pause();
+}
 
 namespace lockswap {
 namespace {
@@ -159,6 +171,42 @@ TEST_F(CidTest, GlobalIdsOfADeadProcessAreReclaimed) {
   EXPECT_EQ(in_child([] { return cid::current() < cid::kMaxCids; }), 0);  // exits still holding it
   EXPECT_EQ(cid::ids_in_use(), 1u);
   EXPECT_EQ(cid::reclaim_dead_processes(), 1u);
+  EXPECT_EQ(cid::ids_in_use(), 0u);
+}
+
+// A relative SIGKILLed inside the cid_lock, with an id half taken (owner
+// written, bit not yet set), must not leave the others spinning, even before
+// its parent reaps it: the next allocation takes the lock over, and the
+// half-taken id is still free.
+TEST_F(CidTest, GlobalProcessKilledInsideTheCidLockDoesNotStopTheOthers) {
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  pid_t holder = fork_stopped_inside([](int report_fd) {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    g_cid_pause_report_fd = report_fd;
+    cid::current();
+  });
+  ASSERT_GT(holder, 0) << "the child never reached the pause point";
+  ASSERT_EQ(kill(holder, SIGKILL), 0);
+  siginfo_t info{};  // dead but not reaped yet: a zombie holds the lock
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(holder), &info, WEXITED | WNOWAIT), 0);
+  int rc = exit_status_within(10s, [] {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    Events ev;
+    if (cid::current() != 0) return 1;  // the half-taken id was never marked taken
+    if (cid::ids_in_use() != 1) return 2;
+    cid::put_global();
+    if (cid::ids_in_use() != 0) return 3;
+    if (kEvents && ev(LockEvent::cid_lock_recovered) != 1) return 4;
+    return 0;
+  });
+  waitpid(holder, nullptr, 0);
+  ASSERT_NE(rc, -1) << "a relative hung on the dead holder's cid_lock";
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cid::current(), 0u) << "this process takes the lock too";
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+  cid::put_global();
   EXPECT_EQ(cid::ids_in_use(), 0u);
 }
 

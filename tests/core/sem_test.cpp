@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 #include "tests/core/core_test_util.h"
+#include "tests/core/kill_test_util.h"
 
 namespace lockswap {
 namespace {
@@ -353,6 +354,130 @@ TYPED_TEST(SemTest, ProcessSharedAcrossFork) {
   EXPECT_EQ(ping->data.load(), 0u);
   EXPECT_EQ(pong->data.load(), 0u);
   munmap(mem, 4096);
+}
+
+// --- a process SIGKILLed in the middle of a process-shared semaphore ----------
+
+// Two process-shared semaphores on a MAP_SHARED page, unmapped at the end.
+template <class S>
+struct SharedPair {
+  SharedPair() {
+    mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    a = new (mem) SemWords{};
+    b = new (static_cast<char*>(mem) + sizeof(sem_t)) SemWords{};
+    S::init(*a, 0, true);
+    S::init(*b, 0, true);
+  }
+  ~SharedPair() { munmap(mem, 4096); }
+  void* mem;
+  SemWords* a;
+  SemWords* b;
+};
+
+// What the other processes must still be able to do: post, take, wake a
+// sleeper in another process, and see exact counts. Exit status 0 if so.
+template <class S>
+int peers_still_work(SemWords& a, SemWords& b) {
+  S sa{a}, sb{b};
+  if (sa.post() != 0 || sa.post() != 0) return 1;
+  if (sa.value() != 2 || sa.trywait() != 0 || sa.value() != 1) return 2;
+  pid_t sleeper = fork();
+  if (sleeper == 0) {
+    timespec t = clock_in(CLOCK_MONOTONIC, 5'000ms);
+    S s{b};
+    _exit(s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)) == 0 ? 0 : 1);
+  }
+  std::this_thread::sleep_for(20ms);  // usually asleep by now (not required)
+  if (sb.post() != 0) return 3;
+  int status = 0;
+  if (waitpid(sleeper, &status, 0) != sleeper || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 4;
+  if (sb.value() != 0 || sa.value() != 1 || sa.trywait() != 0 || sa.trywait() != EAGAIN) return 5;
+  return 0;
+}
+
+// SIGKILLs the process (reaped), then checks from another one that the
+// semaphores still work, in bounded time.
+template <class S>
+void expect_peers_still_work_after_killing(pid_t pid, SharedPair<S>& p) {
+  ASSERT_TRUE(kill_and_reap(pid));
+  int rc = exit_status_within(10s, [&] { return peers_still_work<S>(*p.a, *p.b); });
+  EXPECT_NE(rc, -1) << "the other processes hang";
+  EXPECT_EQ(rc, 0);
+}
+
+// The state LockrefSem's fallback leaves in a process-shared word while it
+// holds the lock half (bit 32 set), left by a process SIGKILLed there.
+TYPED_TEST(SemTest, ProcessSharedSurvivesAProcessKilledHoldingTheLockHalf) {
+  SharedPair<TypeParam> p;
+  pid_t holder = fork_stopped_inside([&](int report_fd) {
+    lockref::lock_half(p.a->data, true);
+    report_inside(report_fd);
+    for (;;) pause();
+  });
+  ASSERT_GT(holder, 0);
+  expect_peers_still_work_after_killing(holder, p);
+}
+
+// A process SIGKILLed while it sleeps registered as a waiter.
+TYPED_TEST(SemTest, ProcessSharedSurvivesAWaiterKilledAsleep) {
+  SharedPair<TypeParam> p;
+  pid_t waiter = fork_stopped_inside([&](int report_fd) {
+    report_inside(report_fd);
+    TypeParam{*p.a}.wait(WaitCtx::blocking());
+    _exit(97);
+  });
+  ASSERT_GT(waiter, 0);
+  ASSERT_TRUE(eventually([&] { return TypeParam{*p.a}.waiters() == 1; })) << "the child never registered";
+  expect_peers_still_work_after_killing(waiter, p);
+}
+
+// This program is not preloaded: sem_wait/sem_post here are glibc's own. A
+// process-shared semaphore is shared with them in both directions, a
+// sleeper on either side woken by the other's post.
+TYPED_TEST(SemTest, ProcessSharedInteroperatesWithGlibcsOwnSemaphore) {
+  SharedPair<TypeParam> p;
+  auto* glibc_a = reinterpret_cast<sem_t*>(p.a);
+  ASSERT_EQ(sem_init(glibc_a, 1, 0), 0);  // glibc's init: the same bytes as S::init
+  int rc = exit_status_within(10s, [&] {
+    pid_t glibc_waiter = fork();
+    if (glibc_waiter == 0) _exit(sem_wait(glibc_a) == 0 && sem_post(glibc_a) == 0 ? 0 : 1);
+    if (!eventually([&] { return p.a->data.load() >> 32 == 1; })) return 2;  // glibc registered its waiter
+    TypeParam s{*p.a};
+    if (s.post() != 0) return 3;  // wakes glibc's sleeper, which posts back
+    int status = 0;
+    if (waitpid(glibc_waiter, &status, 0) != glibc_waiter || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      return 4;
+    if (s.trywait() != 0 || s.value() != 0) return 5;
+    pid_t glibc_poster = fork();
+    if (glibc_poster == 0) {
+      std::this_thread::sleep_for(20ms);  // usually after the wait below went to sleep
+      _exit(sem_post(glibc_a) == 0 ? 0 : 1);
+    }
+    timespec t = clock_in(CLOCK_MONOTONIC, 5'000ms);
+    if (s.wait(WaitCtx::until(CLOCK_MONOTONIC, &t)) != 0) return 6;
+    if (waitpid(glibc_poster, &status, 0) != glibc_poster || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      return 7;
+    return p.a->data.load() == 0 ? 0 : 8;
+  });
+  EXPECT_NE(rc, -1) << "a post or a wait hung";
+  EXPECT_EQ(rc, 0);
+}
+
+// LockrefSem hands each call on a process-shared semaphore to glibc's word.
+TEST(LockrefSemShared, CallsAreCountedAsDelegatedToGlibc) {
+  sem_t storage{};
+  auto& w = *reinterpret_cast<SemWords*>(&storage);
+  LockrefSem::init(w, 0, true);
+  Events ev;
+  LockrefSem s{w};
+  EXPECT_EQ(s.post(), 0);
+  EXPECT_EQ(s.trywait(), 0);
+  EXPECT_EQ(s.wait(WaitCtx::try_once()), EAGAIN);
+  if (kEvents) EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u);
+  LockrefSem::init(w, 0, false);
+  Events private_ev;
+  EXPECT_EQ(s.post(), 0);
+  if (kEvents) EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u);
 }
 
 }  // namespace
