@@ -184,6 +184,32 @@ inline uint32_t retries_after(uint32_t failed) {
   return failed >= bound ? kRetriesSpent : bound - failed;
 }
 
+// One lock-free attempt for an inline fast path: no call on any branch, so
+// the caller keeps no stack frame (the rest of the bounded loop is the
+// caller's out-of-line slow path, which passes retries_after(1) after a
+// failed CAS). The lockless event is counted with a plain add on the
+// thread's own slot; a thread without one (its first lock call: attaching
+// is a call) or on the shared slot is `not_tried`.
+enum class Once : uint8_t { done, stopped, not_tried, cas_failed };
+template <class Code>
+inline Once try_once(std::atomic<uint64_t>& w, uint64_t lock_mask, std::memory_order success_mo, uint64_t& old,
+                     Code&& code) {
+#if LOCKSWAP_LOCK_EVENTS
+  ThreadSlot* me = t_local.slot;
+  if (__builtin_expect(me == nullptr || is_shared(*me), 0)) return Once::not_tried;
+#endif
+  old = w.load(arch::mo_hint);
+  if (__builtin_expect((old & lock_mask) != 0, 0)) return Once::not_tried;
+  uint64_t next = old;
+  if (code(old, next) == Step::stop) return Once::stopped;
+  if (__builtin_expect(!w.compare_exchange_strong(old, next, success_mo, arch::mo_hint), 0)) return Once::cas_failed;
+#if LOCKSWAP_LOCK_EVENTS
+  auto& ev = me->events[static_cast<uint32_t>(LockEvent::lockref_lockless)];
+  ev.store(ev.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+#endif
+  return Once::done;
+}
+
 // --- the sleeping lock half (kLocked, kLockSleepers), shared with core/sem.h ---
 void lock_half_slow(std::atomic<uint64_t>& w, bool shared);  // core/lockref.cpp
 

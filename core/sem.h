@@ -137,15 +137,29 @@ struct FutexSemWord {
   static constexpr uint64_t kWaiterOne = 1ull << 32;
   static constexpr uint64_t waiters_of(uint64_t d) { return d >> 32; }
 
+  // The fast paths' single attempts (Semaphore::take_unit, post).
+  static lockref::Once take_once(std::atomic<uint64_t>& d, uint64_t& old) {
+    old = d.load(arch::mo_hint);
+    if (sem_detail::value_of(old) == 0) return lockref::Once::stopped;
+    return d.compare_exchange_strong(old, old - 1, arch::mo_lock, arch::mo_hint) ? lockref::Once::done
+                                                                                  : lockref::Once::cas_failed;
+  }
+  static lockref::Once give_once(std::atomic<uint64_t>& d, uint64_t& old) {
+    old = d.load(arch::mo_hint);
+    if (sem_detail::value_of(old) >= sem_detail::kValueMax) return lockref::Once::stopped;
+    return d.compare_exchange_strong(old, old + 1, arch::mo_unlock, arch::mo_hint) ? lockref::Once::done
+                                                                                  : lockref::Once::cas_failed;
+  }
+
   // Take one unit, subtracting `also` (0, or our registration) in the same CAS.
-  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool) {
+  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool, uint32_t /*failed*/ = 0) {
     uint64_t old = d.load(arch::mo_hint);
     while (sem_detail::value_of(old) != 0)
       if (d.compare_exchange_weak(old, old - 1 - also, arch::mo_lock, arch::mo_hint)) return true;
     return false;
   }
   // Give one unit; `old` = the word it replaced (for nwaiters). False at the maximum.
-  static bool give(std::atomic<uint64_t>& d, bool, uint64_t& old) {
+  static bool give(std::atomic<uint64_t>& d, bool, uint64_t& old, uint32_t /*failed*/ = 0) {
     old = d.load(arch::mo_hint);
     do {
       if (sem_detail::value_of(old) >= sem_detail::kValueMax) return false;
@@ -160,30 +174,58 @@ struct LockrefSemWord {
   static constexpr uint64_t waiters_of(uint64_t d) { return d >> lockref::kUserShift; }
   static_assert((kWaiterOne & (lockref::kLockBits | lockref::kCountMask)) == 0, "nwaiters above the lock bits");
 
-  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool shared) {
+  // The fast paths' single attempts: lockref::try_once, no call, no frame.
+  static lockref::Once take_once(std::atomic<uint64_t>& d, uint64_t& old) {
+    return lockref::try_once(d, lockref::kLocked, arch::mo_lock, old, TakeStep{0});
+  }
+  static lockref::Once give_once(std::atomic<uint64_t>& d, uint64_t& old) {
+    return lockref::try_once(d, lockref::kLocked, arch::mo_unlock, old, give_step);
+  }
+
+  // `failed`: CAS attempts the caller's single attempt already spent (they
+  // count against LOCKSWAP_LOCKREF_RETRIES).
+  static bool try_take(std::atomic<uint64_t>& d, uint64_t also, bool shared, uint32_t failed = 0) {
     uint64_t old;
-    auto r = lockref::cmpxchg_loop(d, lockref::kLocked, arch::mo_lock, old, [also](uint64_t o, uint64_t& n) {
-      if (sem_detail::value_of(o) == 0) return lockref::Step::stop;
-      n = o - 1 - also;
-      return lockref::Step::attempt;
-    });
+    auto r = loop(d, arch::mo_lock, failed, old, TakeStep{also});
     if (r == lockref::LoopResult::done) return true;
     if (r == lockref::LoopResult::stopped || sem_detail::value_of(old) == 0) return false;
     return take_locked(d, also, shared, r);
   }
 
-  static bool give(std::atomic<uint64_t>& d, bool shared, uint64_t& old) {
-    auto r = lockref::cmpxchg_loop(d, lockref::kLocked, arch::mo_unlock, old, [](uint64_t o, uint64_t& n) {
-      if (sem_detail::value_of(o) >= sem_detail::kValueMax) return lockref::Step::stop;
-      n = o + 1;
-      return lockref::Step::attempt;
-    });
+  static bool give(std::atomic<uint64_t>& d, bool shared, uint64_t& old, uint32_t failed = 0) {
+    auto r = loop(d, arch::mo_unlock, failed, old, give_step);
     if (r == lockref::LoopResult::done) return true;
     if (r == lockref::LoopResult::stopped || sem_detail::value_of(old) >= sem_detail::kValueMax) return false;
     return give_locked(d, shared, old, r);
   }
 
  private:
+  struct TakeStep {  // one unit, and `also` (0, or a registration) in the same CAS
+    uint64_t also;
+    lockref::Step operator()(uint64_t o, uint64_t& n) const {
+      if (sem_detail::value_of(o) == 0) return lockref::Step::stop;
+      n = o - 1 - also;
+      return lockref::Step::attempt;
+    }
+  };
+  static lockref::Step give_step(uint64_t o, uint64_t& n) {
+    if (sem_detail::value_of(o) >= sem_detail::kValueMax) return lockref::Step::stop;
+    n = o + 1;
+    return lockref::Step::attempt;
+  }
+  // The bounded loop, after `failed` attempts of the caller's own.
+  template <class Code>
+  static lockref::LoopResult loop(std::atomic<uint64_t>& d, std::memory_order mo, uint32_t failed, uint64_t& old,
+                                  Code&& code) {
+    if (failed != 0) lockevent_inc(LockEvent::lockref_cas_fail);
+    uint32_t retries = lockref::retries_after(failed);
+    if (retries == lockref::kRetriesSpent) {
+      old = d.load(arch::mo_hint);
+      return lockref::LoopResult::exhausted;
+    }
+    return lockref::cmpxchg_loop_bounded(d, lockref::kLocked, mo, retries, old, code);
+  }
+
   // The fallbacks: under the lock half the value is stable, so check it and
   // change it with one RMW (nwaiters may move meanwhile; the RMW keeps it).
   __attribute__((noinline)) static bool take_locked(std::atomic<uint64_t>& d, uint64_t also, bool shared,
@@ -227,27 +269,27 @@ class Semaphore {
   }
 
   // 0 or EAGAIN.
-  int trywait() { return Word::try_take(w_.data, 0, shared()) ? 0 : EAGAIN; }
+  int trywait() { return take_unit() ? 0 : EAGAIN; }
 
   // 0, ETIMEDOUT, EINTR (signal without SA_RESTART), or EAGAIN for try_once.
   template <class Sleeper = SemPlainSleeper>
   int wait(const WaitCtx& ctx) {
-    if (__builtin_expect(Word::try_take(w_.data, 0, shared()), 1)) return 0;
+    if (__builtin_expect(take_unit(), 1)) return 0;
     if (!ctx.may_block()) return EAGAIN;
     if (ctx.mode == WaitCtx::Mode::until && ctx.abs->tv_sec < 0) return ETIMEDOUT;
     return wait_slow<Sleeper>(ctx);
   }
 
-  // 0 or EOVERFLOW (value at SEM_VALUE_MAX).
+  // 0 or EOVERFLOW (value at SEM_VALUE_MAX). Fast path: one attempt, no
+  // call on any branch (no stack frame); the rest is post_slow's.
   int post() {
-    const bool sh = shared();
     uint64_t old;
-    if (!Word::give(w_.data, sh, old)) return EOVERFLOW;
-    if (Word::waiters_of(old) != 0) {
-      lockevent_inc(LockEvent::sem_post_wake);
-      arch::futex_wake(lockref::count_futex(w_.data), 1, sh);
+    lockref::Once r = Word::give_once(w_.data, old);
+    if (__builtin_expect(r == lockref::Once::done, 1)) {
+      if (__builtin_expect(Word::waiters_of(old) == 0, 1)) return 0;
+      return wake_one(w_);
     }
-    return 0;
+    return post_slow(w_, r);
   }
 
   // Never negative (sleepers are not counted, as in glibc).
@@ -257,6 +299,32 @@ class Semaphore {
   bool shared() const { return w_.private_flag != 0; }
 
  private:
+  // One unit at once (trywait, and wait's first try): the single attempt
+  // inline, the rest of the word's loop out of line. The out-of-line parts
+  // are static on the words, so the handle never needs a home in memory and
+  // the fast paths keep no stack frame.
+  bool take_unit() {
+    uint64_t old;
+    lockref::Once r = Word::take_once(w_.data, old);
+    if (__builtin_expect(r == lockref::Once::done, 1)) return true;
+    if (r == lockref::Once::stopped) return false;
+    return take_unit_slow(w_, r);
+  }
+  __attribute__((noinline)) static bool take_unit_slow(SemWords& w, lockref::Once r) {
+    return Word::try_take(w.data, 0, w.private_flag != 0, r == lockref::Once::cas_failed ? 1 : 0);
+  }
+  __attribute__((noinline)) static int post_slow(SemWords& w, lockref::Once r) {
+    if (r == lockref::Once::stopped) return EOVERFLOW;
+    uint64_t old;
+    if (!Word::give(w.data, w.private_flag != 0, old, r == lockref::Once::cas_failed ? 1 : 0)) return EOVERFLOW;
+    return Word::waiters_of(old) != 0 ? wake_one(w) : 0;
+  }
+  __attribute__((noinline)) static int wake_one(SemWords& w) {
+    lockevent_inc(LockEvent::sem_post_wake);
+    arch::futex_wake(lockref::count_futex(w.data), 1, w.private_flag != 0);
+    return 0;
+  }
+
   // Drops a registration; passes a wakeup on when units are left for others.
   static void unregister(std::atomic<uint64_t>& d, bool shared) {
     uint64_t old = d.fetch_sub(Word::kWaiterOne, arch::mo_hint);

@@ -495,12 +495,13 @@ int cond_init_native(pthread_cond_t* c, const pthread_condattr_t* attr) {
 
 // ------------------------------------------------------------- semaphores
 
-// sem_* report failure as -1 with errno.
-int sem_result(int err) {
-  if (err == 0) return 0;
+// sem_* report failure as -1 with errno (out of line: setting errno is a
+// call, which would give every fast path a stack frame).
+__attribute__((noinline)) int sem_error(int err) {
   errno = err;
   return -1;
 }
+int sem_result(int err) { return __builtin_expect(err == 0, 1) ? 0 : sem_error(err); }
 
 // glibc 2.36's order: argument checks, then (sem_wait and sem_timedwait
 // only: cancellation points that "shall occur" even when a unit is available)
@@ -517,7 +518,8 @@ struct NativeSem {
   static int destroy(sem_t*) { return 0; }  // glibc checks nothing either
   static int wait(sem_t* s) {
     pthread_testcancel();
-    return take(s, WaitCtx::blocking());
+    if (__builtin_expect(V::trywait(s) == 0, 1)) return 0;
+    return wait_slow(s);
   }
   static int trywait(sem_t* s) { return sem_result(V::trywait(s)); }
   static int timedwait(sem_t* s, const timespec* abs) {
@@ -532,6 +534,11 @@ struct NativeSem {
   // A unit at once, or the wait with deferred cancellation around it.
   static int take(sem_t* s, WaitCtx ctx) {
     if (__builtin_expect(V::trywait(s) == 0, 1)) return 0;
+    return sleep_for_unit(s, ctx);
+  }
+  // Out of line, so that sem_wait's fast path builds no WaitCtx and keeps no frame.
+  __attribute__((noinline)) static int wait_slow(sem_t* s) { return sleep_for_unit(s, WaitCtx::blocking()); }
+  __attribute__((noinline)) static int sleep_for_unit(sem_t* s, WaitCtx ctx) {
     return sem_result(with_deferred_cancellation([&] { return V::template wait<Sleeper>(s, ctx); }));
   }
   static int post(sem_t* s) { return sem_result(V::post(s)); }
@@ -780,9 +787,14 @@ LOCKSWAP_EXPORT int pthread_setcanceltype(int type, int* oldtype) {
   return rc;
 }
 
+// Calls that never sleep. Not declared noexcept although nothing they reach
+// throws: a noexcept function may not tail-call a pointer that is not
+// noexcept itself (the call needs a terminate region), so each forwarder
+// would keep a frame and a call (3 more instructions on every unlock and
+// try); without it each is one indirect jump.
 #define LOCKSWAP_FORWARD(name, ret, params, args) \
-  LOCKSWAP_EXPORT ret name params noexcept { return g_ops.name args; }
-// Calls that may sleep: no noexcept. A cancellation unwinds through them —
+  LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
+// Calls that may sleep: no noexcept either. A cancellation unwinds through them —
 // deferred at the cancellation points (cond and semaphore waits), and
 // asynchronous from any sleep when the caller enabled that (glibc's locks
 // let such a thread be cancelled where it waits; the native entry points run
@@ -869,8 +881,10 @@ LOCKSWAP_EXPORT void cnd_destroy(cnd_t* c) { pthread_cond_destroy(reinterpret_ca
 // glibc's old public aliases (GLIBC_2.2.5 compatibility symbols). A binary
 // that calls them must reach lockswap too, or two implementations would share
 // one lock word.
+// copy(): the alias carries the target's declared attributes (glibc's
+// headers say nothrow), as -Wmissing-attributes asks.
 #define LOCKSWAP_ALIAS(old_name, target) \
-  LOCKSWAP_EXPORT __typeof__(target) old_name __attribute__((alias(#target)));
+  LOCKSWAP_EXPORT __typeof__(target) old_name __attribute__((alias(#target), copy(target)));
 LOCKSWAP_ALIAS(__pthread_mutex_init, pthread_mutex_init)
 LOCKSWAP_ALIAS(__pthread_mutex_destroy, pthread_mutex_destroy)
 LOCKSWAP_ALIAS(__pthread_mutex_lock, pthread_mutex_lock)
