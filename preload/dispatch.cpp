@@ -717,9 +717,10 @@ __attribute__((noinline)) void install_ops() {
     default:
       break;
   }
-  // LOCKSWAP_STATS: the variant's table moves inside profiling wrappers
-  // (preload/stats.cpp). Off, nothing here or on any lock path changes.
-  if (g_config.stats) stats::install(t);
+  // LOCKSWAP_STATS=profile: the variant's table moves inside the profiling
+  // wrappers (preload/stats.cpp). Off or counts, nothing here or on any lock
+  // path changes.
+  if (g_config.profile) stats::install(t);
 #define X(name, ret, args) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
