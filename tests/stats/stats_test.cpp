@@ -158,12 +158,18 @@ __attribute__((noinline)) void sem_waiter_path() {
   sem_wait(&g_sem);
   g_sink = g_sink + 1;  // not a tail call: the site is in this function
 }
+// Each wait times out kCondWaitNs after the deadline is computed; the
+// profiler's clock starts only inside the call, so a thread preempted in
+// between (a loaded CI machine) waits less than that on the profiler's
+// clock. The deadline is long enough that a preemption cannot bring the
+// three waits below the test's 3 ms.
+constexpr long kCondWaitNs = 20'000'000;
 __attribute__((noinline)) void cond_path(int waits) {
   pthread_mutex_lock(&g_cond_mutex);
   for (int i = 0; i < waits; ++i) {
     timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 1'000'000;
+    until.tv_nsec += kCondWaitNs;
     if (until.tv_nsec >= 1'000'000'000) {
       until.tv_sec += 1;
       until.tv_nsec -= 1'000'000'000;
