@@ -117,11 +117,8 @@ def probe_binary(build):
 
 def env_summary(probe):
     """The `env:` line of lockswap-probe summary, for headers and results files."""
-    try:
-        out = subprocess.run([probe, "summary"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out = ""
-    return out if out.startswith("env:") else f"env: unknown ({probe} not built: cmake --build BUILD --target lockswap-probe)"
+    return (lockswap_stats.probe_summary(probe)
+            or f"env: unknown ({probe} not built: cmake --build BUILD --target lockswap-probe)")
 
 
 def rotated(items, i):
