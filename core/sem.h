@@ -282,14 +282,19 @@ class Semaphore {
 
   // 0 or EOVERFLOW (value at SEM_VALUE_MAX). Fast path: one attempt, no
   // call on any branch (no stack frame); the rest is post_slow's.
+  // The futex kind is read before the unit is given: once it is, a waiter
+  // may take it, destroy the semaphore and unmap its memory (glibc reads
+  // `private` first for the same reason); the wake on a gone address is a
+  // harmless EFAULT, a load from it would fault.
   int post() {
+    const bool sh = shared();
     uint64_t old;
     lockref::Once r = Word::give_once(w_.data, old);
     if (__builtin_expect(r == lockref::Once::done, 1)) {
       if (__builtin_expect(Word::waiters_of(old) == 0, 1)) return 0;
-      return wake_one(w_);
+      return wake_one(w_.data, sh);
     }
-    return post_slow(w_, r);
+    return post_slow(w_.data, sh, r);
   }
 
   // Never negative (sleepers are not counted, as in glibc).
@@ -313,15 +318,15 @@ class Semaphore {
   __attribute__((noinline)) static bool take_unit_slow(SemWords& w, lockref::Once r) {
     return Word::try_take(w.data, 0, w.private_flag != 0, r == lockref::Once::cas_failed ? 1 : 0);
   }
-  __attribute__((noinline)) static int post_slow(SemWords& w, lockref::Once r) {
+  __attribute__((noinline)) static int post_slow(std::atomic<uint64_t>& d, bool sh, lockref::Once r) {
     if (r == lockref::Once::stopped) return EOVERFLOW;
     uint64_t old;
-    if (!Word::give(w.data, w.private_flag != 0, old, r == lockref::Once::cas_failed ? 1 : 0)) return EOVERFLOW;
-    return Word::waiters_of(old) != 0 ? wake_one(w) : 0;
+    if (!Word::give(d, sh, old, r == lockref::Once::cas_failed ? 1 : 0)) return EOVERFLOW;
+    return Word::waiters_of(old) != 0 ? wake_one(d, sh) : 0;
   }
-  __attribute__((noinline)) static int wake_one(SemWords& w) {
+  __attribute__((noinline)) static int wake_one(std::atomic<uint64_t>& d, bool sh) {
     lockevent_inc(LockEvent::sem_post_wake);
-    arch::futex_wake(lockref::count_futex(w.data), 1, w.private_flag != 0);
+    arch::futex_wake(lockref::count_futex(d), 1, sh);
     return 0;
   }
 
