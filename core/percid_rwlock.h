@@ -150,6 +150,7 @@
 #include <cstdint>
 
 #include "arch/atomic.h"
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/cid.h"
@@ -246,7 +247,6 @@ void release_block(std::atomic<uint32_t>& index, const void* lock);
 uint32_t slots_per_lock();
 uint32_t blocks_in_use();
 void after_fork_in_child();
-uint64_t now_ns();  // CLOCK_MONOTONIC
 }  // namespace percid
 
 // S: the rwsem's words (count, owner, waitq, osq) plus `index` and `state`.
@@ -389,7 +389,7 @@ struct PercidRwlock {
   // meanwhile; once it owns the lock, wait for it on the rwsem.
   static int read_past_pending_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads) {
     const uint64_t bound = g_rwsem_tunables.reader_pref_ns;
-    const uint64_t start = percid::now_ns();
+    const uint64_t start = arch::monotonic_ns();
     bool batch_before_me = true;  // set from the first look at `state`
     bool first = true;
     for (;;) {
@@ -408,7 +408,7 @@ struct PercidRwlock {
         sleep_on_state(s, st, ctx, kUntilReleased);
         continue;
       }
-      uint64_t waited = percid::now_ns() - start;
+      uint64_t waited = arch::monotonic_ns() - start;
       if (read_pref::read_holder_asleep_on(&s)) {
         if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref)) return 0;
         continue;
@@ -443,17 +443,10 @@ struct PercidRwlock {
       ctx.sleep(percid::futex_word(s.state), percid::futex_value(waiting));
       return;
     }
-    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
-    uint64_t until = percid::now_ns() + slice_ns;
-    timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, arch::ns_until(ctx.clock, *ctx.abs));
+    uint64_t until = arch::monotonic_ns() + slice_ns;
+    timespec end = arch::timespec_at(until);
     WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
-  }
-
-  static uint64_t ns_left(const WaitCtx& ctx) {
-    timespec now;
-    clock_gettime(ctx.clock, &now);
-    int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
-    return left < 0 ? 0 : static_cast<uint64_t>(left);
   }
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the

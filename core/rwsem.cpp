@@ -15,6 +15,7 @@
 #include <ctime>
 #include <new>
 
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/oncpu.h"
@@ -33,11 +34,7 @@ using namespace rwsem;
 const RwsemTunables& tunables() { return g_rwsem_tunables; }
 
 // jiffies / sched_clock() stand-in.
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t now_ns() { return arch::monotonic_ns(); }
 
 // Spin loops read the clock (or peek at another thread's CPU) only every 16
 // polls, as the kernel does, to keep the poll-to-trylock latency short.
@@ -1135,16 +1132,6 @@ Admit read_pref_queued(const Ref& r, Waiter& w, uint64_t now, WakeQ& q) {
 constexpr uint64_t kPrefSliceMinNs = 100'000;
 constexpr unsigned kPrefSliceMaxShift = 4;  // slices double up to 16 bounds
 
-uint64_t ns_until(const WaitCtx& ctx) {
-  timespec now;
-  clock_gettime(ctx.clock, &now);
-  int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
-  return left < 0 ? 0 : static_cast<uint64_t>(left);
-}
-
-timespec monotonic_at(uint64_t ns) {
-  return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-}
 
 // ---------------------------------------------------------------------------
 // Queued readers
@@ -1190,9 +1177,9 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
       lockevent_inc(LockEvent::rwsem_rlock_fail);
       return ctx.give_up_code();
     }
-    if (pref && (ctx.mode == WaitCtx::Mode::forever || ns_until(ctx) > slice)) {
+    if (pref && (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > slice)) {
       // A bounded sleep; its end is not the caller's timeout.
-      timespec end = monotonic_at(now + slice);
+      timespec end = arch::timespec_at(now + slice);
       park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end));
       timed_out = ctx.mode == WaitCtx::Mode::until && ctx.expired();
       slice = std::min(slice * 2, bound << kPrefSliceMaxShift);
