@@ -1,7 +1,7 @@
 // core/rwsem.cpp — rw_semaphore slow paths (design: core/rwsem.h).
 //
 // Layout follows kernel/locking/rwsem.c: wait list and wake queue, mark_wake,
-// optimistic spinning (with the OSQ), read slow path, write slow path. Each
+// optimistic spinning (the OSQ is core/osq_lock.cpp), read slow path, write slow path. Each
 // function names the kernel function it stands for.
 #include "core/rwsem.h"
 
@@ -18,9 +18,12 @@
 #include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
-#include "core/oncpu.h"
+#include "core/backoff.h"
 #include "core/cancel.h"
+#include "core/oncpu.h"
+#include "core/osq_lock.h"
 #include "core/read_pref.h"
+#include "core/spin_budget.h"
 
 namespace lockswap {
 
@@ -36,9 +39,6 @@ const RwsemTunables& tunables() { return g_rwsem_tunables; }
 // jiffies / sched_clock() stand-in.
 uint64_t now_ns() { return arch::monotonic_ns(); }
 
-// Spin loops read the clock (or peek at another thread's CPU) only every 16
-// polls, as the kernel does, to keep the poll-to-trylock latency short.
-constexpr unsigned kClockEvery = 16;
 // Writer spin budget on a reader-owned lock: (20 + min(readers, 30)) / 2 µs,
 // i.e. 10 µs plus 0.5 µs per reader, at most 25 µs (rwsem_rspin_threshold()).
 constexpr uint64_t kRspinBaseNs = 10'000;
@@ -50,31 +50,6 @@ constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerRead
 // the latest at the next tick, ours has no such signal.
 constexpr uint64_t kSpinCapExtraNs = 4 * kRspinMaxNs;
 
-// Waiting for another thread's store when preemption cannot be disabled:
-// spin, then yield (that thread is probably preempted), then sleep with a
-// growing pause. Never an unbounded busy loop: a yield does not let a lower
-// SCHED_FIFO/RR priority holder run on our CPU, a sleep does. The sleep is a
-// raw system call, not nanosleep(), which is a cancellation point.
-constexpr unsigned kPollsBeforeYield = 64;
-constexpr unsigned kYieldsBeforeSleep = 64;
-constexpr long kBackoffSleepMinNs = 10'000;
-constexpr long kBackoffSleepMaxNs = 1'000'000;
-struct Backoff {
-  unsigned polls = 0;
-  long sleep_ns = kBackoffSleepMinNs;
-  void pause() {
-    ++polls;
-    if (polls <= kPollsBeforeYield) {
-      arch::cpu_relax();
-    } else if (polls <= kPollsBeforeYield + kYieldsBeforeSleep) {
-      sched_yield();
-    } else {
-      timespec ts{0, sleep_ns};
-      syscall(SYS_nanosleep, &ts, nullptr);
-      sleep_ns = std::min(sleep_ns * 2, kBackoffSleepMaxNs);
-    }
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Cancellation
@@ -361,40 +336,14 @@ ThreadSlot* owner_slot(uint64_t owner) {
   return reinterpret_cast<ThreadSlot*>(owner & ~P::kOwnerFlags);
 }
 
-// owner_on_cpu() stand-in: not sleeping in lockswap, not a fork ghost, and
-// on a CPU by LOCKSWAP_ONCPU's source (core/oncpu.h; may_be_running()).
-bool slot_running(ThreadSlot& s) { return !is_ghost(s) && may_be_running(s); }
-
-// need_resched() stand-in for one optimistic spin, read every kClockEvery
-// polls. owner_spin_ns bounds spinning on a writer owner or on no owner
-// (time in a reader phase is credited back: rspin_threshold() bounds that,
-// as in the kernel); kSpinCapExtraNs more bounds the whole spin; with
-// LOCKSWAP_ONCPU=rseq a spinner that sees it was preempted stops too.
-struct SpinBudget {
-  uint64_t deadline;  // writer-owned / ownerless spinning ends here
-  uint64_t cap;       // the whole spin ends here
-  uint64_t last = 0;  // previous clock reading (oncpu::spinner_was_preempted)
-  static SpinBudget starting(uint64_t now) {
-    uint64_t d = now + tunables().owner_spin_ns;
-    return {d, d + kSpinCapExtraNs};
-  }
-  static SpinBudget until(uint64_t deadline) { return {deadline, deadline}; }
-  // True when the spin must stop; `on_writer_or_none`: the deadline applies.
-  bool expired(uint64_t now, bool on_writer_or_none) {
-    bool preempted = oncpu::spinner_was_preempted(last, now);
-    last = now;
-    if (preempted) {
-      lockevent_inc(LockEvent::rwsem_opt_preempted);
-      return true;
-    }
-    if (now > cap || (on_writer_or_none && now > deadline)) {
-      lockevent_inc(LockEvent::rwsem_opt_budget);
-      return true;
-    }
-    return false;
-  }
-  void credit(uint64_t ns) { deadline += ns; }  // a reader phase spun on
-};
+// The budget of one optimistic spin (core/spin_budget.h): owner_spin_ns
+// bounds spinning on a writer owner or on no owner (time in a reader phase is
+// credited back: rspin_threshold() bounds that, as in the kernel);
+// kSpinCapExtraNs more bounds the whole spin.
+SpinBudget starting_budget(uint64_t now) {
+  uint64_t d = now + tunables().owner_spin_ns;
+  return {d, d + kSpinCapExtraNs};
+}
 
 // Spinner seats (not in the kernel): at most max_spinners threads of the
 // process spin at once, by default the CPUs it may run on minus one (the
@@ -702,98 +651,6 @@ void restore_cancel(const CancelScope& cs, const Ref& r, int rc, bool write) {
 }
 
 // ---------------------------------------------------------------------------
-// OSQ (osq_lock.c): MCS queue of optimistic spinners, nodes in ThreadSlot
-// ---------------------------------------------------------------------------
-
-// If the tail names a thread that did not survive fork, every queued node is a
-// ghost (live spinners only ever queue behind them), so the queue is empty.
-void osq_drop_ghost_tail(std::atomic<uint32_t>& tail) {
-  uint32_t t = tail.load(arch::mo_hint);
-  if (t == 0) return;
-  ThreadSlot* s = slot_of(t);
-  if (s != nullptr && is_ghost(*s)) tail.compare_exchange_strong(t, 0, arch::mo_hint, arch::mo_hint);
-}
-
-// osq_wait_next(): wait until our successor is stable, or move the tail back
-// to `prev_id` if we are last. Returns the successor's id, or 0.
-uint32_t osq_wait_next(std::atomic<uint32_t>& tail, ThreadSlot& me, uint32_t prev_id) {
-  for (Backoff b;; b.pause()) {
-    uint32_t t = me.id;
-    if (tail.load(arch::mo_hint) == t && tail.compare_exchange_strong(t, prev_id, arch::mo_handover, arch::mo_hint))
-      return 0;
-    // Take `next` with an exchange, so a successor that is leaving cannot
-    // believe we still point at it.
-    if (me.osq_next.load(arch::mo_hint) != 0) {
-      uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
-      if (next != 0) return next;
-    }
-  }
-}
-
-// Spin until our predecessor hands over, or give up on the spin budget or
-// when the predecessor cannot be running (vcpu_is_preempted() analogue).
-bool osq_wait_turn(ThreadSlot& me, SpinBudget& budget) {
-  for (unsigned i = 1;; ++i) {
-    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
-    if (i % kClockEvery == 0) {
-      ThreadSlot* prev = slot_of(me.osq_prev.load(arch::mo_hint));
-      if (prev != nullptr && !slot_running(*prev)) {
-        lockevent_inc(LockEvent::rwsem_opt_owner_off);
-        return false;
-      }
-      if (budget.expired(now_ns(), true)) return false;
-    }
-    arch::cpu_relax();
-  }
-}
-
-// Leave the queue without waiting for our turn: (A) detach from prev,
-// (B) stabilise next or retract the tail, (C) link next to prev.
-bool osq_unqueue(std::atomic<uint32_t>& tail, ThreadSlot& me) {
-  uint32_t prev_id;
-  for (Backoff b;; b.pause()) {
-    // prev may change under us: a leaving predecessor rewrites it in step C.
-    prev_id = me.osq_prev.load(arch::mo_lock);
-    ThreadSlot* prev = slot_of(prev_id);
-    uint32_t expect = me.id;
-    if (prev->osq_next.load(arch::mo_hint) == expect &&
-        prev->osq_next.compare_exchange_strong(expect, 0, arch::mo_handover, arch::mo_hint))
-      break;
-    // The exchange can only fail against an unlock that is handing to us.
-    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
-  }
-  uint32_t next_id = osq_wait_next(tail, me, prev_id);
-  if (next_id == 0) return false;
-  // prev waits for a new next, next waits in its step A: both are stable.
-  slot_of(next_id)->osq_prev.store(prev_id, arch::mo_unlock);
-  slot_of(prev_id)->osq_next.store(next_id, arch::mo_unlock);
-  return false;
-}
-
-bool osq_lock(std::atomic<uint32_t>& tail, SpinBudget& budget) {
-  ThreadSlot& me = self_slot();
-  me.osq_locked.store(0, arch::mo_hint);
-  me.osq_next.store(0, arch::mo_hint);
-  osq_drop_ghost_tail(tail);
-  uint32_t old = tail.exchange(me.id, arch::mo_handover);
-  if (old == 0) return true;
-  me.osq_prev.store(old, arch::mo_hint);
-  // Release: our reset node is visible before prev can hand over to it.
-  slot_of(old)->osq_next.store(me.id, arch::mo_unlock);
-  if (osq_wait_turn(me, budget)) return true;
-  return osq_unqueue(tail, me);
-}
-
-void osq_unlock(std::atomic<uint32_t>& tail) {
-  ThreadSlot& me = self_slot();
-  uint32_t expect = me.id;
-  if (tail.compare_exchange_strong(expect, 0, arch::mo_unlock, arch::mo_hint)) return;
-  uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
-  if (next == 0) next = osq_wait_next(tail, me, 0);
-  if (next != 0) slot_of(next)->osq_locked.store(1, arch::mo_unlock);
-}
-
-// ---------------------------------------------------------------------------
 // Optimistic spinning
 // ---------------------------------------------------------------------------
 
@@ -921,7 +778,7 @@ bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
 template <class P, bool kWrite>
 bool optimistic_spin(const Ref& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
-  SpinBudget budget = SpinBudget::starting(now_ns());
+  SpinBudget budget = starting_budget(now_ns());
   bool taken = false;
   // The OSQ node is per thread: the shared slot's threads never spin.
   if (!take_spinner_seat()) {
