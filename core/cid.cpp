@@ -297,7 +297,7 @@ void forget_thread_state() { t_cid = {-1, false, 0, 0}; }
 
 void install_hooks(bool global) {
   g_before_sleep_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
-  registry::g_thread_exit_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
+  thread_registry::g_thread_exit_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
 }
 
 }  // namespace

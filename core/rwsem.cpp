@@ -77,7 +77,7 @@ enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
 struct alignas(64) Waiter {
   Waiter(ThreadSlot& s, WaitType t, uint64_t now)
       : slot(&s), task(&s), queued_at(now), timeout(now + g_rwsem_tunables.handoff_ns),
-        generation(registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
+        generation(thread_registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
 
   Waiter* prev = nullptr;        // list links: under wait_lock
   Waiter* next = nullptr;
@@ -163,7 +163,7 @@ constexpr uint64_t kWordFlags = kWaitLockBit | kTagMask;
 static_assert(alignof(Waiter) > kWordFlags, "the flag bits sit below a Waiter*");
 
 // A waiter queued before a fork() into this process: its thread is gone.
-bool ghost(const Waiter& w) { return w.generation != registry::g_fork_generation.load(arch::mo_hint); }
+bool ghost(const Waiter& w) { return w.generation != thread_registry::g_fork_generation.load(arch::mo_hint); }
 
 // Holds the wait_lock (bit 0 of waitq) and caches the list head meanwhile.
 class WaitList {
@@ -179,7 +179,7 @@ class WaitList {
   // Test-and-test-and-set with a bounded spin (Backoff). The holder's fork
   // generation goes into the word with the lock bit.
   void lock() {
-    const uint64_t mine = kWaitLockBit | wait_lock::tag(registry::g_fork_generation.load(arch::mo_hint));
+    const uint64_t mine = kWaitLockBit | wait_lock::tag(thread_registry::g_fork_generation.load(arch::mo_hint));
     for (Backoff b;; b.pause()) {
       uint64_t v = word_.load(arch::mo_hint);
       if (v & kWaitLockBit) {

@@ -1233,7 +1233,7 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
   // Pretend a parent thread holds the wait_lock across the fork.
   uint64_t head = w.waitq.load();
   uint64_t held = head | rwsem_detail::wait_lock::kLockBit |
-                  rwsem_detail::wait_lock::tag(registry::g_fork_generation.load());
+                  rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load());
   w.waitq.store(held);
   pid_t pid = fork();
   if (pid == 0) {
@@ -1264,7 +1264,7 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
 TYPED_TEST(RwsemTest, WaitLockSpinIsBounded) {
   using L = typename TestFixture::L;
   auto& w = this->w;
-  w.waitq.store(rwsem_detail::wait_lock::kLockBit | rwsem_detail::wait_lock::tag(registry::g_fork_generation.load()));
+  w.waitq.store(rwsem_detail::wait_lock::kLockBit | rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load()));
   std::atomic<long long> cpu_ns{-1}, wall_ns{-1};
   std::thread t([&] {
     timespec c0, c1;
@@ -1300,7 +1300,7 @@ TYPED_TEST(RwsemTest, LastReaderWithWaitersReleasesUnderTheWaitLock) {
   const uint64_t head = w.waitq.load();
   ASSERT_EQ(head & rwsem_detail::wait_lock::kLockBit, 0u);
   w.waitq.store(head | rwsem_detail::wait_lock::kLockBit |
-                rwsem_detail::wait_lock::tag(registry::g_fork_generation.load()));
+                rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load()));
   std::atomic<bool> unlocked{false};
   std::thread reader([&] {
     L::read_unlock(w);
