@@ -282,7 +282,7 @@ struct PercidRwlock {
       index = percid::assign_block(s.index, &s);
       if (read_fast(s)) return 0;
     }
-    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers);
+    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers));
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
     if (ctx.may_block() && !behind_writers) {
       if (wait_out_short_writer(s)) return 0;
@@ -451,9 +451,15 @@ struct PercidRwlock {
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the
   // rwsem for reading no writer can be pending, so our count is safe to add.
+  // The rwsem underneath: reader preference for every kind but the
+  // writer-nonrecursive one.
+  static rwsem::ReadFlags sem_flags(bool caller_holds_reads, bool behind_writers) {
+    return (caller_holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) |
+           (behind_writers ? rwsem::kReadBehindWriters : rwsem::kReadReaderPref);
+  }
   static int read_after_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads,
                                bool behind_writers) {
-    if (int rc = Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers)) return rc;
+    if (int rc = Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers))) return rc;
     percid::my_slot(index).readers.fetch_add(1, arch::mo_dekker);
     Sem::read_unlock(s);
     lockevent_inc(LockEvent::percid_rlock_slow);

@@ -168,7 +168,7 @@ bool ghost(const Waiter& w) { return w.generation != thread_registry::g_fork_gen
 // Holds the wait_lock (bit 0 of waitq) and caches the list head meanwhile.
 class WaitList {
  public:
-  explicit WaitList(const Ref& r) : word_(r.waitq), count_(&r.count) { lock(); }
+  explicit WaitList(const WordRefs& r) : word_(r.waitq), count_(&r.count) { lock(); }
   WaitList(std::atomic<uint64_t>& word, std::atomic<uint64_t>* count) : word_(word), count_(count) { lock(); }
   ~WaitList() {
     if (held_) unlock();
@@ -313,7 +313,7 @@ struct WakeQ {
 
 // rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
 // HANDOFF together (nobody is left to be owed the lock). True if non-empty.
-bool del_waiter(const Ref& r, WaitList& wl, Waiter* w) {
+bool del_waiter(const WordRefs& r, WaitList& wl, Waiter* w) {
   if (wl.remove(w)) return true;
   r.count.fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
   return false;
@@ -321,7 +321,7 @@ bool del_waiter(const Ref& r, WaitList& wl, Waiter* w) {
 
 // rwsem_first_waiter(), unlinking ghosts at the head first: a ghost can never
 // take a lock or pass on a wakeup, so leaving it first would stall the queue.
-Waiter* first_live(const Ref& r, WaitList& wl) {
+Waiter* first_live(const WordRefs& r, WaitList& wl) {
   Waiter* w;
   while ((w = wl.first()) != nullptr && ghost(*w)) del_waiter(r, wl, w);
   return w;
@@ -386,7 +386,7 @@ namespace {
 
 // rwsem_set_nonspinnable(): only while the lock is still reader-owned.
 template <class P>
-void set_nonspinnable(const Ref& r) {
+void set_nonspinnable(const WordRefs& r) {
   uint64_t o = r.owner.load(arch::mo_hint);
   do {
     // v5.10 too stops when EITHER bit is set (RWSEM_NONSPINNABLE = RD|WR,
@@ -397,7 +397,7 @@ void set_nonspinnable(const Ref& r) {
 
 // clear_nonspinnable() (v5.10: clear_wr_nonspinnable()): the readers are gone.
 template <class P>
-void clear_nonspinnable(const Ref& r) {
+void clear_nonspinnable(const WordRefs& r) {
   if (r.owner.load(arch::mo_hint) & P::kWrNonspinnable) r.owner.fetch_and(~P::kWrNonspinnable, arch::mo_hint);
 }
 
@@ -407,7 +407,7 @@ void clear_nonspinnable(const Ref& r) {
 
 // The head reader's pre-grant lost to a writer: undo it, and if that reader
 // has waited too long, ask for HANDOFF in the same atomic add.
-void reader_handoff(const Ref& r, Waiter* first, uint64_t old) {
+void reader_handoff(const WordRefs& r, Waiter* first, uint64_t old) {
   uint64_t undo = kReaderBias;
   if (now_ns() > first->timeout) {
     if (!(old & kFlagHandoff)) {
@@ -446,7 +446,7 @@ uint32_t collect_readers(WaitList& wl, Waiter*& chain) {
 // `pregranted`: a bias the caller already added for the first of them.
 // `clear_handoff`: readers got the lock, so writers need not be forced any
 // more (mark_wake); the reader-preference batch keeps the writer's HANDOFF.
-void grant_readers(const Ref& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q) {
+void grant_readers(const WordRefs& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q) {
   Waiter* chain = nullptr;
   uint32_t woken = collect_readers(wl, chain);
   lockevent_add(LockEvent::rwsem_wake_reader, woken);
@@ -476,7 +476,7 @@ void grant_readers(const Ref& r, WaitList& wl, uint64_t pregranted, bool clear_h
 }
 
 template <class P>
-void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
+void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
   Waiter* first = first_live(r, wl);
   if (first == nullptr) return;
 
@@ -519,7 +519,7 @@ void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
 
 // rwsem_cond_wake_waiter() (v5.19+): wake what the current count allows.
 template <class P>
-void cond_wake_waiter(const Ref& r, WaitList& wl, uint64_t count, WakeQ& q) {
+void cond_wake_waiter(const WordRefs& r, WaitList& wl, uint64_t count, WakeQ& q) {
   if (count & kWriterMask) return;
   if (count & kReaderMask) {
     mark_wake<P>(r, wl, WakeType::readers, q);
@@ -532,14 +532,14 @@ void cond_wake_waiter(const Ref& r, WaitList& wl, uint64_t count, WakeQ& q) {
 // rwsem_del_wake_waiter(): a waiter gives up. If it was first and others
 // remain, wake them: they may now be eligible, or inherit the handoff.
 template <class P>
-void del_wake_waiter(const Ref& r, WaitList& wl, Waiter* w, WakeQ& q) {
+void del_wake_waiter(const WordRefs& r, WaitList& wl, Waiter* w, WakeQ& q) {
   bool first = first_live(r, wl) == w;
   if (del_waiter(r, wl, w) && first) mark_wake<P>(r, wl, WakeType::any, q);
 }
 
 // rwsem_wake() and rwsem_downgrade_wake().
 template <class P>
-void wake_queue(const Ref& r, WakeType type) {
+void wake_queue(const WordRefs& r, WakeType type) {
   WakeQ q;
   {
     WaitList wl(r);
@@ -551,12 +551,12 @@ void wake_queue(const Ref& r, WakeType type) {
 // up_read() / up_write() from inside the slow paths (a cancelled or
 // cancellation-pending thread gives back what it was granted).
 template <class P>
-void read_unlock_ref(const Ref& r) {
+void read_unlock_ref(const WordRefs& r) {
   uint64_t c = r.count.load(arch::mo_hint);
   while (!last_reader_with_waiters(c))
     if (r.count.compare_exchange_weak(c, c - kReaderBias, arch::mo_unlock, arch::mo_hint)) return;
   // The last reader with waiters queued: release under the wait_lock (see
-  // Slow::read_unlock_last()).
+  // SlowPaths::read_unlock_last()).
   WakeQ q;
   {
     WaitList wl(r);
@@ -573,11 +573,11 @@ void read_unlock_ref(const Ref& r) {
 // instead of subtracting it keeps such a stray unlock from wrapping the count
 // into "locked forever".
 template <class P>
-bool write_unlock_ref(const Ref& r) {
+bool write_unlock_ref(const WordRefs& r) {
   r.owner.store(0, arch::mo_hint);
   uint64_t expected = kWriterLocked;
   if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
-  // Waiters queued: release under the wait_lock (see Slow::write_unlock_slow()).
+  // Waiters queued: release under the wait_lock (see SlowPaths::write_unlock_slow()).
   WakeQ q;
   uint64_t old;
   {
@@ -594,7 +594,7 @@ bool write_unlock_ref(const Ref& r) {
 // waiter does, or, for a reader whose grant was already published, give the
 // read lock back. Never called with the wait_lock held.
 template <class P>
-__attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
+__attribute__((noinline)) void leave_cancelled(const WordRefs& r, Waiter& w) {
   if (!is_shared(*w.slot)) w.slot->blocked.store(0, arch::mo_hint);
   WakeQ q;
   bool granted;
@@ -612,7 +612,7 @@ __attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
 // a cancellation unwinds through the wait (every normal exit disarms it).
 template <class P>
 struct QueueGuard {
-  const Ref& r;
+  const WordRefs& r;
   Waiter& w;
   bool armed = true;
   ~QueueGuard() {
@@ -625,7 +625,7 @@ struct QueueGuard {
 // gives the lock back first (as if it had acted while we still waited).
 template <class P>
 struct HeldGuard {
-  const Ref& r;
+  const WordRefs& r;
   bool write;
   bool armed = true;
   ~HeldGuard() {
@@ -639,7 +639,7 @@ struct HeldGuard {
 };
 
 template <class P>
-void restore_cancel(const CancelScope& cs, const Ref& r, int rc, bool write) {
+void restore_cancel(const CancelScope& cs, const WordRefs& r, int rc, bool write) {
   if (!cs.async()) return;
   if (rc != 0) {
     cs.restore();
@@ -666,7 +666,7 @@ OwnerState owner_state(uint64_t owner, uint64_t nonspinnable) {
 // rwsem_can_spin_on_owner(): a reader-owned or free lock is spinnable; a
 // writer-owned one only while that writer may be running.
 template <class P>
-bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
+bool can_spin_on_owner(const WordRefs& r, uint64_t nonspinnable) {
   uint64_t o = r.owner.load(arch::mo_hint);
   bool ok = !(o & nonspinnable);
   if (ok && !(o & kReaderOwned)) {
@@ -683,7 +683,7 @@ bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
 // rwsem_spin_on_owner(): while a writer owns the lock and may be running,
 // wait for the owner word to change; report the state it changed to.
 template <class P>
-OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
+OwnerState spin_on_owner(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget) {
   uint64_t o = r.owner.load(arch::mo_hint);
   OwnerState st = owner_state<P>(o, nonspinnable);
   if (st != OwnerState::writer) return st;
@@ -703,7 +703,7 @@ OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, SpinBudget& budget
 
 // rwsem_try_write_lock_unqueued(): take a free lock past queued waiters
 // unless HANDOFF reserves it for the first of them.
-bool try_write_lock_unqueued(const Ref& r, bool spinning) {
+bool try_write_lock_unqueued(const WordRefs& r, bool spinning) {
   uint64_t c = r.count.load(arch::mo_hint);
   while (!(c & (kLockMask | kFlagHandoff))) {
     if (r.count.compare_exchange_weak(c, c | kWriterLocked, arch::mo_lock, arch::mo_hint)) {
@@ -718,7 +718,7 @@ bool try_write_lock_unqueued(const Ref& r, bool spinning) {
 // v5.10 rwsem_try_read_lock_unqueued(). Backing out needs no wakeup check:
 // every caller afterwards either holds the lock or queues and re-checks.
 template <class P>
-bool try_read_lock_unqueued(const Ref& r) {
+bool try_read_lock_unqueued(const WordRefs& r) {
   if (r.count.load(arch::mo_hint) & (kWriterLocked | kFlagHandoff)) return false;
   uint64_t c = r.count.fetch_add(kReaderBias, arch::mo_lock);
   if (!(c & (kWriterLocked | kFlagHandoff))) {
@@ -732,14 +732,14 @@ bool try_read_lock_unqueued(const Ref& r) {
 
 // rwsem_rspin_threshold(): the reader phase starting `now` may be spun on
 // until the returned time.
-uint64_t rspin_threshold(const Ref& r, uint64_t now) {
+uint64_t rspin_threshold(const WordRefs& r, uint64_t now) {
   uint64_t readers = std::min(reader_count(r.count.load(arch::mo_hint)), kRspinMaxReaders);
   return now + kRspinBaseNs + readers * kRspinPerReaderNs;
 }
 
 // The body of rwsem_optimistic_spin(), run as head of the OSQ.
 template <class P, bool kWrite>
-bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
+bool spin_for_lock(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget) {
   OwnerState prev = OwnerState::null;
   uint64_t rspin_start = 0, rspin_deadline = 0;
   unsigned reader_loops = 0;
@@ -776,7 +776,7 @@ bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
 
 // rwsem_optimistic_spin(): only the head of the OSQ spins on the lock.
 template <class P, bool kWrite>
-bool optimistic_spin(const Ref& r) {
+bool optimistic_spin(const WordRefs& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
   SpinBudget budget = starting_budget(now_ns());
   bool taken = false;
@@ -800,14 +800,14 @@ bool optimistic_spin(const Ref& r) {
 
 // Queued readers follow a reader that just got the lock (wake type READ_OWNED).
 template <class P>
-void wake_readers_behind_me(const Ref& r) {
+void wake_readers_behind_me(const WordRefs& r) {
   wake_queue<P>(r, WakeType::read_owned);
 }
 
 // Not in the kernel: a thread that already holds read locks must not wait
 // behind a queued writer for a lock that readers hold (POSIX recursive reads).
 template <class P>
-bool read_recursive(const Ref& r, uint64_t count, bool have_bias) {
+bool read_recursive(const WordRefs& r, uint64_t count, bool have_bias) {
   if (have_bias) {
     // Our bias with WRITER clear already is a read hold; others must be there too.
     if ((count & kWriterLocked) || reader_count(count) < 2) return false;
@@ -827,7 +827,7 @@ bool read_recursive(const Ref& r, uint64_t count, bool have_bias) {
 // or a stream of stealers would keep the count above 0 and no waiter could
 // ever be woken to assert HANDOFF.
 template <class P>
-bool read_steal(const Ref& r, uint64_t count, bool have_bias) {
+bool read_steal(const WordRefs& r, uint64_t count, bool have_bias) {
   uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
   if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1 && !(count & kWriterLocked)) return false;
   if (count & (kWriterLocked | kFlagHandoff)) return false;
@@ -849,7 +849,7 @@ bool read_steal(const Ref& r, uint64_t count, bool have_bias) {
 // v5.10 reader optimistic spinning, then one retry if a new reader phase
 // began meanwhile (rwsem_reader_phase_trylock()).
 template <class P>
-bool read_spin(const Ref& r, bool& have_bias, uint64_t& last_rowner) {
+bool read_spin(const WordRefs& r, bool& have_bias, uint64_t& last_rowner) {
   uint64_t o = r.owner.load(arch::mo_hint);
   last_rowner = (o & kReaderOwned) ? o : (o & P::kRdNonspinnable);
   if (!tunables().writer_spin || !can_spin_on_owner<P>(r, P::kRdNonspinnable)) return false;
@@ -881,7 +881,7 @@ bool read_held(uint64_t c, uint64_t own_bias) { return !(c & kWriterLocked) && r
 // none is real-time; INT_MAX when there are too many to ask (conservative).
 // Asked only for a real-time reader; the priorities are read outside the
 // wait_lock (two system calls per writer).
-int max_queued_writer_rt_priority(const Ref& r) {
+int max_queued_writer_rt_priority(const WordRefs& r) {
   constexpr unsigned kMaxAsked = 16;
   pid_t tids[kMaxAsked];
   unsigned n = 0;
@@ -901,7 +901,7 @@ int max_queued_writer_rt_priority(const Ref& r) {
 
 // Rule (c): a real-time reader above every queued writer. A normal-policy
 // thread pays one compare (the policy is cached per thread).
-bool rt_reader_beats_writers(const Ref& r, uint64_t now) {
+bool rt_reader_beats_writers(const WordRefs& r, uint64_t now) {
   int me = read_pref::self_rt_priority(now);
   if (me <= 0) return false;
   CancelScope cs;  // takes the wait_lock (read_try runs without a scope)
@@ -914,7 +914,7 @@ bool rt_reader_beats_writers(const Ref& r, uint64_t now) {
 // still in the count and no writer in it we already hold a read lock; without
 // one (drop_bias_early, v5.10 spinners) take it back by CAS while read-held.
 template <class P>
-bool read_pref_arrival(const Ref& r, uint64_t count, bool have_bias) {
+bool read_pref_arrival(const WordRefs& r, uint64_t count, bool have_bias) {
   if (!read_held(have_bias ? count : r.count.load(arch::mo_hint), have_bias ? 1 : 0)) return false;
   LockEvent ev;
   if (read_pref::read_holder_asleep_on(&r.count))
@@ -951,7 +951,7 @@ enum class Admit : uint8_t { none, granted, asleep, waited, rt };
 // that then loses the free lock to a stealing reader sets HANDOFF once it is
 // overdue, and takes the lock the next time it is free.
 template <class P>
-Admit read_pref_queued(const Ref& r, Waiter& w, uint64_t now, WakeQ& q) {
+Admit read_pref_queued(const WordRefs& r, Waiter& w, uint64_t now, WakeQ& q) {
   if (!read_held(r.count.load(arch::mo_hint), 0)) return Admit::none;
   Admit why = Admit::none;
   if (read_pref::read_holder_asleep_on(&r.count))
@@ -996,7 +996,7 @@ constexpr unsigned kPrefSliceMaxShift = 4;  // slices double up to 16 bounds
 
 // Sleep until granted; on timeout leave the queue unless a grant raced in.
 template <class P>
-int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
+int read_wait(const WordRefs& r, Waiter& w, const WaitCtx& ctx, bool pref) {
   ThreadSlot& me = *w.slot;
   QueueGuard<P> guard{r, w};
   read_pref::PrefWaiter watch;
@@ -1051,7 +1051,7 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
 }
 
 template <class P>
-int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, unsigned flags) {
+int read_queue(const WordRefs& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, ReadFlags flags) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::read, now_ns());
   Waiter& w = rec.get();
@@ -1089,7 +1089,7 @@ int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx
 // rwsem_try_write_lock() (v6.3 rules), wait_lock held. Takes the lock, or sets
 // HANDOFF for the first waiter once `w` has waited past its timeout.
 template <class P>
-bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
+bool try_write_lock(const WordRefs& r, WaitList& wl, Waiter& w) {
   Waiter* first = first_live(r, wl);
   uint64_t c = r.count.load(arch::mo_hint);
   uint64_t next;
@@ -1125,7 +1125,7 @@ bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
 // The first waiter that owns HANDOFF spins on a running writer owner instead
 // of sleeping, and retries at once when the owner lets go (OWNER_NULL).
 template <class P>
-bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
+bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
   if (!tunables().writer_spin) return false;
   uint64_t now = now_ns();
   if (spin_deadline == 0)
@@ -1137,7 +1137,7 @@ bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
 }
 
 template <class P>
-int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
+int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::write, now_ns());
   Waiter& w = rec.get();
@@ -1197,7 +1197,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
 // ---------------------------------------------------------------------------
 
 template <class P>
-int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) {
+int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags flags) {
   bool have_bias = true;
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
@@ -1223,7 +1223,7 @@ int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) 
 }
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags) {
+__attribute__((noinline)) int SlowPaths<P>::read(const WordRefs& r, uint64_t count, WaitCtx ctx, ReadFlags flags) {
   if ((count & kReadFailedMask) == 0) {  // granted; the fast path only lacked a slot (read_fast())
     set_reader_owned<P>(r.owner, owner_value(self_slot()));
     return 0;
@@ -1238,7 +1238,7 @@ __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCt
 // no WRITER, HANDOFF or READFAIL. v5.11: it steals unless the lock is very
 // likely reader-owned already; v5.10: it spins, unless reader spinning is off.
 template <class P>
-bool unqueued_reader_would_get_it(const Ref& r, uint64_t c) {
+bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c) {
   uint64_t o = r.owner.load(arch::mo_hint);
   if constexpr (P::reader_spinning)
     return tunables().writer_spin && !(o & P::kRdNonspinnable);
@@ -1252,7 +1252,7 @@ bool unqueued_reader_would_get_it(const Ref& r, uint64_t c) {
 // reader-preference rules (a) and (c) — so a lock nobody holds is not EBUSY
 // just because waiters are queued (glibc's default rwlock succeeds there).
 template <class P>
-__attribute__((noinline)) int Slow<P>::read_try(const Ref& r, unsigned flags) {
+__attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlags flags) {
   enum class Why : uint8_t { plain, recursive, steal, asleep, rt };
   const bool holds = flags & kReadHoldsThis, behind = flags & kReadBehindWriters, pref = flags & kReadReaderPref;
   int pref_rule = -1;  // lazily: 0 none, 1 (a), 2 (c)
@@ -1297,7 +1297,7 @@ __attribute__((noinline)) int Slow<P>::read_try(const Ref& r, unsigned flags) {
 }
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
+__attribute__((noinline)) int SlowPaths<P>::write(const WordRefs& r, WaitCtx ctx) {
   if (!ctx.may_block()) {  // trylock: never queue, never spin
     if (try_write_lock_unqueued(r, false)) return 0;
     lockevent_inc(LockEvent::rwsem_wlock_fail);
@@ -1315,7 +1315,7 @@ __attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
 }
 
 template <class P>
-__attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::wake(const WordRefs& r) {
   CancelScope cs;
   wake_queue<P>(r, WakeType::any);
   cs.restore();
@@ -1327,7 +1327,7 @@ __attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
 // destroy the lock before the store that drops the wait_lock, this thread's
 // last access to it. The wakeups go to thread slots afterwards.
 template <class P>
-__attribute__((noinline)) bool Slow<P>::write_unlock_slow(const Ref& r) {
+__attribute__((noinline)) bool SlowPaths<P>::write_unlock_slow(const WordRefs& r) {
   CancelScope cs;
   bool held = write_unlock_ref<P>(r);
   cs.restore();
@@ -1337,21 +1337,21 @@ __attribute__((noinline)) bool Slow<P>::write_unlock_slow(const Ref& r) {
 // up_read() + rwsem_wake() of the last reader, with the release inside the
 // wait_lock for the reason given at write_unlock_slow().
 template <class P>
-__attribute__((noinline)) void Slow<P>::read_unlock_last(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::read_unlock_last(const WordRefs& r) {
   CancelScope cs;
   read_unlock_ref<P>(r);
   cs.restore();
 }
 
 template <class P>
-__attribute__((noinline)) void Slow<P>::downgrade_wake(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::downgrade_wake(const WordRefs& r) {
   CancelScope cs;
   wake_queue<P>(r, WakeType::read_owned);
   cs.restore();
 }
 
-template struct Slow<RwsemSteal>;
-template struct Slow<RwsemReaderSpin>;
+template struct SlowPaths<RwsemSteal>;
+template struct SlowPaths<RwsemRspin>;
 
 void after_fork_in_child() { g_spinners.store(0, std::memory_order_relaxed); }
 
