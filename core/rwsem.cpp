@@ -352,11 +352,8 @@ SpinBudget starting_budget(uint64_t now) {
 // need_resched() as soon as the tasks they keep off the CPUs are woken or
 // ticked in; a userspace spinner never sees that flag, and with more
 // runnable threads than CPUs every extra spinner only delays the owner and
-// the threads with work to do. Measured (examples/bench/oversub.sh, sysbench
-// mutex --mutex-num=1, 2 vCPUs, medians of 5 interleaved with glibc): 16
-// threads 2.35 s -> 1.38 s (glibc 1.55 s), 64 threads 2.34 s -> 1.54 s
-// (glibc 1.61 s), 2 threads unchanged within noise. Reset in a fork child
-// (a thread lost in fork may have held a seat).
+// the threads with work to do (docs/measurements.md, "Spinner seats").
+// Reset in a fork child (a thread lost in fork may have held a seat).
 std::atomic<uint32_t> g_spinners{0};
 uint32_t spinner_limit() {
   if (uint32_t l = tunables().max_spinners) return l;

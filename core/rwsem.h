@@ -2,8 +2,9 @@
 //
 // Design
 // ------
-// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore, written from
-// ../shared/docs/kernel-algorithms.md §1 and §4.3. Two policies share one
+// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore; the kernel
+// facts it relies on are in docs/kernel-algorithms.md §1 (the optimistic spin
+// queue, §2, is core/osq_lock.h). Two policies share one
 // body of code and differ only in `if constexpr (Policy::reader_spinning)`:
 //
 //   RwsemSteal       Linux >= v5.11: readers never spin; a reader that fails
@@ -116,8 +117,8 @@
 // leaving with waiters queued (preload's read_unlock_last, bookkeeping
 // included); preload's EDEADLK check of a write-held rwlock, its delegation
 // to glibc, and the write release (out of line so that the read release
-// keeps no frame). That took the rdlock pair from 74 to 68 instructions
-// (glibc 2.36: 70).
+// keeps no frame). docs/measurements.md, "Frame-free fast paths", has the
+// counts.
 //
 // Deviations from the kernel (userspace has no scheduler hooks):
 //   * owner_on_cpu() -> !ghost and may_be_running(owner slot): not asleep in
@@ -142,8 +143,7 @@
 //     the others queue and sleep at once (event rwsem_opt_crowded). The
 //     kernel needs no such cap: spinners beyond the CPUs would meet
 //     need_resched(); ours would only keep runnable threads, the owner
-//     among them, off the CPUs (sysbench mutex at 16 and 64 threads on 2
-//     vCPUs: 0.66x glibc without the cap, 1.04-1.12x with it; core/rwsem.cpp).
+//     among them, off the CPUs (docs/measurements.md, "Spinner seats").
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -203,9 +203,7 @@ struct RwsemTunables {
   // need_resched() stand-in while that owner looks on-CPU (reader-owned
   // spinning has the kernel's own threshold; see "Deviations"). Without the
   // eBPF map an owner's preemption is seen only on our own CPU, so the bound
-  // must be short. Measured on 2 vCPUs: 50 us -> 5 us made `sysbench mutex
-  // --threads=16 --mutex-num=1` 3.7x faster and the 8-thread mutex cell of
-  // rwlock_bench 1.4x faster, with 2 threads unchanged.
+  // must be short (docs/measurements.md, "Owner spin budget").
   uint64_t owner_spin_ns = 5'000;
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
