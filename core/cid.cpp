@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <ctime>
 
+#include "arch/clock.h"
 #include "arch/relax.h"
 #include "core/nocancel_io.h"
 #include "core/spin_guard.h"
@@ -32,17 +33,8 @@ int32_t g_pid = 0;       // this process (getpid() is a system call on current g
 uint64_t g_guard_self = 0;  // g_pid and its pid namespace, as the shared cid_lock's holder
 uint32_t g_ncpus = 1;    // CPU slots the percpu scan walks
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t now_ns() { return arch::monotonic_ns(); }
+uint64_t thread_cpu_ns() { return arch::clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 // What two back-to-back thread_cpu_ns() calls measure: the clock's own
 // cost, subtracted from every sample (the fastest of a few tries).
@@ -305,7 +297,7 @@ void forget_thread_state() { t_cid = {-1, false, 0, 0}; }
 
 void install_hooks(bool global) {
   g_before_sleep_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
-  registry::g_thread_exit_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
+  thread_registry::g_thread_exit_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
 }
 
 }  // namespace

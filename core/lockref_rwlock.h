@@ -141,6 +141,7 @@
 #include <type_traits>
 
 #include "arch/atomic.h"
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/lockref.h"
@@ -443,7 +444,7 @@ class LockrefRwlock {
 
   int sleep_reader_pref(uint64_t seen, const WaitCtx& ctx) {
     uint64_t wake = now_ns() + kReaderPrefPollNs;
-    timespec until{static_cast<time_t>(wake / 1'000'000'000), static_cast<long>(wake % 1'000'000'000)};
+    timespec until = arch::timespec_at(wake);
     if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
     run_before_sleep_hook();
     arch::futex_wait(lockref::lock_futex(word_), lockref::high_of(seen), CLOCK_MONOTONIC, &until, kShared);
@@ -514,8 +515,7 @@ class LockrefRwlock {
   // exactly; one on another clock is checked after each wait (so it may be
   // overshot by at most kReadTurnNs).
   int sleep_read_turn(uint64_t seen, uint64_t turn_deadline, const WaitCtx& ctx) {
-    timespec until{static_cast<time_t>(turn_deadline / 1'000'000'000),
-                   static_cast<long>(turn_deadline % 1'000'000'000)};
+    timespec until = arch::timespec_at(turn_deadline);
     const timespec* abs = &until;
     if (ctx.mode == WaitCtx::Mode::until && ctx.clock == CLOCK_MONOTONIC &&
         (ctx.abs->tv_sec < until.tv_sec || (ctx.abs->tv_sec == until.tv_sec && ctx.abs->tv_nsec < until.tv_nsec)))
@@ -591,11 +591,7 @@ class LockrefRwlock {
     arch::futex_wake(lockref::lock_futex(word_), arch::futex_wake_all, kShared);
   }
 
-  static uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-  }
+  static uint64_t now_ns() { return arch::monotonic_ns(); }
 
   std::atomic<uint64_t> word_;
 };

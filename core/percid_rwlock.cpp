@@ -71,12 +71,6 @@ void zero_block(uint32_t index) {
 
 }  // namespace
 
-uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(t.tv_nsec);
-}
-
 uint64_t readers(uint32_t index) {
   const ReaderSlot* block = block_of(index);
   uint64_t sum = 0;

@@ -150,6 +150,7 @@
 #include <cstdint>
 
 #include "arch/atomic.h"
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/cid.h"
@@ -246,7 +247,6 @@ void release_block(std::atomic<uint32_t>& index, const void* lock);
 uint32_t slots_per_lock();
 uint32_t blocks_in_use();
 void after_fork_in_child();
-uint64_t now_ns();  // CLOCK_MONOTONIC
 }  // namespace percid
 
 // S: the rwsem's words (count, owner, waitq, osq) plus `index` and `state`.
@@ -282,7 +282,7 @@ struct PercidRwlock {
       index = percid::assign_block(s.index, &s);
       if (read_fast(s)) return 0;
     }
-    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers);
+    if (!percid::has_block(index)) return Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers));
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
     if (ctx.may_block() && !behind_writers) {
       if (wait_out_short_writer(s)) return 0;
@@ -389,7 +389,7 @@ struct PercidRwlock {
   // meanwhile; once it owns the lock, wait for it on the rwsem.
   static int read_past_pending_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads) {
     const uint64_t bound = g_rwsem_tunables.reader_pref_ns;
-    const uint64_t start = percid::now_ns();
+    const uint64_t start = arch::monotonic_ns();
     bool batch_before_me = true;  // set from the first look at `state`
     bool first = true;
     for (;;) {
@@ -408,7 +408,7 @@ struct PercidRwlock {
         sleep_on_state(s, st, ctx, kUntilReleased);
         continue;
       }
-      uint64_t waited = percid::now_ns() - start;
+      uint64_t waited = arch::monotonic_ns() - start;
       if (read_pref::read_holder_asleep_on(&s)) {
         if (enter_past_pending_writer(s, index, LockEvent::percid_rlock_reader_pref)) return 0;
         continue;
@@ -443,24 +443,23 @@ struct PercidRwlock {
       ctx.sleep(percid::futex_word(s.state), percid::futex_value(waiting));
       return;
     }
-    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, ns_left(ctx));
-    uint64_t until = percid::now_ns() + slice_ns;
-    timespec end{static_cast<time_t>(until / 1'000'000'000), static_cast<long>(until % 1'000'000'000)};
+    if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, arch::ns_until(ctx.clock, *ctx.abs));
+    uint64_t until = arch::monotonic_ns() + slice_ns;
+    timespec end = arch::timespec_at(until);
     WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
-  }
-
-  static uint64_t ns_left(const WaitCtx& ctx) {
-    timespec now;
-    clock_gettime(ctx.clock, &now);
-    int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
-    return left < 0 ? 0 : static_cast<uint64_t>(left);
   }
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the
   // rwsem for reading no writer can be pending, so our count is safe to add.
+  // The rwsem underneath: reader preference for every kind but the
+  // writer-nonrecursive one.
+  static rwsem::ReadFlags sem_flags(bool caller_holds_reads, bool behind_writers) {
+    return (caller_holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) |
+           (behind_writers ? rwsem::kReadBehindWriters : rwsem::kReadReaderPref);
+  }
   static int read_after_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads,
                                bool behind_writers) {
-    if (int rc = Sem::read_lock(s, ctx, caller_holds_reads, behind_writers, !behind_writers)) return rc;
+    if (int rc = Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers))) return rc;
     percid::my_slot(index).readers.fetch_add(1, arch::mo_dekker);
     Sem::read_unlock(s);
     lockevent_inc(LockEvent::percid_rlock_slow);

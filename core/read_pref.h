@@ -95,7 +95,7 @@ inline std::atomic<uint32_t> g_asleep_total{0};
 // Readers registered for rule (a): entry = slot id | (bucket + 1) << kWaiterBucketShift.
 inline constexpr unsigned kPrefWaiterEntries = 64;
 inline constexpr unsigned kWaiterBucketShift = 23;  // slot ids are <= 2^22
-static_assert(registry::kMaxThreads < (1u << kWaiterBucketShift), "a slot id fits below the bucket");
+static_assert(thread_registry::kMaxThreads < (1u << kWaiterBucketShift), "a slot id fits below the bucket");
 inline std::atomic<uint32_t> g_pref_waiter[kPrefWaiterEntries];
 inline std::atomic<uint32_t> g_pref_waiters{0};
 

@@ -1,7 +1,7 @@
 // core/rwsem.cpp — rw_semaphore slow paths (design: core/rwsem.h).
 //
 // Layout follows kernel/locking/rwsem.c: wait list and wake queue, mark_wake,
-// optimistic spinning (with the OSQ), read slow path, write slow path. Each
+// optimistic spinning (the OSQ is core/osq_lock.cpp), read slow path, write slow path. Each
 // function names the kernel function it stands for.
 #include "core/rwsem.h"
 
@@ -15,11 +15,15 @@
 #include <ctime>
 #include <new>
 
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "arch/relax.h"
-#include "core/oncpu.h"
+#include "core/backoff.h"
 #include "core/cancel.h"
+#include "core/oncpu.h"
+#include "core/osq_lock.h"
 #include "core/read_pref.h"
+#include "core/spin_budget.h"
 
 namespace lockswap {
 
@@ -33,15 +37,8 @@ using namespace rwsem;
 const RwsemTunables& tunables() { return g_rwsem_tunables; }
 
 // jiffies / sched_clock() stand-in.
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t now_ns() { return arch::monotonic_ns(); }
 
-// Spin loops read the clock (or peek at another thread's CPU) only every 16
-// polls, as the kernel does, to keep the poll-to-trylock latency short.
-constexpr unsigned kClockEvery = 16;
 // Writer spin budget on a reader-owned lock: (20 + min(readers, 30)) / 2 µs,
 // i.e. 10 µs plus 0.5 µs per reader, at most 25 µs (rwsem_rspin_threshold()).
 constexpr uint64_t kRspinBaseNs = 10'000;
@@ -53,31 +50,6 @@ constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerRead
 // the latest at the next tick, ours has no such signal.
 constexpr uint64_t kSpinCapExtraNs = 4 * kRspinMaxNs;
 
-// Waiting for another thread's store when preemption cannot be disabled:
-// spin, then yield (that thread is probably preempted), then sleep with a
-// growing pause. Never an unbounded busy loop: a yield does not let a lower
-// SCHED_FIFO/RR priority holder run on our CPU, a sleep does. The sleep is a
-// raw system call, not nanosleep(), which is a cancellation point.
-constexpr unsigned kPollsBeforeYield = 64;
-constexpr unsigned kYieldsBeforeSleep = 64;
-constexpr long kBackoffSleepMinNs = 10'000;
-constexpr long kBackoffSleepMaxNs = 1'000'000;
-struct Backoff {
-  unsigned polls = 0;
-  long sleep_ns = kBackoffSleepMinNs;
-  void pause() {
-    ++polls;
-    if (polls <= kPollsBeforeYield) {
-      arch::cpu_relax();
-    } else if (polls <= kPollsBeforeYield + kYieldsBeforeSleep) {
-      sched_yield();
-    } else {
-      timespec ts{0, sleep_ns};
-      syscall(SYS_nanosleep, &ts, nullptr);
-      sleep_ns = std::min(sleep_ns * 2, kBackoffSleepMaxNs);
-    }
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Cancellation
@@ -105,7 +77,7 @@ enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
 struct alignas(64) Waiter {
   Waiter(ThreadSlot& s, WaitType t, uint64_t now)
       : slot(&s), task(&s), queued_at(now), timeout(now + g_rwsem_tunables.handoff_ns),
-        generation(registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
+        generation(thread_registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
 
   Waiter* prev = nullptr;        // list links: under wait_lock
   Waiter* next = nullptr;
@@ -191,12 +163,12 @@ constexpr uint64_t kWordFlags = kWaitLockBit | kTagMask;
 static_assert(alignof(Waiter) > kWordFlags, "the flag bits sit below a Waiter*");
 
 // A waiter queued before a fork() into this process: its thread is gone.
-bool ghost(const Waiter& w) { return w.generation != registry::g_fork_generation.load(arch::mo_hint); }
+bool ghost(const Waiter& w) { return w.generation != thread_registry::g_fork_generation.load(arch::mo_hint); }
 
 // Holds the wait_lock (bit 0 of waitq) and caches the list head meanwhile.
 class WaitList {
  public:
-  explicit WaitList(const Ref& r) : word_(r.waitq), count_(&r.count) { lock(); }
+  explicit WaitList(const WordRefs& r) : word_(r.waitq), count_(&r.count) { lock(); }
   WaitList(std::atomic<uint64_t>& word, std::atomic<uint64_t>* count) : word_(word), count_(count) { lock(); }
   ~WaitList() {
     if (held_) unlock();
@@ -207,7 +179,7 @@ class WaitList {
   // Test-and-test-and-set with a bounded spin (Backoff). The holder's fork
   // generation goes into the word with the lock bit.
   void lock() {
-    const uint64_t mine = kWaitLockBit | wait_lock::tag(registry::g_fork_generation.load(arch::mo_hint));
+    const uint64_t mine = kWaitLockBit | wait_lock::tag(thread_registry::g_fork_generation.load(arch::mo_hint));
     for (Backoff b;; b.pause()) {
       uint64_t v = word_.load(arch::mo_hint);
       if (v & kWaitLockBit) {
@@ -341,7 +313,7 @@ struct WakeQ {
 
 // rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
 // HANDOFF together (nobody is left to be owed the lock). True if non-empty.
-bool del_waiter(const Ref& r, WaitList& wl, Waiter* w) {
+bool del_waiter(const WordRefs& r, WaitList& wl, Waiter* w) {
   if (wl.remove(w)) return true;
   r.count.fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
   return false;
@@ -349,7 +321,7 @@ bool del_waiter(const Ref& r, WaitList& wl, Waiter* w) {
 
 // rwsem_first_waiter(), unlinking ghosts at the head first: a ghost can never
 // take a lock or pass on a wakeup, so leaving it first would stall the queue.
-Waiter* first_live(const Ref& r, WaitList& wl) {
+Waiter* first_live(const WordRefs& r, WaitList& wl) {
   Waiter* w;
   while ((w = wl.first()) != nullptr && ghost(*w)) del_waiter(r, wl, w);
   return w;
@@ -364,40 +336,14 @@ ThreadSlot* owner_slot(uint64_t owner) {
   return reinterpret_cast<ThreadSlot*>(owner & ~P::kOwnerFlags);
 }
 
-// owner_on_cpu() stand-in: not sleeping in lockswap, not a fork ghost, and
-// on a CPU by LOCKSWAP_ONCPU's source (core/oncpu.h; may_be_running()).
-bool slot_running(ThreadSlot& s) { return !is_ghost(s) && may_be_running(s); }
-
-// need_resched() stand-in for one optimistic spin, read every kClockEvery
-// polls. owner_spin_ns bounds spinning on a writer owner or on no owner
-// (time in a reader phase is credited back: rspin_threshold() bounds that,
-// as in the kernel); kSpinCapExtraNs more bounds the whole spin; with
-// LOCKSWAP_ONCPU=rseq a spinner that sees it was preempted stops too.
-struct SpinBudget {
-  uint64_t deadline;  // writer-owned / ownerless spinning ends here
-  uint64_t cap;       // the whole spin ends here
-  uint64_t last = 0;  // previous clock reading (oncpu::spinner_was_preempted)
-  static SpinBudget starting(uint64_t now) {
-    uint64_t d = now + tunables().owner_spin_ns;
-    return {d, d + kSpinCapExtraNs};
-  }
-  static SpinBudget until(uint64_t deadline) { return {deadline, deadline}; }
-  // True when the spin must stop; `on_writer_or_none`: the deadline applies.
-  bool expired(uint64_t now, bool on_writer_or_none) {
-    bool preempted = oncpu::spinner_was_preempted(last, now);
-    last = now;
-    if (preempted) {
-      lockevent_inc(LockEvent::rwsem_opt_preempted);
-      return true;
-    }
-    if (now > cap || (on_writer_or_none && now > deadline)) {
-      lockevent_inc(LockEvent::rwsem_opt_budget);
-      return true;
-    }
-    return false;
-  }
-  void credit(uint64_t ns) { deadline += ns; }  // a reader phase spun on
-};
+// The budget of one optimistic spin (core/spin_budget.h): owner_spin_ns
+// bounds spinning on a writer owner or on no owner (time in a reader phase is
+// credited back: rspin_threshold() bounds that, as in the kernel);
+// kSpinCapExtraNs more bounds the whole spin.
+SpinBudget starting_budget(uint64_t now) {
+  uint64_t d = now + tunables().owner_spin_ns;
+  return {d, d + kSpinCapExtraNs};
+}
 
 // Spinner seats (not in the kernel): at most max_spinners threads of the
 // process spin at once, by default the CPUs it may run on minus one (the
@@ -406,11 +352,8 @@ struct SpinBudget {
 // need_resched() as soon as the tasks they keep off the CPUs are woken or
 // ticked in; a userspace spinner never sees that flag, and with more
 // runnable threads than CPUs every extra spinner only delays the owner and
-// the threads with work to do. Measured (examples/bench/oversub.sh, sysbench
-// mutex --mutex-num=1, 2 vCPUs, medians of 5 interleaved with glibc): 16
-// threads 2.35 s -> 1.38 s (glibc 1.55 s), 64 threads 2.34 s -> 1.54 s
-// (glibc 1.61 s), 2 threads unchanged within noise. Reset in a fork child
-// (a thread lost in fork may have held a seat).
+// the threads with work to do (docs/measurements.md, "Spinner seats").
+// Reset in a fork child (a thread lost in fork may have held a seat).
 std::atomic<uint32_t> g_spinners{0};
 uint32_t spinner_limit() {
   if (uint32_t l = tunables().max_spinners) return l;
@@ -440,7 +383,7 @@ namespace {
 
 // rwsem_set_nonspinnable(): only while the lock is still reader-owned.
 template <class P>
-void set_nonspinnable(const Ref& r) {
+void set_nonspinnable(const WordRefs& r) {
   uint64_t o = r.owner.load(arch::mo_hint);
   do {
     // v5.10 too stops when EITHER bit is set (RWSEM_NONSPINNABLE = RD|WR,
@@ -451,7 +394,7 @@ void set_nonspinnable(const Ref& r) {
 
 // clear_nonspinnable() (v5.10: clear_wr_nonspinnable()): the readers are gone.
 template <class P>
-void clear_nonspinnable(const Ref& r) {
+void clear_nonspinnable(const WordRefs& r) {
   if (r.owner.load(arch::mo_hint) & P::kWrNonspinnable) r.owner.fetch_and(~P::kWrNonspinnable, arch::mo_hint);
 }
 
@@ -461,7 +404,7 @@ void clear_nonspinnable(const Ref& r) {
 
 // The head reader's pre-grant lost to a writer: undo it, and if that reader
 // has waited too long, ask for HANDOFF in the same atomic add.
-void reader_handoff(const Ref& r, Waiter* first, uint64_t old) {
+void reader_handoff(const WordRefs& r, Waiter* first, uint64_t old) {
   uint64_t undo = kReaderBias;
   if (now_ns() > first->timeout) {
     if (!(old & kFlagHandoff)) {
@@ -500,7 +443,7 @@ uint32_t collect_readers(WaitList& wl, Waiter*& chain) {
 // `pregranted`: a bias the caller already added for the first of them.
 // `clear_handoff`: readers got the lock, so writers need not be forced any
 // more (mark_wake); the reader-preference batch keeps the writer's HANDOFF.
-void grant_readers(const Ref& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q) {
+void grant_readers(const WordRefs& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q) {
   Waiter* chain = nullptr;
   uint32_t woken = collect_readers(wl, chain);
   lockevent_add(LockEvent::rwsem_wake_reader, woken);
@@ -530,7 +473,7 @@ void grant_readers(const Ref& r, WaitList& wl, uint64_t pregranted, bool clear_h
 }
 
 template <class P>
-void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
+void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
   Waiter* first = first_live(r, wl);
   if (first == nullptr) return;
 
@@ -573,7 +516,7 @@ void mark_wake(const Ref& r, WaitList& wl, WakeType type, WakeQ& q) {
 
 // rwsem_cond_wake_waiter() (v5.19+): wake what the current count allows.
 template <class P>
-void cond_wake_waiter(const Ref& r, WaitList& wl, uint64_t count, WakeQ& q) {
+void cond_wake_waiter(const WordRefs& r, WaitList& wl, uint64_t count, WakeQ& q) {
   if (count & kWriterMask) return;
   if (count & kReaderMask) {
     mark_wake<P>(r, wl, WakeType::readers, q);
@@ -586,14 +529,14 @@ void cond_wake_waiter(const Ref& r, WaitList& wl, uint64_t count, WakeQ& q) {
 // rwsem_del_wake_waiter(): a waiter gives up. If it was first and others
 // remain, wake them: they may now be eligible, or inherit the handoff.
 template <class P>
-void del_wake_waiter(const Ref& r, WaitList& wl, Waiter* w, WakeQ& q) {
+void del_wake_waiter(const WordRefs& r, WaitList& wl, Waiter* w, WakeQ& q) {
   bool first = first_live(r, wl) == w;
   if (del_waiter(r, wl, w) && first) mark_wake<P>(r, wl, WakeType::any, q);
 }
 
 // rwsem_wake() and rwsem_downgrade_wake().
 template <class P>
-void wake_queue(const Ref& r, WakeType type) {
+void wake_queue(const WordRefs& r, WakeType type) {
   WakeQ q;
   {
     WaitList wl(r);
@@ -605,12 +548,12 @@ void wake_queue(const Ref& r, WakeType type) {
 // up_read() / up_write() from inside the slow paths (a cancelled or
 // cancellation-pending thread gives back what it was granted).
 template <class P>
-void read_unlock_ref(const Ref& r) {
+void read_unlock_ref(const WordRefs& r) {
   uint64_t c = r.count.load(arch::mo_hint);
   while (!last_reader_with_waiters(c))
     if (r.count.compare_exchange_weak(c, c - kReaderBias, arch::mo_unlock, arch::mo_hint)) return;
   // The last reader with waiters queued: release under the wait_lock (see
-  // Slow::read_unlock_last()).
+  // SlowPaths::read_unlock_last()).
   WakeQ q;
   {
     WaitList wl(r);
@@ -627,11 +570,11 @@ void read_unlock_ref(const Ref& r) {
 // instead of subtracting it keeps such a stray unlock from wrapping the count
 // into "locked forever".
 template <class P>
-bool write_unlock_ref(const Ref& r) {
+bool write_unlock_ref(const WordRefs& r) {
   r.owner.store(0, arch::mo_hint);
   uint64_t expected = kWriterLocked;
   if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
-  // Waiters queued: release under the wait_lock (see Slow::write_unlock_slow()).
+  // Waiters queued: release under the wait_lock (see SlowPaths::write_unlock_slow()).
   WakeQ q;
   uint64_t old;
   {
@@ -648,7 +591,7 @@ bool write_unlock_ref(const Ref& r) {
 // waiter does, or, for a reader whose grant was already published, give the
 // read lock back. Never called with the wait_lock held.
 template <class P>
-__attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
+__attribute__((noinline)) void leave_cancelled(const WordRefs& r, Waiter& w) {
   if (!is_shared(*w.slot)) w.slot->blocked.store(0, arch::mo_hint);
   WakeQ q;
   bool granted;
@@ -666,7 +609,7 @@ __attribute__((noinline)) void leave_cancelled(const Ref& r, Waiter& w) {
 // a cancellation unwinds through the wait (every normal exit disarms it).
 template <class P>
 struct QueueGuard {
-  const Ref& r;
+  const WordRefs& r;
   Waiter& w;
   bool armed = true;
   ~QueueGuard() {
@@ -679,7 +622,7 @@ struct QueueGuard {
 // gives the lock back first (as if it had acted while we still waited).
 template <class P>
 struct HeldGuard {
-  const Ref& r;
+  const WordRefs& r;
   bool write;
   bool armed = true;
   ~HeldGuard() {
@@ -693,7 +636,7 @@ struct HeldGuard {
 };
 
 template <class P>
-void restore_cancel(const CancelScope& cs, const Ref& r, int rc, bool write) {
+void restore_cancel(const CancelScope& cs, const WordRefs& r, int rc, bool write) {
   if (!cs.async()) return;
   if (rc != 0) {
     cs.restore();
@@ -702,98 +645,6 @@ void restore_cancel(const CancelScope& cs, const Ref& r, int rc, bool write) {
   HeldGuard<P> g{r, write};
   cs.restore();
   g.armed = false;
-}
-
-// ---------------------------------------------------------------------------
-// OSQ (osq_lock.c): MCS queue of optimistic spinners, nodes in ThreadSlot
-// ---------------------------------------------------------------------------
-
-// If the tail names a thread that did not survive fork, every queued node is a
-// ghost (live spinners only ever queue behind them), so the queue is empty.
-void osq_drop_ghost_tail(std::atomic<uint32_t>& tail) {
-  uint32_t t = tail.load(arch::mo_hint);
-  if (t == 0) return;
-  ThreadSlot* s = slot_of(t);
-  if (s != nullptr && is_ghost(*s)) tail.compare_exchange_strong(t, 0, arch::mo_hint, arch::mo_hint);
-}
-
-// osq_wait_next(): wait until our successor is stable, or move the tail back
-// to `prev_id` if we are last. Returns the successor's id, or 0.
-uint32_t osq_wait_next(std::atomic<uint32_t>& tail, ThreadSlot& me, uint32_t prev_id) {
-  for (Backoff b;; b.pause()) {
-    uint32_t t = me.id;
-    if (tail.load(arch::mo_hint) == t && tail.compare_exchange_strong(t, prev_id, arch::mo_handover, arch::mo_hint))
-      return 0;
-    // Take `next` with an exchange, so a successor that is leaving cannot
-    // believe we still point at it.
-    if (me.osq_next.load(arch::mo_hint) != 0) {
-      uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
-      if (next != 0) return next;
-    }
-  }
-}
-
-// Spin until our predecessor hands over, or give up on the spin budget or
-// when the predecessor cannot be running (vcpu_is_preempted() analogue).
-bool osq_wait_turn(ThreadSlot& me, SpinBudget& budget) {
-  for (unsigned i = 1;; ++i) {
-    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
-    if (i % kClockEvery == 0) {
-      ThreadSlot* prev = slot_of(me.osq_prev.load(arch::mo_hint));
-      if (prev != nullptr && !slot_running(*prev)) {
-        lockevent_inc(LockEvent::rwsem_opt_owner_off);
-        return false;
-      }
-      if (budget.expired(now_ns(), true)) return false;
-    }
-    arch::cpu_relax();
-  }
-}
-
-// Leave the queue without waiting for our turn: (A) detach from prev,
-// (B) stabilise next or retract the tail, (C) link next to prev.
-bool osq_unqueue(std::atomic<uint32_t>& tail, ThreadSlot& me) {
-  uint32_t prev_id;
-  for (Backoff b;; b.pause()) {
-    // prev may change under us: a leaving predecessor rewrites it in step C.
-    prev_id = me.osq_prev.load(arch::mo_lock);
-    ThreadSlot* prev = slot_of(prev_id);
-    uint32_t expect = me.id;
-    if (prev->osq_next.load(arch::mo_hint) == expect &&
-        prev->osq_next.compare_exchange_strong(expect, 0, arch::mo_handover, arch::mo_hint))
-      break;
-    // The exchange can only fail against an unlock that is handing to us.
-    if (me.osq_locked.load(arch::mo_lock) != 0) return true;
-  }
-  uint32_t next_id = osq_wait_next(tail, me, prev_id);
-  if (next_id == 0) return false;
-  // prev waits for a new next, next waits in its step A: both are stable.
-  slot_of(next_id)->osq_prev.store(prev_id, arch::mo_unlock);
-  slot_of(prev_id)->osq_next.store(next_id, arch::mo_unlock);
-  return false;
-}
-
-bool osq_lock(std::atomic<uint32_t>& tail, SpinBudget& budget) {
-  ThreadSlot& me = self_slot();
-  me.osq_locked.store(0, arch::mo_hint);
-  me.osq_next.store(0, arch::mo_hint);
-  osq_drop_ghost_tail(tail);
-  uint32_t old = tail.exchange(me.id, arch::mo_handover);
-  if (old == 0) return true;
-  me.osq_prev.store(old, arch::mo_hint);
-  // Release: our reset node is visible before prev can hand over to it.
-  slot_of(old)->osq_next.store(me.id, arch::mo_unlock);
-  if (osq_wait_turn(me, budget)) return true;
-  return osq_unqueue(tail, me);
-}
-
-void osq_unlock(std::atomic<uint32_t>& tail) {
-  ThreadSlot& me = self_slot();
-  uint32_t expect = me.id;
-  if (tail.compare_exchange_strong(expect, 0, arch::mo_unlock, arch::mo_hint)) return;
-  uint32_t next = me.osq_next.exchange(0, arch::mo_handover);
-  if (next == 0) next = osq_wait_next(tail, me, 0);
-  if (next != 0) slot_of(next)->osq_locked.store(1, arch::mo_unlock);
 }
 
 // ---------------------------------------------------------------------------
@@ -812,7 +663,7 @@ OwnerState owner_state(uint64_t owner, uint64_t nonspinnable) {
 // rwsem_can_spin_on_owner(): a reader-owned or free lock is spinnable; a
 // writer-owned one only while that writer may be running.
 template <class P>
-bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
+bool can_spin_on_owner(const WordRefs& r, uint64_t nonspinnable) {
   uint64_t o = r.owner.load(arch::mo_hint);
   bool ok = !(o & nonspinnable);
   if (ok && !(o & kReaderOwned)) {
@@ -829,7 +680,7 @@ bool can_spin_on_owner(const Ref& r, uint64_t nonspinnable) {
 // rwsem_spin_on_owner(): while a writer owns the lock and may be running,
 // wait for the owner word to change; report the state it changed to.
 template <class P>
-OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
+OwnerState spin_on_owner(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget) {
   uint64_t o = r.owner.load(arch::mo_hint);
   OwnerState st = owner_state<P>(o, nonspinnable);
   if (st != OwnerState::writer) return st;
@@ -849,7 +700,7 @@ OwnerState spin_on_owner(const Ref& r, uint64_t nonspinnable, SpinBudget& budget
 
 // rwsem_try_write_lock_unqueued(): take a free lock past queued waiters
 // unless HANDOFF reserves it for the first of them.
-bool try_write_lock_unqueued(const Ref& r, bool spinning) {
+bool try_write_lock_unqueued(const WordRefs& r, bool spinning) {
   uint64_t c = r.count.load(arch::mo_hint);
   while (!(c & (kLockMask | kFlagHandoff))) {
     if (r.count.compare_exchange_weak(c, c | kWriterLocked, arch::mo_lock, arch::mo_hint)) {
@@ -864,7 +715,7 @@ bool try_write_lock_unqueued(const Ref& r, bool spinning) {
 // v5.10 rwsem_try_read_lock_unqueued(). Backing out needs no wakeup check:
 // every caller afterwards either holds the lock or queues and re-checks.
 template <class P>
-bool try_read_lock_unqueued(const Ref& r) {
+bool try_read_lock_unqueued(const WordRefs& r) {
   if (r.count.load(arch::mo_hint) & (kWriterLocked | kFlagHandoff)) return false;
   uint64_t c = r.count.fetch_add(kReaderBias, arch::mo_lock);
   if (!(c & (kWriterLocked | kFlagHandoff))) {
@@ -878,14 +729,14 @@ bool try_read_lock_unqueued(const Ref& r) {
 
 // rwsem_rspin_threshold(): the reader phase starting `now` may be spun on
 // until the returned time.
-uint64_t rspin_threshold(const Ref& r, uint64_t now) {
+uint64_t rspin_threshold(const WordRefs& r, uint64_t now) {
   uint64_t readers = std::min(reader_count(r.count.load(arch::mo_hint)), kRspinMaxReaders);
   return now + kRspinBaseNs + readers * kRspinPerReaderNs;
 }
 
 // The body of rwsem_optimistic_spin(), run as head of the OSQ.
 template <class P, bool kWrite>
-bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
+bool spin_for_lock(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget) {
   OwnerState prev = OwnerState::null;
   uint64_t rspin_start = 0, rspin_deadline = 0;
   unsigned reader_loops = 0;
@@ -922,9 +773,9 @@ bool spin_for_lock(const Ref& r, uint64_t nonspinnable, SpinBudget& budget) {
 
 // rwsem_optimistic_spin(): only the head of the OSQ spins on the lock.
 template <class P, bool kWrite>
-bool optimistic_spin(const Ref& r) {
+bool optimistic_spin(const WordRefs& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
-  SpinBudget budget = SpinBudget::starting(now_ns());
+  SpinBudget budget = starting_budget(now_ns());
   bool taken = false;
   // The OSQ node is per thread: the shared slot's threads never spin.
   if (!take_spinner_seat()) {
@@ -946,14 +797,14 @@ bool optimistic_spin(const Ref& r) {
 
 // Queued readers follow a reader that just got the lock (wake type READ_OWNED).
 template <class P>
-void wake_readers_behind_me(const Ref& r) {
+void wake_readers_behind_me(const WordRefs& r) {
   wake_queue<P>(r, WakeType::read_owned);
 }
 
 // Not in the kernel: a thread that already holds read locks must not wait
 // behind a queued writer for a lock that readers hold (POSIX recursive reads).
 template <class P>
-bool read_recursive(const Ref& r, uint64_t count, bool have_bias) {
+bool read_recursive(const WordRefs& r, uint64_t count, bool have_bias) {
   if (have_bias) {
     // Our bias with WRITER clear already is a read hold; others must be there too.
     if ((count & kWriterLocked) || reader_count(count) < 2) return false;
@@ -973,7 +824,7 @@ bool read_recursive(const Ref& r, uint64_t count, bool have_bias) {
 // or a stream of stealers would keep the count above 0 and no waiter could
 // ever be woken to assert HANDOFF.
 template <class P>
-bool read_steal(const Ref& r, uint64_t count, bool have_bias) {
+bool read_steal(const WordRefs& r, uint64_t count, bool have_bias) {
   uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
   if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1 && !(count & kWriterLocked)) return false;
   if (count & (kWriterLocked | kFlagHandoff)) return false;
@@ -995,7 +846,7 @@ bool read_steal(const Ref& r, uint64_t count, bool have_bias) {
 // v5.10 reader optimistic spinning, then one retry if a new reader phase
 // began meanwhile (rwsem_reader_phase_trylock()).
 template <class P>
-bool read_spin(const Ref& r, bool& have_bias, uint64_t& last_rowner) {
+bool read_spin(const WordRefs& r, bool& have_bias, uint64_t& last_rowner) {
   uint64_t o = r.owner.load(arch::mo_hint);
   last_rowner = (o & kReaderOwned) ? o : (o & P::kRdNonspinnable);
   if (!tunables().writer_spin || !can_spin_on_owner<P>(r, P::kRdNonspinnable)) return false;
@@ -1027,7 +878,7 @@ bool read_held(uint64_t c, uint64_t own_bias) { return !(c & kWriterLocked) && r
 // none is real-time; INT_MAX when there are too many to ask (conservative).
 // Asked only for a real-time reader; the priorities are read outside the
 // wait_lock (two system calls per writer).
-int max_queued_writer_rt_priority(const Ref& r) {
+int max_queued_writer_rt_priority(const WordRefs& r) {
   constexpr unsigned kMaxAsked = 16;
   pid_t tids[kMaxAsked];
   unsigned n = 0;
@@ -1047,7 +898,7 @@ int max_queued_writer_rt_priority(const Ref& r) {
 
 // Rule (c): a real-time reader above every queued writer. A normal-policy
 // thread pays one compare (the policy is cached per thread).
-bool rt_reader_beats_writers(const Ref& r, uint64_t now) {
+bool rt_reader_beats_writers(const WordRefs& r, uint64_t now) {
   int me = read_pref::self_rt_priority(now);
   if (me <= 0) return false;
   CancelScope cs;  // takes the wait_lock (read_try runs without a scope)
@@ -1060,7 +911,7 @@ bool rt_reader_beats_writers(const Ref& r, uint64_t now) {
 // still in the count and no writer in it we already hold a read lock; without
 // one (drop_bias_early, v5.10 spinners) take it back by CAS while read-held.
 template <class P>
-bool read_pref_arrival(const Ref& r, uint64_t count, bool have_bias) {
+bool read_pref_arrival(const WordRefs& r, uint64_t count, bool have_bias) {
   if (!read_held(have_bias ? count : r.count.load(arch::mo_hint), have_bias ? 1 : 0)) return false;
   LockEvent ev;
   if (read_pref::read_holder_asleep_on(&r.count))
@@ -1097,7 +948,7 @@ enum class Admit : uint8_t { none, granted, asleep, waited, rt };
 // that then loses the free lock to a stealing reader sets HANDOFF once it is
 // overdue, and takes the lock the next time it is free.
 template <class P>
-Admit read_pref_queued(const Ref& r, Waiter& w, uint64_t now, WakeQ& q) {
+Admit read_pref_queued(const WordRefs& r, Waiter& w, uint64_t now, WakeQ& q) {
   if (!read_held(r.count.load(arch::mo_hint), 0)) return Admit::none;
   Admit why = Admit::none;
   if (read_pref::read_holder_asleep_on(&r.count))
@@ -1135,16 +986,6 @@ Admit read_pref_queued(const Ref& r, Waiter& w, uint64_t now, WakeQ& q) {
 constexpr uint64_t kPrefSliceMinNs = 100'000;
 constexpr unsigned kPrefSliceMaxShift = 4;  // slices double up to 16 bounds
 
-uint64_t ns_until(const WaitCtx& ctx) {
-  timespec now;
-  clock_gettime(ctx.clock, &now);
-  int64_t left = (static_cast<int64_t>(ctx.abs->tv_sec) - now.tv_sec) * 1'000'000'000 + (ctx.abs->tv_nsec - now.tv_nsec);
-  return left < 0 ? 0 : static_cast<uint64_t>(left);
-}
-
-timespec monotonic_at(uint64_t ns) {
-  return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-}
 
 // ---------------------------------------------------------------------------
 // Queued readers
@@ -1152,7 +993,7 @@ timespec monotonic_at(uint64_t ns) {
 
 // Sleep until granted; on timeout leave the queue unless a grant raced in.
 template <class P>
-int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
+int read_wait(const WordRefs& r, Waiter& w, const WaitCtx& ctx, bool pref) {
   ThreadSlot& me = *w.slot;
   QueueGuard<P> guard{r, w};
   read_pref::PrefWaiter watch;
@@ -1190,9 +1031,9 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
       lockevent_inc(LockEvent::rwsem_rlock_fail);
       return ctx.give_up_code();
     }
-    if (pref && (ctx.mode == WaitCtx::Mode::forever || ns_until(ctx) > slice)) {
+    if (pref && (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > slice)) {
       // A bounded sleep; its end is not the caller's timeout.
-      timespec end = monotonic_at(now + slice);
+      timespec end = arch::timespec_at(now + slice);
       park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end));
       timed_out = ctx.mode == WaitCtx::Mode::until && ctx.expired();
       slice = std::min(slice * 2, bound << kPrefSliceMaxShift);
@@ -1207,7 +1048,7 @@ int read_wait(const Ref& r, Waiter& w, const WaitCtx& ctx, bool pref) {
 }
 
 template <class P>
-int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, unsigned flags) {
+int read_queue(const WordRefs& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, ReadFlags flags) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::read, now_ns());
   Waiter& w = rec.get();
@@ -1245,7 +1086,7 @@ int read_queue(const Ref& r, bool have_bias, uint64_t last_rowner, const WaitCtx
 // rwsem_try_write_lock() (v6.3 rules), wait_lock held. Takes the lock, or sets
 // HANDOFF for the first waiter once `w` has waited past its timeout.
 template <class P>
-bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
+bool try_write_lock(const WordRefs& r, WaitList& wl, Waiter& w) {
   Waiter* first = first_live(r, wl);
   uint64_t c = r.count.load(arch::mo_hint);
   uint64_t next;
@@ -1281,7 +1122,7 @@ bool try_write_lock(const Ref& r, WaitList& wl, Waiter& w) {
 // The first waiter that owns HANDOFF spins on a running writer owner instead
 // of sleeping, and retries at once when the owner lets go (OWNER_NULL).
 template <class P>
-bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
+bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
   if (!tunables().writer_spin) return false;
   uint64_t now = now_ns();
   if (spin_deadline == 0)
@@ -1293,7 +1134,7 @@ bool handoff_spin(const Ref& r, uint64_t& spin_deadline) {
 }
 
 template <class P>
-int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
+int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::write, now_ns());
   Waiter& w = rec.get();
@@ -1353,7 +1194,7 @@ int write_queue(const Ref& r, const WaitCtx& ctx, bool disable_rspin) {
 // ---------------------------------------------------------------------------
 
 template <class P>
-int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) {
+int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags flags) {
   bool have_bias = true;
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
@@ -1379,7 +1220,7 @@ int read_impl(const Ref& r, uint64_t count, const WaitCtx& ctx, unsigned flags) 
 }
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags) {
+__attribute__((noinline)) int SlowPaths<P>::read(const WordRefs& r, uint64_t count, WaitCtx ctx, ReadFlags flags) {
   if ((count & kReadFailedMask) == 0) {  // granted; the fast path only lacked a slot (read_fast())
     set_reader_owned<P>(r.owner, owner_value(self_slot()));
     return 0;
@@ -1394,7 +1235,7 @@ __attribute__((noinline)) int Slow<P>::read(const Ref& r, uint64_t count, WaitCt
 // no WRITER, HANDOFF or READFAIL. v5.11: it steals unless the lock is very
 // likely reader-owned already; v5.10: it spins, unless reader spinning is off.
 template <class P>
-bool unqueued_reader_would_get_it(const Ref& r, uint64_t c) {
+bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c) {
   uint64_t o = r.owner.load(arch::mo_hint);
   if constexpr (P::reader_spinning)
     return tunables().writer_spin && !(o & P::kRdNonspinnable);
@@ -1408,7 +1249,7 @@ bool unqueued_reader_would_get_it(const Ref& r, uint64_t c) {
 // reader-preference rules (a) and (c) — so a lock nobody holds is not EBUSY
 // just because waiters are queued (glibc's default rwlock succeeds there).
 template <class P>
-__attribute__((noinline)) int Slow<P>::read_try(const Ref& r, unsigned flags) {
+__attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlags flags) {
   enum class Why : uint8_t { plain, recursive, steal, asleep, rt };
   const bool holds = flags & kReadHoldsThis, behind = flags & kReadBehindWriters, pref = flags & kReadReaderPref;
   int pref_rule = -1;  // lazily: 0 none, 1 (a), 2 (c)
@@ -1453,7 +1294,7 @@ __attribute__((noinline)) int Slow<P>::read_try(const Ref& r, unsigned flags) {
 }
 
 template <class P>
-__attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
+__attribute__((noinline)) int SlowPaths<P>::write(const WordRefs& r, WaitCtx ctx) {
   if (!ctx.may_block()) {  // trylock: never queue, never spin
     if (try_write_lock_unqueued(r, false)) return 0;
     lockevent_inc(LockEvent::rwsem_wlock_fail);
@@ -1471,7 +1312,7 @@ __attribute__((noinline)) int Slow<P>::write(const Ref& r, WaitCtx ctx) {
 }
 
 template <class P>
-__attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::wake(const WordRefs& r) {
   CancelScope cs;
   wake_queue<P>(r, WakeType::any);
   cs.restore();
@@ -1483,7 +1324,7 @@ __attribute__((noinline)) void Slow<P>::wake(const Ref& r) {
 // destroy the lock before the store that drops the wait_lock, this thread's
 // last access to it. The wakeups go to thread slots afterwards.
 template <class P>
-__attribute__((noinline)) bool Slow<P>::write_unlock_slow(const Ref& r) {
+__attribute__((noinline)) bool SlowPaths<P>::write_unlock_slow(const WordRefs& r) {
   CancelScope cs;
   bool held = write_unlock_ref<P>(r);
   cs.restore();
@@ -1493,21 +1334,21 @@ __attribute__((noinline)) bool Slow<P>::write_unlock_slow(const Ref& r) {
 // up_read() + rwsem_wake() of the last reader, with the release inside the
 // wait_lock for the reason given at write_unlock_slow().
 template <class P>
-__attribute__((noinline)) void Slow<P>::read_unlock_last(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::read_unlock_last(const WordRefs& r) {
   CancelScope cs;
   read_unlock_ref<P>(r);
   cs.restore();
 }
 
 template <class P>
-__attribute__((noinline)) void Slow<P>::downgrade_wake(const Ref& r) {
+__attribute__((noinline)) void SlowPaths<P>::downgrade_wake(const WordRefs& r) {
   CancelScope cs;
   wake_queue<P>(r, WakeType::read_owned);
   cs.restore();
 }
 
-template struct Slow<RwsemSteal>;
-template struct Slow<RwsemReaderSpin>;
+template struct SlowPaths<RwsemSteal>;
+template struct SlowPaths<RwsemRspin>;
 
 void after_fork_in_child() { g_spinners.store(0, std::memory_order_relaxed); }
 

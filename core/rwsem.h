@@ -2,15 +2,16 @@
 //
 // Design
 // ------
-// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore, written from
-// ../shared/docs/kernel-algorithms.md §1 and §4.3. Two policies share one
+// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore; the kernel
+// facts it relies on are in docs/kernel-algorithms.md §1 (the optimistic spin
+// queue, §2, is core/osq_lock.h). Two policies share one
 // body of code and differ only in `if constexpr (Policy::reader_spinning)`:
 //
 //   RwsemSteal       Linux >= v5.11: readers never spin; a reader that fails
 //                    the fast path may "steal" the lock when no writer holds
 //                    it and no HANDOFF is pending (1a728dff855a), except when
 //                    the lock is very likely reader-owned (2f06f702925b).
-//   RwsemReaderSpin  Linux v5.3..v5.10: failed readers spin optimistically
+//   RwsemRspin       Linux v5.3..v5.10: failed readers spin optimistically
 //                    like writers, record `last_rowner`, retry once in a new
 //                    reader phase, and reader spinning is adaptively disabled
 //                    per lock with RD_NONSPINNABLE. Kept as in v5.10: spinning
@@ -112,12 +113,12 @@
 // meet), about 2 instructions per function. So every rarely taken branch that
 // has to call is a tail call to an out-of-line function that finishes the
 // whole operation: a thread's first read lock, before it has a slot
-// (read_fast() fails and Slow::read only records the owner); the last reader
+// (read_fast() fails and SlowPaths::read only records the owner); the last reader
 // leaving with waiters queued (preload's read_unlock_last, bookkeeping
 // included); preload's EDEADLK check of a write-held rwlock, its delegation
 // to glibc, and the write release (out of line so that the read release
-// keeps no frame). That took the rdlock pair from 74 to 68 instructions
-// (glibc 2.36: 70).
+// keeps no frame). docs/measurements.md, "Frame-free fast paths", has the
+// counts.
 //
 // Deviations from the kernel (userspace has no scheduler hooks):
 //   * owner_on_cpu() -> !ghost and may_be_running(owner slot): not asleep in
@@ -142,8 +143,7 @@
 //     the others queue and sleep at once (event rwsem_opt_crowded). The
 //     kernel needs no such cap: spinners beyond the CPUs would meet
 //     need_resched(); ours would only keep runnable threads, the owner
-//     among them, off the CPUs (sysbench mutex at 16 and 64 threads on 2
-//     vCPUs: 0.66x glibc without the cap, 1.04-1.12x with it; core/rwsem.cpp).
+//     among them, off the CPUs (docs/measurements.md, "Spinner seats").
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -155,12 +155,12 @@
 //     without sleeping (v5.11 steal / v5.10 spin past queued waiters, the
 //     recursive rule, reader preference (a) and (c)); the kernel's fails on
 //     any WAITERS bit.
-//   * caller_holds_reads (not in the kernel): a thread that holds a read lock
+//   * kReadHoldsThis (not in the kernel): a thread that holds a read lock
 //     of this lock re-enters it while read-held, even past queued writers or
 //     HANDOFF (POSIX recursive reads). "Of this lock" is per lock bucket of
 //     core/read_pref.h (64 per thread): a hold of another lock in the same
 //     bucket counts too, costing fairness only.
-//   * reader preference (glibc's default kinds only, reader_pref): a reader
+//   * reader preference (glibc's default kinds only, kReadReaderPref): a reader
 //     that would queue behind writers on a read-held lock enters when (a) a
 //     thread holding a read lock of it sleeps inside lockswap, or (c) it is
 //     SCHED_FIFO/RR above every queued writer (POSIX); a queued one also
@@ -179,7 +179,7 @@
 //     Tags are 5 bits: 32 nested forks with the same lock held across the
 //     first would be missed. A reader bias a lost thread was giving back is
 //     not recovered, and a lock a lost thread held stays held (as glibc).
-//   * RwsemReaderSpin uses the current handoff and wake rules, not v5.10's
+//   * RwsemRspin uses the current handoff and wake rules, not v5.10's
 //     writer_wait_state (d257cc8cb8d5 was backported to 5.10.y anyway). Its
 //     rwsem_set_nonspinnable() sets RD|WR, and like 5.10.13 does nothing
 //     when either one is already set.
@@ -203,9 +203,7 @@ struct RwsemTunables {
   // need_resched() stand-in while that owner looks on-CPU (reader-owned
   // spinning has the kernel's own threshold; see "Deviations"). Without the
   // eBPF map an owner's preemption is seen only on our own CPU, so the bound
-  // must be short. Measured on 2 vCPUs: 50 us -> 5 us made `sysbench mutex
-  // --threads=16 --mutex-num=1` 3.7x faster and the 8-thread mutex cell of
-  // rwlock_bench 1.4x faster, with 2 threads unchanged.
+  // must be short (docs/measurements.md, "Owner spin budget").
   uint64_t owner_spin_ns = 5'000;
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
@@ -252,6 +250,17 @@ inline constexpr uint64_t kReaderOwned = 1ull << 0;
 inline constexpr uint32_t kMaxReadersWakeup = 256;
 
 inline constexpr uint64_t reader_count(uint64_t count) { return (count & kReaderCountMask) >> kReaderShift; }
+
+// How a reader may enter (not in the kernel; see "Deviations").
+enum ReadFlags : unsigned {
+  kReadPlain = 0,          // the kernel's rules
+  kReadHoldsThis = 1,      // the caller holds a read lock of this lock: recursive read
+  kReadBehindWriters = 2,  // glibc's writer-nonrecursive kind: never pass queued waiters
+  kReadReaderPref = 4,     // default kind: reader preference rules (core/read_pref.h)
+};
+inline constexpr ReadFlags operator|(ReadFlags a, ReadFlags b) {
+  return static_cast<ReadFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
 }  // namespace rwsem
 
 // Linux >= v5.11: reader lock stealing, no reader spinning, one NONSPINNABLE bit.
@@ -264,7 +273,7 @@ struct RwsemSteal {
 };
 
 // Linux v5.10: reader optimistic spinning with adaptive disabling.
-struct RwsemReaderSpin {
+struct RwsemRspin {
   static constexpr bool reader_spinning = true;
   static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // readers may not spin
   static constexpr uint64_t kWrNonspinnable = 1ull << 2;  // writers may not spin
@@ -272,12 +281,12 @@ struct RwsemReaderSpin {
   static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
 };
 
-static_assert(alignof(ThreadSlot) > RwsemSteal::kOwnerFlags && alignof(ThreadSlot) > RwsemReaderSpin::kOwnerFlags,
+static_assert(alignof(ThreadSlot) > RwsemSteal::kOwnerFlags && alignof(ThreadSlot) > RwsemRspin::kOwnerFlags,
               "owner flags fit below a ThreadSlot pointer");
 static_assert((RwsemSteal::kNonspinnable & rwsem::kReaderOwned) == 0 &&
-                  (RwsemReaderSpin::kNonspinnable & rwsem::kReaderOwned) == 0,
+                  (RwsemRspin::kNonspinnable & rwsem::kReaderOwned) == 0,
               "nonspinnable bits never alias READER_OWNED");
-static_assert(RwsemSteal::kRdNonspinnable == RwsemReaderSpin::kRdNonspinnable,
+static_assert(RwsemSteal::kRdNonspinnable == RwsemRspin::kRdNonspinnable,
               "bit 1 is what a new reader owner keeps, in both versions");
 
 // Storage for tests; preload uses its own struct with the same members.
@@ -290,17 +299,6 @@ struct RwsemWords {
 
 namespace rwsem_detail {
 
-// How a reader may enter (not in the kernel; see "Deviations").
-enum ReadFlags : unsigned {
-  kReadHoldsThis = 1,      // the caller holds a read lock of this lock: recursive read
-  kReadBehindWriters = 2,  // glibc's writer-nonrecursive kind: never pass queued waiters
-  kReadReaderPref = 4,     // default kind: reader preference rules (core/read_pref.h)
-};
-inline constexpr unsigned read_flags(bool holds_this, bool behind_writers, bool reader_pref) {
-  return (holds_this ? kReadHoldsThis : 0u) | (behind_writers ? kReadBehindWriters : 0u) |
-         (reader_pref ? kReadReaderPref : 0u);
-}
-
 // waitq word: Waiter* (64-byte aligned) | bits 1-5: fork generation of the
 // wait_lock holder (mod 32) | bit 0: wait_lock.
 namespace wait_lock {
@@ -310,7 +308,7 @@ inline constexpr uint64_t tag(uint32_t generation) { return (uint64_t{generation
 }  // namespace wait_lock
 
 // The four words of one lock, whatever struct the caller keeps them in.
-struct Ref {
+struct WordRefs {
   std::atomic<uint64_t>& count;
   std::atomic<uint64_t>& owner;
   std::atomic<uint64_t>& waitq;
@@ -319,25 +317,25 @@ struct Ref {
 
 // Slow paths (core/rwsem.cpp), instantiated there for both policies.
 template <class Policy>
-struct Slow {
+struct SlowPaths {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
   // WaitCtx by value (16 bytes, two registers): the fast path never spills it.
-  static int read(const Ref& r, uint64_t count, WaitCtx ctx, unsigned flags);  // flags: ReadFlags
-  static int read_try(const Ref& r, unsigned flags);
-  static int write(const Ref& r, WaitCtx ctx);
-  static void wake(const Ref& r);              // rwsem_wake()
+  static int read(const WordRefs& r, uint64_t count, WaitCtx ctx, rwsem::ReadFlags flags);
+  static int read_try(const WordRefs& r, rwsem::ReadFlags flags);
+  static int write(const WordRefs& r, WaitCtx ctx);
+  static void wake(const WordRefs& r);              // rwsem_wake()
   // up_write() when the count is not exactly WRITER_LOCKED (waiters queued):
   // the release happens under the wait_lock (see write_unlock()).
   // False: no writer held the lock (nothing released).
-  static bool write_unlock_slow(const Ref& r);
+  static bool write_unlock_slow(const WordRefs& r);
   // up_read() of the last reader with waiters queued: released under the
   // wait_lock, as write_unlock_slow().
-  static void read_unlock_last(const Ref& r);
-  static void downgrade_wake(const Ref& r);
+  static void read_unlock_last(const WordRefs& r);
+  static void downgrade_wake(const WordRefs& r);
 };
 static_assert(sizeof(WaitCtx) <= 16, "passed in registers to the slow paths");
-extern template struct Slow<RwsemSteal>;
-extern template struct Slow<RwsemReaderSpin>;
+extern template struct SlowPaths<RwsemSteal>;
+extern template struct SlowPaths<RwsemRspin>;
 
 // Waiters currently queued (takes the wait_lock; for tests and diagnostics).
 // `count`, if given, gets its queue flags fixed should the wait_lock have to
@@ -366,17 +364,16 @@ inline uint64_t owner_value(const ThreadSlot& s) { return reinterpret_cast<uint6
 template <class Policy, class S>
 struct Rwsem {
   // 0, or ctx.give_up_code() (EBUSY for try_once, ETIMEDOUT for until).
-  // Not in the kernel: caller_holds_reads — the caller holds a read lock of
-  // this lock (recursive read: enter past queued writers and HANDOFF);
-  // behind_writers — glibc's writer-nonrecursive kind: with waiters queued,
-  // never steal or spin past them; reader_pref — glibc's default kinds: the
-  // reader preference rules of core/read_pref.h.
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false,
-                       bool reader_pref = false) {
-    if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, caller_holds_reads, behind_writers, reader_pref);
+  // Not in the kernel (rwsem::ReadFlags): kReadHoldsThis — the caller holds
+  // a read lock of this lock (recursive read: enter past queued writers and
+  // HANDOFF); kReadBehindWriters — glibc's writer-nonrecursive kind: with
+  // waiters queued, never steal or spin past them; kReadReaderPref — glibc's
+  // default kinds: the reader preference rules of core/read_pref.h.
+  static int read_lock(S& s, const WaitCtx& ctx, rwsem::ReadFlags flags = rwsem::kReadPlain) {
+    if (ctx.mode == WaitCtx::Mode::try_once) return read_try(s, flags);
     uint64_t c;
     if (__builtin_expect(read_fast(s, c), 1)) return 0;
-    return read_slow(s, c, ctx, caller_holds_reads, behind_writers, reader_pref);
+    return read_slow(s, c, ctx, flags);
   }
 
   // down_read's fast path on its own, for callers that keep per-thread
@@ -394,18 +391,17 @@ struct Rwsem {
     return true;
   }
 
-  // Out-of-line bridges to the slow paths: the Ref (four references) is built
+  // Out-of-line bridges to the slow paths: the WordRefs (four references) is built
   // here, not in the inline fast paths, so those need no stack frame.
-  __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx, bool caller_holds_reads,
-                                                 bool behind_writers = false, bool reader_pref = false) {
+  __attribute__((noinline)) static int read_slow(S& s, uint64_t c, WaitCtx ctx,
+                                                 rwsem::ReadFlags flags = rwsem::kReadPlain) {
     LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceRead);
-    int rc = Slow::read(ref(s), c, ctx, rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
+    int rc = SlowPaths::read(ref(s), c, ctx, flags);
     LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceRead, rc);
     return rc;
   }
-  __attribute__((noinline)) static int read_try(S& s, bool caller_holds_reads, bool behind_writers = false,
-                                                bool reader_pref = false) {
-    return Slow::read_try(ref(s), rwsem_detail::read_flags(caller_holds_reads, behind_writers, reader_pref));
+  __attribute__((noinline)) static int read_try(S& s, rwsem::ReadFlags flags = rwsem::kReadPlain) {
+    return SlowPaths::read_try(ref(s), flags);
   }
 
   static int write_lock(S& s, const WaitCtx& ctx) {
@@ -422,7 +418,7 @@ struct Rwsem {
   }
 
   // Like write_unlock(): the last reader leaving a lock with waiters queued
-  // releases it under the wait_lock (Slow::read_unlock_last()), so that no
+  // releases it under the wait_lock (SlowPaths::read_unlock_last()), so that no
   // woken waiter can destroy and unmap the lock while this thread still
   // touches it. A fetch_sub cannot tell beforehand whether it is that last
   // reader, so the release is a CAS (a retry only when another reader or a
@@ -439,7 +435,7 @@ struct Rwsem {
     } while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint));
     return true;
   }
-  __attribute__((noinline)) static void read_unlock_last(S& s) { Slow::read_unlock_last(ref(s)); }
+  __attribute__((noinline)) static void read_unlock_last(S& s) { SlowPaths::read_unlock_last(ref(s)); }
 
   // Not the kernel's fetch_sub-then-wake: with waiters queued, the release
   // happens while the wait_lock is held, so that no queued waiter can take
@@ -461,7 +457,7 @@ struct Rwsem {
   static void downgrade(S& s) {
     uint64_t old = s.count.fetch_add(rwsem::kReaderBias - rwsem::kWriterLocked, arch::mo_unlock);
     rwsem_detail::set_reader_owned<Policy>(s.owner, rwsem_detail::owner_value(self_slot()));
-    if (old & rwsem::kFlagWaiters) Slow::downgrade_wake(ref(s));
+    if (old & rwsem::kFlagWaiters) SlowPaths::downgrade_wake(ref(s));
   }
 
   static bool write_locked(const S& s) { return (s.count.load(arch::mo_hint) & rwsem::kWriterLocked) != 0; }
@@ -470,15 +466,15 @@ struct Rwsem {
   static std::size_t waiters(S& s) { return rwsem_detail::queued_waiters(s.waitq, &s.count); }
 
  private:
-  using Slow = rwsem_detail::Slow<Policy>;
-  static rwsem_detail::Ref ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
+  using SlowPaths = rwsem_detail::SlowPaths<Policy>;
+  static rwsem_detail::WordRefs ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
   __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) {
     LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceWrite);
-    int rc = Slow::write(ref(s), ctx);
+    int rc = SlowPaths::write(ref(s), ctx);
     LOCKSWAP_TRACE_ACQUIRE_END(&s, kTraceWrite, rc);
     return rc;
   }
-  __attribute__((noinline)) static bool write_unlock_slow(S& s) { return Slow::write_unlock_slow(ref(s)); }
+  __attribute__((noinline)) static bool write_unlock_slow(S& s) { return SlowPaths::write_unlock_slow(ref(s)); }
 };
 
 }  // namespace lockswap

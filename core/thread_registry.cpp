@@ -16,7 +16,7 @@ namespace lockswap {
 
 __thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
 
-namespace registry {
+namespace thread_registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];
 std::atomic<uint32_t> g_fork_generation{0};
 constinit ThreadSlot g_shared_slot{kSharedSlotId};
@@ -151,7 +151,7 @@ namespace {
 // memory later still finds slots for its first 1024 live threads.
 __attribute__((constructor)) void reserve_at_load() { reserve(); }
 }  // namespace
-}  // namespace registry
+}  // namespace thread_registry
 
 int32_t current_tid_slow() {
   int32_t t = static_cast<int32_t>(syscall(SYS_gettid));
@@ -186,11 +186,11 @@ namespace {
 // and recycled).
 template <class Fn>
 void for_each_mapped_slot(Fn&& fn) {
-  fn(registry::g_shared_slot);
-  for (auto& chunk_ptr : registry::g_chunks) {
+  fn(thread_registry::g_shared_slot);
+  for (auto& chunk_ptr : thread_registry::g_chunks) {
     ThreadSlot* chunk = chunk_ptr.load(std::memory_order_acquire);
     if (chunk == nullptr) break;
-    for (uint32_t i = 0; i < registry::kSlotsPerChunk; ++i) fn(chunk[i]);
+    for (uint32_t i = 0; i < thread_registry::kSlotsPerChunk; ++i) fn(chunk[i]);
   }
 }
 }  // namespace
@@ -204,15 +204,15 @@ uint64_t lockevent_total(LockEvent ev) {
 
 void after_fork_in_child() {
   t_local.tid = 0;
-  uint32_t gen = registry::g_fork_generation.load(std::memory_order_relaxed) + 1;
-  registry::g_fork_generation.store(gen, std::memory_order_relaxed);
-  registry::g_lock.store(0, std::memory_order_relaxed);  // a ghost may have held it
+  uint32_t gen = thread_registry::g_fork_generation.load(std::memory_order_relaxed) + 1;
+  thread_registry::g_fork_generation.store(gen, std::memory_order_relaxed);
+  thread_registry::g_lock.store(0, std::memory_order_relaxed);  // a ghost may have held it
   // Statistics are per process: a forked server's children (PostgreSQL
   // backends) report what they did, not what their parent had counted.
   for_each_mapped_slot([](ThreadSlot& s) {
     for (auto& e : s.events) e.store(0, std::memory_order_relaxed);
   });
-  registry::g_shared_slot.generation.store(gen, std::memory_order_relaxed);  // never a ghost
+  thread_registry::g_shared_slot.generation.store(gen, std::memory_order_relaxed);  // never a ghost
   if (ThreadSlot* s = t_local.slot; s != nullptr && !is_shared(*s)) {
     s->tid = current_tid();
     s->generation.store(gen, std::memory_order_relaxed);

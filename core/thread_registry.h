@@ -115,7 +115,7 @@ static_assert(offsetof(ThreadSlot, osq_next) == 64, "fields other threads poll s
 static_assert(offsetof(ThreadSlot, rwsem_waiter) == 128, "the OSQ node has a cache line of its own");
 static_assert(offsetof(ThreadSlot, events) == 192, "the rwsem waiter record has a cache line of its own");
 
-namespace registry {
+namespace thread_registry {
 inline constexpr uint32_t kSlotsPerChunkShift = 10;
 inline constexpr uint32_t kSlotsPerChunk = 1u << kSlotsPerChunkShift;
 inline constexpr uint32_t kChunks = 4096;
@@ -138,10 +138,10 @@ void reserve();
 
 // Tests only: while set, no new slot is handed out (as if mmap failed).
 void refuse_new_slots_for_testing(bool refuse);
-}  // namespace registry
+}  // namespace thread_registry
 
 // True for the slot shared by threads that could not get one of their own.
-inline bool is_shared(const ThreadSlot& s) { return s.id == registry::kSharedSlotId; }
+inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSharedSlotId; }
 
 // Per-thread data read on lock fast paths: kept in static TLS (initial-exec),
 // zero-initialised, so touching it never allocates.
@@ -157,7 +157,7 @@ extern __thread ThreadLocal t_local __attribute__((tls_model("initial-exec")));
 inline ThreadSlot& self_slot() {
   ThreadSlot* s = t_local.slot;
   if (__builtin_expect(s != nullptr, 1)) return *s;
-  return registry::attach_current_thread();
+  return thread_registry::attach_current_thread();
 }
 
 int32_t current_tid_slow();
@@ -168,17 +168,17 @@ inline int32_t current_tid() {
 }
 
 inline ThreadSlot* slot_of(uint32_t id) {
-  if (__builtin_expect(id == 0 || id > registry::kMaxThreads, 0))
-    return id == registry::kSharedSlotId ? &registry::g_shared_slot : nullptr;
+  if (__builtin_expect(id == 0 || id > thread_registry::kMaxThreads, 0))
+    return id == thread_registry::kSharedSlotId ? &thread_registry::g_shared_slot : nullptr;
   uint32_t i = id - 1;
-  ThreadSlot* chunk = registry::g_chunks[i >> registry::kSlotsPerChunkShift].load(std::memory_order_acquire);
-  return chunk ? &chunk[i & (registry::kSlotsPerChunk - 1)] : nullptr;
+  ThreadSlot* chunk = thread_registry::g_chunks[i >> thread_registry::kSlotsPerChunkShift].load(std::memory_order_acquire);
+  return chunk ? &chunk[i & (thread_registry::kSlotsPerChunk - 1)] : nullptr;
 }
 
 // True when the slot's thread did not survive a fork into this process.
 inline bool is_ghost(const ThreadSlot& s) {
   return s.generation.load(std::memory_order_relaxed) !=
-         registry::g_fork_generation.load(std::memory_order_relaxed);
+         thread_registry::g_fork_generation.load(std::memory_order_relaxed);
 }
 
 // Spinner's question: can the thread in `s` be on a CPU right now? False when

@@ -18,6 +18,7 @@
 
 #include <atomic>
 
+#include "arch/clock.h"
 #include "core/cid.h"
 #include "core/oncpu.h"
 #include "core/lock_events.h"
@@ -217,17 +218,11 @@ constexpr uint64_t kSignalDumpGapNs = 100'000'000;
 std::atomic<bool> g_dumping{false};
 std::atomic<uint64_t> g_last_signal_dump_ns{0};
 
-uint64_t monotonic_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
-}
-
 // The gap is checked by the thread that holds g_dumping, so two threads
 // signalled at once cannot both pass it.
 bool claim_signal_dump() {
   if (g_dumping.exchange(true, std::memory_order_acquire)) return false;
-  uint64_t now = monotonic_ns();
+  uint64_t now = arch::monotonic_ns();
   uint64_t last = g_last_signal_dump_ns.load(std::memory_order_relaxed);
   if (last != 0 && now - last < kSignalDumpGapNs) {
     g_dumping.store(false, std::memory_order_release);

@@ -30,7 +30,7 @@
   X(glibc, "glibc", GlibcForward, "glibc's own pthread_rwlock (the control of every experiment)") \
   X(futex, "futex", FutexRwlockVariant, "reference reader-preferring futex rwlock")               \
   X(rwsem, "rwsem", RwsemStealRwlock, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
-  X(rwsem_rspin, "rwsem-rspin", RwsemSpinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
+  X(rwsem_rspin, "rwsem-rspin", RwsemRspinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
   X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half") \
   X(percid, "percid", PercidRwlockVariant, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
 

@@ -47,6 +47,7 @@
 
 #include <atomic>
 
+#include "arch/clock.h"
 #include "core/lock_events.h"
 #include "core/thread_registry.h"
 #include "preload/abi.h"
@@ -85,11 +86,7 @@ struct Inside {
   Inside& operator=(const Inside&) = delete;
 };
 
-uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
-}
+uint64_t now_ns() { return arch::monotonic_ns(); }
 
 void count_call(Family f) {
   uint32_t stripe = static_cast<uint32_t>(current_tid()) & (kCallStripes - 1);
@@ -672,11 +669,7 @@ void fill_wrappers() {
 
 std::atomic<int> g_setup{0};  // 0 none, 1 running, 2 done
 
-uint64_t realtime_ns() {
-  timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
-}
+uint64_t realtime_ns() { return arch::clock_ns(CLOCK_REALTIME); }
 
 Tables* map_tables() {
   void* p = mmap(nullptr, sizeof(Tables), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -49,6 +49,7 @@
 
 #include <atomic>
 
+#include "arch/clock.h"
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
@@ -139,11 +140,7 @@ constexpr size_t kTailReserve = 1 << 19;  // kept free for maps, dropped and end
 
 uint64_t load(const Counter& c) { return c.load(std::memory_order_relaxed); }
 
-uint64_t realtime_ns() {
-  timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
-}
+uint64_t realtime_ns() { return arch::clock_ns(CLOCK_REALTIME); }
 
 std::atomic<uint64_t> g_seq{0};
 

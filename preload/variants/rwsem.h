@@ -62,7 +62,7 @@ struct RwsemMutexVariant {
 // kinds). Each thread counts the read locks it holds per lock bucket
 // (core/read_pref.h: one TLS add per lock/unlock); a thread that holds one of
 // this lock (or of a lock in its bucket) takes a read-owned lock at once
-// (core: caller_holds_reads). Default kinds also get the reader-preference
+// (core: rwsem::kReadHoldsThis). Default kinds also get the reader-preference
 // rules of core/read_pref.h; everyone else keeps the kernel's fairness. The
 // writer-nonrecursive kind keeps readers behind writers, as glibc does. The
 // bucket key is the lock word's address, which core/rwsem.cpp also uses.
@@ -99,16 +99,15 @@ struct RwsemRwlockVariant {
   }
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, uint64_t c, WaitCtx ctx,
                                                    bool writer_preferring) {
-    bool holds_this = !writer_preferring && read_pref::holds_read_of(key(o));
-    bool reader_pref = !writer_preferring;
-    int rc = ctx.mode == WaitCtx::Mode::try_once
-                 ? Sem::read_try(at(o), holds_this, writer_preferring, reader_pref)
-                 : Sem::read_slow(at(o), c, ctx, holds_this, writer_preferring, reader_pref);
+    rwsem::ReadFlags flags = writer_preferring                     ? rwsem::kReadBehindWriters
+                             : read_pref::holds_read_of(key(o)) ? rwsem::kReadHoldsThis | rwsem::kReadReaderPref
+                                                                : rwsem::kReadReaderPref;
+    int rc = ctx.mode == WaitCtx::Mode::try_once ? Sem::read_try(at(o), flags) : Sem::read_slow(at(o), c, ctx, flags);
     if (rc == 0) read_pref::note_read_acquired(key(o));
     return rc;
   }
 };
 using RwsemStealRwlock = RwsemRwlockVariant<RwsemSteal>;
-using RwsemSpinRwlock = RwsemRwlockVariant<RwsemReaderSpin>;
+using RwsemRspinRwlock = RwsemRwlockVariant<RwsemRspin>;
 
 }  // namespace lockswap

@@ -66,8 +66,8 @@ inline void sleep_in_lockswap() {
 // when the address space is exhausted: core/thread_registry.h).
 class RefuseNewSlots {
  public:
-  RefuseNewSlots() { registry::refuse_new_slots_for_testing(true); }
-  ~RefuseNewSlots() { registry::refuse_new_slots_for_testing(false); }
+  RefuseNewSlots() { thread_registry::refuse_new_slots_for_testing(true); }
+  ~RefuseNewSlots() { thread_registry::refuse_new_slots_for_testing(false); }
   RefuseNewSlots(const RefuseNewSlots&) = delete;
   RefuseNewSlots& operator=(const RefuseNewSlots&) = delete;
 };

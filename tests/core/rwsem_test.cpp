@@ -64,7 +64,7 @@ class RwsemTest : public ::testing::Test {
   RwsemTunables saved_ = g_rwsem_tunables;
 };
 
-using Policies = ::testing::Types<RwsemSteal, RwsemReaderSpin>;
+using Policies = ::testing::Types<RwsemSteal, RwsemRspin>;
 class PolicyNames {
  public:
   template <class T>
@@ -86,8 +86,8 @@ TYPED_TEST(RwsemTest, UncontendedLockUnlockLeavesZero) {
   L::write_unlock(w);
   EXPECT_EQ(w.owner.load(), 0u);
 
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   EXPECT_FALSE(L::write_locked(w));
   EXPECT_EQ(L::readers(w), 2u);
   EXPECT_EQ(w.owner.load() & rw::kReaderOwned, rw::kReaderOwned);
@@ -104,7 +104,7 @@ TYPED_TEST(RwsemTest, FirstReadLockOfAFreshThreadRecordsItsOwner) {
   auto& w = this->w;
   std::thread([&] {
     EXPECT_EQ(t_local.slot, nullptr) << "the thread is attached already: the case is not exercised";
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     EXPECT_EQ(L::readers(w), 1u);
     EXPECT_EQ(w.owner.load() & ~uint64_t{TypeParam::kOwnerFlags}, reinterpret_cast<uint64_t>(&self_slot()));
     EXPECT_EQ(w.owner.load() & rw::kReaderOwned, rw::kReaderOwned);
@@ -223,7 +223,7 @@ TYPED_TEST(RwsemTest, ZeroFilledStorageWorks) {
           ++shared;
           O::write_unlock(o);
         } else {
-          ASSERT_EQ(O::read_lock(o, WaitCtx::blocking(), false), 0);
+          ASSERT_EQ(O::read_lock(o, WaitCtx::blocking()), 0);
           volatile long seen = shared;
           (void)seen;
           O::read_unlock(o);
@@ -251,7 +251,7 @@ TYPED_TEST(RwsemTest, ReadersShare) {
   std::vector<std::thread> ts;
   for (int i = 0; i < kReaders; ++i)
     ts.emplace_back([&] {
-      ASSERT_EQ(L::read_lock(this->w, WaitCtx::blocking(), false), 0);
+      ASSERT_EQ(L::read_lock(this->w, WaitCtx::blocking()), 0);
       inside.fetch_add(1);
       // Only possible if every reader is inside at the same time.
       EXPECT_TRUE(eventually([&] { return inside.load() == kReaders; }));
@@ -267,16 +267,16 @@ TYPED_TEST(RwsemTest, TryOnceReturnsEbusyWithoutBlocking) {
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread([&] {
-    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), false), EBUSY);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), true), EBUSY);  // no readers to join
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once()), EBUSY);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadHoldsThis), EBUSY);  // no readers to join
     EXPECT_EQ(L::write_lock(w, WaitCtx::try_once()), EBUSY);
   }).join();
   L::write_unlock(w);
 
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::thread([&] {
     EXPECT_EQ(L::write_lock(w, WaitCtx::try_once()), EBUSY);
-    ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::try_once()), 0);
     L::read_unlock(w);
   }).join();
   L::read_unlock(w);
@@ -297,13 +297,13 @@ TYPED_TEST(RwsemTest, WriteTrylockTakesFreeLockDespiteWaitersFlag) {
   w.count.store(rw::kFlagWaiters);  // as just after an unlock that will wake someone
   // Not the kernel's down_read_trylock(): a blocking reader would steal (v5.11)
   // or spin (v5.10) its way in here, so the try succeeds too (as glibc's).
-  ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::try_once()), 0);
   EXPECT_EQ(this->count(), rw::kFlagWaiters + rw::kReaderBias);
   w.count.store(rw::kReaderBias);  // nobody is really queued
   L::read_unlock(w);
   w.count.store(rw::kFlagWaiters);
   // The writer-nonrecursive kind never passes queued waiters.
-  EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), false, true), EBUSY);
+  EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadBehindWriters), EBUSY);
   ASSERT_EQ(L::write_lock(w, WaitCtx::try_once()), 0);
   EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters);
   w.count.store(rw::kWriterLocked);  // nobody is really queued
@@ -320,13 +320,13 @@ TYPED_TEST(RwsemTest, TimedLockTimesOutThenLockStillWorks) {
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread([&] {
     timespec d1 = monotonic_in(30ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d1), false), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d1)), ETIMEDOUT);
     timespec d2 = monotonic_in(30ms);
     EXPECT_EQ(L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d2)), ETIMEDOUT);
     timespec past = monotonic_in(-10ms);
     EXPECT_EQ(L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &past)), ETIMEDOUT);
     timespec realtime = clock_in(CLOCK_REALTIME, 20ms);  // the other clock POSIX callers name
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_REALTIME, &realtime), false), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_REALTIME, &realtime)), ETIMEDOUT);
   }).join();
   EXPECT_EQ(this->count(), rw::kWriterLocked) << "a waiter that left must take WAITERS with it";
   EXPECT_EQ(this->queued(), 0u);
@@ -337,7 +337,7 @@ TYPED_TEST(RwsemTest, TimedLockTimesOutThenLockStillWorks) {
     ASSERT_EQ(L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), 0);
     L::write_unlock(w);
     timespec past = monotonic_in(-10ms);  // free lock: an expired deadline still succeeds
-    ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &past), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &past)), 0);
     L::read_unlock(w);
     ASSERT_EQ(L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &past)), 0);
     L::write_unlock(w);
@@ -359,7 +359,7 @@ TYPED_TEST(RwsemTest, WriterReleaseGrantsAllQueuedReadersEvenBehindWriter) {
   std::atomic<bool> release{false}, writer_in{false};
   std::vector<std::thread> ts;
   auto reader = [&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     EXPECT_FALSE(writer_in.load());
     granted.fetch_add(1);
     EXPECT_TRUE(eventually([&] { return release.load(); }));
@@ -411,7 +411,7 @@ TYPED_TEST(RwsemTest, OneWakeupGrantsAtMost256Readers) {
   std::vector<std::thread> ts;
   for (int i = 0; i < kReaders; ++i)
     ts.emplace_back([&] {
-      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
       granted.fetch_add(1);
       while (!release.load()) std::this_thread::sleep_for(1ms);
       L::read_unlock(w);
@@ -454,7 +454,7 @@ TYPED_TEST(RwsemTest, ReaderOvertakesQueuedWriterWhenNoHandoff) {
     ASSERT_TRUE(this->wait_queued(1));
     Events ev;
     L::write_unlock(w);
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     EXPECT_FALSE(writer_in.load());
     // Still queued while we hold the read lock: we got in ahead of it (if it
     // had won the race, our read would have waited until it was gone).
@@ -478,7 +478,7 @@ TYPED_TEST(RwsemTest, NewReaderQueuesBehindWriterWhenReadersOwnIt) {
   if (TestFixture::kReaderSpin) GTEST_SKIP() << "v5.10 readers spin past queued writers instead";
   auto& w = this->w;
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     L::write_unlock(w);
@@ -487,7 +487,7 @@ TYPED_TEST(RwsemTest, NewReaderQueuesBehindWriterWhenReadersOwnIt) {
   Events ev;
   std::thread([&] {
     timespec d = monotonic_in(30ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
   }).join();
   if (kEvents) {
     EXPECT_EQ(ev(LockEvent::rwsem_rlock_steal), 0u);
@@ -526,11 +526,11 @@ TYPED_TEST(RwsemTest, WriterHandoffBlocksBargersAndIsClearedAfter) {
   }
 
   std::thread([&] {  // bargers
-    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), false), EBUSY);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once()), EBUSY);
     EXPECT_EQ(L::write_lock(w, WaitCtx::try_once()), EBUSY);
   }).join();
   std::thread r([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     record('r');
     L::read_unlock(w);
   });
@@ -569,7 +569,7 @@ TYPED_TEST(RwsemTest, ReaderHandoffIsSetAndClearedWhenGranted) {
   std::atomic<uint64_t> count_when_r_got_it{~0ull};
   Events ev;
   std::thread r([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     count_when_r_got_it.store(w.count.load());
     L::read_unlock(w);
   });
@@ -602,7 +602,7 @@ TYPED_TEST(RwsemTest, HandoffLetsWriterInDespiteReaderStream) {
   for (int i = 0; i < 4; ++i)
     readers.emplace_back([&] {
       while (!stop.load()) {
-        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
         std::this_thread::sleep_for(50us);
         L::read_unlock(w);
       }
@@ -625,7 +625,7 @@ TYPED_TEST(RwsemTest, RecursiveReadPassesQueuedWriterAndHandoff) {
   using L = typename TestFixture::L;
   auto& w = this->w;
   g_rwsem_tunables.handoff_ns = 0;  // the writer sets HANDOFF on its first try
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::atomic<bool> writer_in{false};
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
@@ -636,14 +636,14 @@ TYPED_TEST(RwsemTest, RecursiveReadPassesQueuedWriterAndHandoff) {
 
   // Without the hint the kernel's fairness applies: it would wait.
   timespec d = monotonic_in(30ms);
-  EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false), ETIMEDOUT);
-  EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), false), EBUSY);
+  EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
+  EXPECT_EQ(L::read_lock(w, WaitCtx::try_once()), EBUSY);
 
   Events ev;
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), true), 0);
-  ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), true), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), rwsem::kReadHoldsThis), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadHoldsThis), 0);
   timespec d2 = monotonic_in(30ms);
-  ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d2), true), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d2), rwsem::kReadHoldsThis), 0);
   if (kEvents) {
     EXPECT_EQ(ev(LockEvent::rwsem_rlock_recursive), 3u);
   }
@@ -660,9 +660,9 @@ TYPED_TEST(RwsemTest, RecursiveHintDoesNotBypassWriterOwner) {
   auto& w = this->w;
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread([&] {
-    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), true), EBUSY);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadHoldsThis), EBUSY);
     timespec d = monotonic_in(20ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), true), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadHoldsThis), ETIMEDOUT);
   }).join();
   L::write_unlock(w);
 }
@@ -675,7 +675,7 @@ TYPED_TEST(RwsemTest, DowngradeWakesQueuedReadersNotWriters) {
   std::atomic<int> granted{0};
   std::atomic<bool> release{false}, writer_in{false};
   auto reader = [&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     EXPECT_FALSE(writer_in.load());
     granted.fetch_add(1);
     EXPECT_TRUE(eventually([&] { return release.load(); }));
@@ -723,7 +723,7 @@ TYPED_TEST(RwsemTest, DowngradeWithWriterAtHeadGrantsNothing) {
   });
   ASSERT_TRUE(this->wait_queued(1));
   std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     reader_in.store(true);
     L::read_unlock(w);
   });
@@ -745,7 +745,7 @@ TYPED_TEST(RwsemTest, TimedWaitersLeavingKeepCountConsistent) {
   auto& w = this->w;
   for (bool hold_read : {false, true}) {
     if (hold_read)
-      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     else
       ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     std::vector<std::thread> ts;
@@ -753,7 +753,7 @@ TYPED_TEST(RwsemTest, TimedWaitersLeavingKeepCountConsistent) {
       ts.emplace_back([&, i] {
         timespec d = monotonic_in(std::chrono::milliseconds(10 + 5 * (i % 4)));
         if (i % 2 == 0 && !hold_read) {
-          EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false), ETIMEDOUT);
+          EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
         } else {
           EXPECT_EQ(L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
         }
@@ -783,7 +783,7 @@ TYPED_TEST(RwsemTest, TimeoutsRacingWithGrants) {
         timespec d = monotonic_in(std::chrono::milliseconds(3 + i % 5));
         WaitCtx ctx = WaitCtx::until(CLOCK_MONOTONIC, &d);
         bool write = (i + round) % 3 == 0;
-        int rc = write ? L::write_lock(w, ctx) : L::read_lock(w, ctx, false);
+        int rc = write ? L::write_lock(w, ctx) : L::read_lock(w, ctx);
         if (rc == ETIMEDOUT) {
           timed_out.fetch_add(1);
           return;
@@ -863,7 +863,7 @@ void stress(RwsemWords& w, StressConfig cfg) {
           writers_in.fetch_sub(1);
           L::write_unlock(w);
         } else {
-          int rc = L::read_lock(w, ctx, false);
+          int rc = L::read_lock(w, ctx);
           if (rc != 0) {
             ASSERT_TRUE(rc == ETIMEDOUT || rc == EBUSY) << rc;
             continue;
@@ -935,12 +935,12 @@ TYPED_TEST(RwsemTest, DropBiasEarlyReaderPaths) {
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread([&] {
     timespec d = monotonic_in(20ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
   }).join();
   EXPECT_EQ(this->count(), rw::kWriterLocked);
   std::atomic<bool> reader_in{false};
   std::thread rd([&] {  // queues without a bias, is granted one by the wakeup
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     reader_in.store(true);
     L::read_unlock(w);
   });
@@ -953,14 +953,14 @@ TYPED_TEST(RwsemTest, DropBiasEarlyReaderPaths) {
     EXPECT_EQ(ev(LockEvent::rwsem_rlock_bias_drop), 2u);
   }
   // Recursive rule without a bias: re-taken by CAS.
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   g_rwsem_tunables.handoff_ns = 0;
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     L::write_unlock(w);
   });
   ASSERT_TRUE(eventually([&] { return (this->count() & rw::kFlagHandoff) && this->queued() == 1; }));
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), true), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), rwsem::kReadHoldsThis), 0);
   EXPECT_EQ(L::readers(w), 2u);
   L::read_unlock(w);
   L::read_unlock(w);
@@ -1016,7 +1016,7 @@ TYPED_TEST(RwsemTest, TwoSharedSlotWaitersQueuedTogetherBothGetTheLock) {
     ASSERT_TRUE(this->wait_queued(1));
     ts.emplace_back([&] {
       EXPECT_TRUE(is_shared(self_slot()));
-      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
       L::read_unlock(w);
       done.fetch_add(1);
     });
@@ -1049,7 +1049,7 @@ TYPED_TEST(RwsemTest, WriterStopsSpinningOnLongReaders) {
   auto& w = this->w;
   g_rwsem_tunables.owner_spin_ns = 100'000'000;  // only the reader-phase budget stops it
   Events ev;
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     L::write_unlock(w);
@@ -1075,7 +1075,7 @@ TYPED_TEST(RwsemTest, AdaptiveDisablingOfReaderSpinning) {
   g_rwsem_tunables.owner_spin_ns = 100'000'000;
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   Events ev;
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::atomic<uint64_t> owner_seen_by_writer{0}, owner_seen_by_reader{0};
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
@@ -1085,7 +1085,7 @@ TYPED_TEST(RwsemTest, AdaptiveDisablingOfReaderSpinning) {
   ASSERT_TRUE(this->wait_queued(1));
   EXPECT_EQ(w.owner.load() & TypeParam::kNonspinnable, TypeParam::kNonspinnable);
   std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     owner_seen_by_reader.store(w.owner.load());
     L::read_unlock(w);
   });
@@ -1114,7 +1114,7 @@ TYPED_TEST(RwsemTest, ForkChildSkipsGhostWaiters) {
   auto& w = this->w;
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     L::read_unlock(w);
   });
   std::thread wr([&] {
@@ -1131,7 +1131,7 @@ TYPED_TEST(RwsemTest, ForkChildSkipsGhostWaiters) {
     if (w.count.load() != 0 || w.waitq.load() != 0) rc |= 1;
     if (L::write_lock(w, WaitCtx::try_once()) != 0) rc |= 2;
     L::write_unlock(w);
-    if (L::read_lock(w, WaitCtx::blocking(), false) != 0) rc |= 4;
+    if (L::read_lock(w, WaitCtx::blocking()) != 0) rc |= 4;
     L::read_unlock(w);
     if (w.count.load() != 0) rc |= 8;
     _exit(rc);
@@ -1171,7 +1171,7 @@ TYPED_TEST(RwsemTest, ForkChildCreatesThreadsBeforeTouchingTheLock) {
         ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
         L::write_unlock(w);
       } else {
-        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
         L::read_unlock(w);
       }
     });
@@ -1199,7 +1199,7 @@ TYPED_TEST(RwsemTest, ForkChildCreatesThreadsBeforeTouchingTheLock) {
     if (w.count.load() != 0 || L::waiters(w) != 0) rc |= 1;
     if (L::write_lock(w, WaitCtx::try_once()) != 0) rc |= 2;
     L::write_unlock(w);
-    if (L::read_lock(w, WaitCtx::blocking(), false) != 0) rc |= 4;
+    if (L::read_lock(w, WaitCtx::blocking()) != 0) rc |= 4;
     L::read_unlock(w);
     std::thread t([&] {
       if (L::write_lock(w, WaitCtx::blocking()) != 0) rc |= 8;
@@ -1226,14 +1226,14 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
   auto& w = this->w;
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
     L::read_unlock(w);
   });
   ASSERT_TRUE(this->wait_queued(1));
   // Pretend a parent thread holds the wait_lock across the fork.
   uint64_t head = w.waitq.load();
   uint64_t held = head | rwsem_detail::wait_lock::kLockBit |
-                  rwsem_detail::wait_lock::tag(registry::g_fork_generation.load());
+                  rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load());
   w.waitq.store(held);
   pid_t pid = fork();
   if (pid == 0) {
@@ -1244,7 +1244,7 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
     L::write_unlock(w);  // wakes: takes the wait_lock over, drops the ghost reader
     if (w.count.load() != 0) rc |= 1;
     if (L::waiters(w) != 0) rc |= 2;
-    if (L::read_lock(w, WaitCtx::blocking(), false) != 0) rc |= 4;
+    if (L::read_lock(w, WaitCtx::blocking()) != 0) rc |= 4;
     L::read_unlock(w);
     if (kEvents && ev(LockEvent::rwsem_wait_lock_recover) != 1) rc |= 8;
     _exit(rc);
@@ -1264,7 +1264,7 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
 TYPED_TEST(RwsemTest, WaitLockSpinIsBounded) {
   using L = typename TestFixture::L;
   auto& w = this->w;
-  w.waitq.store(rwsem_detail::wait_lock::kLockBit | rwsem_detail::wait_lock::tag(registry::g_fork_generation.load()));
+  w.waitq.store(rwsem_detail::wait_lock::kLockBit | rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load()));
   std::atomic<long long> cpu_ns{-1}, wall_ns{-1};
   std::thread t([&] {
     timespec c0, c1;
@@ -1290,7 +1290,7 @@ TYPED_TEST(RwsemTest, WaitLockSpinIsBounded) {
 TYPED_TEST(RwsemTest, LastReaderWithWaitersReleasesUnderTheWaitLock) {
   using L = typename TestFixture::L;
   auto& w = this->w;
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false, false, false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::thread writer([&] {
     EXPECT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     L::write_unlock(w);
@@ -1300,7 +1300,7 @@ TYPED_TEST(RwsemTest, LastReaderWithWaitersReleasesUnderTheWaitLock) {
   const uint64_t head = w.waitq.load();
   ASSERT_EQ(head & rwsem_detail::wait_lock::kLockBit, 0u);
   w.waitq.store(head | rwsem_detail::wait_lock::kLockBit |
-                rwsem_detail::wait_lock::tag(registry::g_fork_generation.load()));
+                rwsem_detail::wait_lock::tag(thread_registry::g_fork_generation.load()));
   std::atomic<bool> unlocked{false};
   std::thread reader([&] {
     L::read_unlock(w);
@@ -1340,8 +1340,8 @@ TYPED_TEST(RwsemTest, TryReadSucceedsOnAFreeLockWithWaitersQueued) {
   EXPECT_EQ(this->count(), rw::kFlagWaiters);
   Events ev;
   std::thread([&] {
-    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), false, true), EBUSY) << "writer-nonrecursive kind";
-    ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), false, false, true), 0);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadBehindWriters), EBUSY) << "writer-nonrecursive kind";
+    ASSERT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadReaderPref), 0);
     EXPECT_FALSE(writer_in.load());
     EXPECT_EQ(L::readers(w), 1u);
     L::read_unlock(w);  // only WAITERS left: wakes the writer
@@ -1403,7 +1403,7 @@ TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   g_rwsem_tunables.reader_pref_ns = 10'000'000'000;  // rule (b) out of the way
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   read_pref::note_read_acquired(&w.count);  // as preload's adapter does
   std::atomic<bool> writer_in{false};
   std::thread wr([&] {
@@ -1414,7 +1414,7 @@ TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
   ASSERT_TRUE(this->wait_queued(1));
   std::atomic<bool> r1_in{false}, release{false};
   std::thread r1([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false, false, true), 0);
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), rwsem::kReadReaderPref), 0);
     r1_in = true;
     while (!release.load()) std::this_thread::sleep_for(1ms);
     L::read_unlock(w);
@@ -1428,7 +1428,7 @@ TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
     EXPECT_TRUE(eventually([&] { return r1_in.load(); }, 5000ms)) << "queued reader not let in";
     std::thread([&] {  // and one arriving now gets in at once
       timespec d = monotonic_in(5000ms);
-      ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), 0);
+      ASSERT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref), 0);
       L::read_unlock(w);
     }).join();
   }
@@ -1454,7 +1454,7 @@ TYPED_TEST(RwsemTest, ReaderPrefAfterTheBoundOneBatchThenTheWriter) {
   constexpr auto kBound = 300ms;
   g_rwsem_tunables.reader_pref_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(kBound).count();
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::atomic<bool> writer_in{false};
   std::thread wr([&] {
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
@@ -1468,7 +1468,7 @@ TYPED_TEST(RwsemTest, ReaderPrefAfterTheBoundOneBatchThenTheWriter) {
   std::vector<std::thread> rs;
   for (int i = 0; i < 2; ++i) {
     rs.emplace_back([&] {
-      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false, false, true), 0);
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), rwsem::kReadReaderPref), 0);
       EXPECT_FALSE(writer_in.load());
       in.fetch_add(1);
       while (!release.load()) std::this_thread::sleep_for(1ms);
@@ -1485,7 +1485,7 @@ TYPED_TEST(RwsemTest, ReaderPrefAfterTheBoundOneBatchThenTheWriter) {
   // No second batch before the writer had its turn.
   std::thread([&] {
     timespec d = monotonic_in(kBound + 300ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref), ETIMEDOUT);
   }).join();
   L::read_unlock(w);
   release = true;
@@ -1505,7 +1505,7 @@ TYPED_TEST(RwsemTest, ReaderPrefDoesNotStarveWritersUnderAReaderStream) {
   for (int i = 0; i < 4; ++i)
     readers.emplace_back([&] {
       while (!stop.load()) {
-        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false, false, true), 0);
+        ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), rwsem::kReadReaderPref), 0);
         std::this_thread::sleep_for(100us);
         L::read_unlock(w);
       }
@@ -1550,7 +1550,7 @@ struct RtCase {
   static void* read(void* p) {
     auto* c = static_cast<RtCase*>(p);
     timespec d = monotonic_in(std::chrono::milliseconds(c->timeout_ms));
-    c->rc = L::read_lock(*c->w, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true);
+    c->rc = L::read_lock(*c->w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref);
     if (c->rc == 0) L::read_unlock(*c->w);
     return nullptr;
   }
@@ -1562,7 +1562,7 @@ TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   g_rwsem_tunables.reader_pref_ns = 10'000'000'000;
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
-  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking(), false), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   RtCase<L> wc{&w, 0};
   pthread_t wt;
   int rc = start_fifo(&wt, 10, RtCase<L>::write, &wc);
@@ -1587,7 +1587,7 @@ TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
   // A normal-policy reader keeps the kernel's fairness.
   std::thread([&] {
     timespec d = monotonic_in(30ms);
-    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), ETIMEDOUT);
+    EXPECT_EQ(L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref), ETIMEDOUT);
   }).join();
   L::read_unlock(w);
   pthread_join(wt, nullptr);
@@ -1644,9 +1644,9 @@ struct AsyncTarget {
 
 template <class L>
 int op_read(RwsemWords& w, int mode) {
-  if (mode == 0) return L::read_lock(w, WaitCtx::blocking(), false, false, true);
+  if (mode == 0) return L::read_lock(w, WaitCtx::blocking(), rwsem::kReadReaderPref);
   timespec d = monotonic_in(60s);
-  return L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true);
+  return L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref);
 }
 template <class L>
 void undo_read(RwsemWords& w, int) {

@@ -100,7 +100,7 @@ TEST(ThreadRegistry, ThreadWithoutASlotSharesOneAndItsEventsCount) {
 
 // unpark() of the shared slot wakes every thread parked on it.
 TEST(ThreadRegistry, UnparkOfTheSharedSlotWakesEverySleeper) {
-  ThreadSlot& s = registry::g_shared_slot;
+  ThreadSlot& s = thread_registry::g_shared_slot;
   std::atomic<int> woken{0};
   std::vector<std::thread> ts;
   std::atomic<int> parked{0};

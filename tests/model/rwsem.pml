@@ -111,7 +111,7 @@ bit fsleep[NT];    /* queued in futex_wait on park[t] */
 
 /* --- fork (-DFORK=<id>): thread <id> forks; the others do not survive --- */
 #ifdef FORK
-byte gen;          /* registry::g_fork_generation */
+byte gen;          /* thread_registry::g_fork_generation */
 byte wgen[NT];     /* Waiter.generation */
 bit forked;        /* the model is now the child */
 bit excused;       /* at the fork, a thread that did not survive held the
