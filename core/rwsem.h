@@ -144,6 +144,34 @@
 //     kernel needs no such cap: spinners beyond the CPUs would meet
 //     need_resched(); ours would only keep runnable threads, the owner
 //     among them, off the CPUs (docs/measurements.md, "Spinner seats").
+//   * one contended lock, few CPUs (the `sysbench mutex` shape): the kernel's
+//     rules pass the lock to another CPU on nearly every acquisition — a
+//     spinner or a woken waiter takes it the moment it is released — and
+//     each pass moves the lock's cache line and the data it guards. Where a
+//     cache-line transfer costs hundreds of ns (virtual CPUs: see
+//     docs/measuring.md) that costs far more than the critical section, and
+//     glibc, whose waiters sleep while the releaser re-takes the lock, runs
+//     2-4x faster. Four rules keep the lock with the thread whose cache has
+//     it, each a lock event (core/lock_events_list.h):
+//       - barging (rwsem_wlock_barge): a writer entering the slow path takes
+//         a free lock without HANDOFF at once. The kernel's writer does so in
+//         the first round of rwsem_optimistic_spin(); our spinner seats
+//         would otherwise send it to the queue behind a sleeping waiter.
+//       - a lost race ends the spin (rwsem_opt_lost, spin_lost_races): a
+//         spinner that saw the owner let go and still failed to take the
+//         lock lost it to a thread that re-took it; it queues.
+//       - an awake queued writer is not woken (rwsem_wake_awake): it
+//         re-checks the lock after publishing its sleep token (a Dekker pair
+//         with the unlocker's fence), so unlocks stop paying a wakeup and
+//         stop bumping its park word, which kept it from ever sleeping.
+//       - politeness (polite_ns, 50 us): a queued writer that was woken and
+//         still lost the lock to a thread that did not queue, or that finds
+//         it free just before sleeping, sleeps up to polite_ns before trying
+//         again (rwsem_polite_backoff / _woken / _timeout).
+//     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
+//     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US; 0 restores the
+//     kernel's rule); measurements in docs/measurements.md
+//     ("One contended lock").
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -208,6 +236,15 @@ struct RwsemTunables {
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
+  // Not in the kernel (see "Deviations"): a writer spin ends once it has seen
+  // the lock released and taken by another thread this many times (0: never).
+  uint32_t spin_lost_races = 1;
+  // Not in the kernel: a writer entering the slow path takes a free lock
+  // (no HANDOFF) at once, before spinning or queueing, seat or no seat.
+  bool barge = true;
+  // Not in the kernel: a queued writer that finds the lock free just before
+  // sleeping sleeps this long (or until the next unlock) before retrying.
+  uint64_t polite_ns = 50'000;
   // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
   // only): a queued reader that waited this long while readers held the lock
   // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.
