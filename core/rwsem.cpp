@@ -242,7 +242,7 @@ class WaitList {
     if (!word_.compare_exchange_strong(v, mine, arch::mo_lock, arch::mo_hint)) return false;
     head_ = nullptr;
     held_ = true;
-    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
     lockevent_inc(LockEvent::rwsem_wait_lock_recover);
     return true;
   }
@@ -308,7 +308,14 @@ int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::ato
   const bool shared = is_shared(me);
   if (!shared) {
     me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
-    if (free_lock != nullptr && !(free_lock->load(arch::mo_dekker) & kLockMask)) return polite_sleep(me, seen, ctx);
+    if (free_lock != nullptr) {
+      uint64_t c = free_lock->load(arch::mo_dekker);
+      if (c & kFlagWoken) {  // marked woken since it cleared WOKEN: no unlock will wake it
+        me.blocked.store(0, arch::mo_hint);
+        return 0;
+      }
+      if (!(c & kLockMask)) return polite_sleep(me, seen, ctx);
+    }
   }
   int rc = ctx.sleep(&me.park, seen);
   if (!shared) me.blocked.store(0, arch::mo_hint);
@@ -363,11 +370,18 @@ struct WakeQ {
   }
 };
 
+// WOKEN (core/rwsem.h) changes only under the wait_lock.
+void clear_woken(const WordRefs& r) {
+  if (r.count.load(arch::mo_hint) & kFlagWoken) r.count.fetch_and(~kFlagWoken, arch::mo_hint);
+}
+
 // rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
 // HANDOFF together (nobody is left to be owed the lock). True if non-empty.
+// WOKEN belongs to the head: it goes when the head does.
 bool del_waiter(const WordRefs& r, WaitList& wl, Waiter* w) {
+  if (wl.first() == w) clear_woken(r);
   if (wl.remove(w)) return true;
-  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
   return false;
 }
 
@@ -536,6 +550,7 @@ void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
       // The lock is free for it now: a reader-preference batch may pass it
       // again only in a later read phase (see read_pref_queued()).
       first->pref_blocked.store(false, arch::mo_hint);
+      if (!(r.count.load(arch::mo_hint) & kFlagWoken)) r.count.fetch_or(kFlagWoken, arch::mo_hint);
       q.add_writer(first->slot);
       lockevent_inc(LockEvent::rwsem_wake_writer);
     }
@@ -624,8 +639,11 @@ void read_unlock_ref(const WordRefs& r) {
 template <class P>
 bool write_unlock_ref(const WordRefs& r) {
   r.owner.store(0, arch::mo_hint);
-  uint64_t expected = kWriterLocked;
-  if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
+  uint64_t c = kWriterLocked;
+  if (r.count.compare_exchange_strong(c, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
+  // The head writer is awake (WOKEN): nobody to wake, no wait_lock.
+  while ((c & (kWriterLocked | kFlagWoken)) == (kWriterLocked | kFlagWoken))
+    if (r.count.compare_exchange_weak(c, c & ~kWriterLocked, arch::mo_unlock, arch::mo_hint)) return true;
   // Waiters queued: release under the wait_lock (see SlowPaths::write_unlock_slow()).
   WakeQ q;
   uint64_t old;
@@ -1170,6 +1188,7 @@ bool try_write_lock(const WordRefs& r, WaitList& wl, Waiter& w) {
     } else {
       next |= kWriterLocked;
       next &= ~kFlagHandoff;
+      if (&w == first) next &= ~kFlagWoken;
       if (wl.singular()) next &= ~kFlagWaiters;
     }
   } while (!r.count.compare_exchange_weak(c, next, arch::mo_lock, arch::mo_hint));
@@ -1242,13 +1261,15 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
-    wl.unlock();
     if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
+      wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
       lost_to_barger(me);
       wl.lock();
       continue;
     }
+    if (first_live(r, wl) == &w) clear_woken(r);  // unlocks must wake us again
+    wl.unlock();
     if (timed_out) {
       wl.lock();
       WakeQ q;

@@ -30,7 +30,12 @@
 //   count (u64)  bit 0      WRITER_LOCKED  a writer owns the lock
 //                bit 1      WAITERS        the wait queue is non-empty
 //                bit 2      HANDOFF        the first waiter is owed the lock
-//                bits 3-7   reserved
+//                bit 3      WOKEN          (not in the kernel) the first waiter,
+//                                          a writer, was woken and will re-check
+//                                          the lock before it sleeps again:
+//                                          unlocks release without the wait_lock
+//                                          and wake nobody (see "Deviations")
+//                bits 4-7   reserved
 //                bits 8-62  readers        +BIAS (256) per reader that did the
 //                                          fetch_add, including readers about
 //                                          to back out: readers>0 does NOT
@@ -163,7 +168,12 @@
 //       - an awake queued writer is not woken (rwsem_wake_awake): it
 //         re-checks the lock after publishing its sleep token (a Dekker pair
 //         with the unlocker's fence), so unlocks stop paying a wakeup and
-//         stop bumping its park word, which kept it from ever sleeping.
+//         stop bumping its park word, which kept it from ever sleeping. The
+//         count's WOKEN bit says so without the wait_lock: set when the head
+//         writer is woken, cleared under the wait_lock when it goes back to
+//         sleep, takes the lock or leaves the head; while it is set an unlock
+//         releases with one CAS, and readers of a read-mostly lock with a
+//         writer queued stop taking the wait_lock on every last unlock.
 //       - politeness (polite_ns, 50 us): a queued writer that was woken and
 //         still lost the lock to a thread that did not queue, or that finds
 //         it free just before sleeping, sleeps up to polite_ns before trying
@@ -257,6 +267,7 @@ namespace rwsem {
 inline constexpr uint64_t kWriterLocked = 1ull << 0;
 inline constexpr uint64_t kFlagWaiters = 1ull << 1;
 inline constexpr uint64_t kFlagHandoff = 1ull << 2;
+inline constexpr uint64_t kFlagWoken = 1ull << 3;
 inline constexpr unsigned kReaderShift = 8;
 inline constexpr uint64_t kReaderBias = 1ull << kReaderShift;
 inline constexpr uint64_t kFlagReadFail = 1ull << 63;
@@ -266,16 +277,17 @@ inline constexpr uint64_t kReaderCountMask = kReaderMask & ~kFlagReadFail;
 inline constexpr uint64_t kWriterMask = kWriterLocked;
 inline constexpr uint64_t kLockMask = kWriterMask | kReaderMask;
 // Releasing one read hold from `c` would leave only WAITERS: the lock becomes
-// free with waiters queued.
+// free with waiters queued, none of them known to be awake (WOKEN).
 inline constexpr bool last_reader_with_waiters(uint64_t c) {
-  return ((c - kReaderBias) & (kLockMask | kFlagWaiters)) == kFlagWaiters;
+  return ((c - kReaderBias) & (kLockMask | kFlagWaiters | kFlagWoken)) == kFlagWaiters;
 }
 inline constexpr uint64_t kReadFailedMask = kWriterMask | kFlagWaiters | kFlagHandoff | kFlagReadFail;
 inline constexpr uint64_t kUnlocked = 0;
 
-static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff) & kReaderMask) == 0,
+static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff | kFlagWoken) & kReaderMask) == 0,
               "flag bits sit below the reader field");
-static_assert((kLockMask & (kFlagWaiters | kFlagHandoff)) == 0, "lock bits and queue flags are disjoint");
+static_assert((kLockMask & (kFlagWaiters | kFlagHandoff | kFlagWoken)) == 0, "lock bits and queue flags are disjoint");
+static_assert((kFlagWoken & (kWriterLocked | kFlagWaiters | kFlagHandoff)) == 0, "WOKEN has its own bit");
 static_assert((kReadFailedMask & kReaderCountMask) == 0, "a reader never fails because of other readers");
 static_assert((kUnlocked & (kLockMask | kFlagWaiters | kFlagHandoff)) == 0, "zero is unlocked, no waiters");
 static_assert(kReaderCountMask >> kReaderShift == (1ull << 55) - 1, "55-bit reader field, as in the kernel");
