@@ -242,7 +242,7 @@ class WaitList {
     if (!word_.compare_exchange_strong(v, mine, arch::mo_lock, arch::mo_hint)) return false;
     head_ = nullptr;
     held_ = true;
-    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
     lockevent_inc(LockEvent::rwsem_wait_lock_recover);
     return true;
   }
@@ -281,10 +281,42 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // `blocked` is never set (one token cannot name them all), and every wake is
 // a wake-all. Its sleepers read park before re-checking, so the bump after the
 // condition changed is seen either by that read or by futex_wait.
-int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
+//
+// `free_lock` (queued writers): after publishing the token the sleeper looks
+// at the count once more and does not sleep if the lock is free. That makes
+// wakeups of a writer optional while it is awake (wake_writer()).
+// The lock went free between a queued writer's failed attempt and its sleep.
+// Not in the kernel (whose woken writer tries again at once): a blocking
+// waiter sleeps up to polite_ns first, so that the thread that just released
+// the lock, whose cache holds it and the data it guards, can take it again;
+// that thread's next unlock wakes us (our token is published). Timed waiters
+// retry at once.
+int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
+  int rc = 0;
+  if (ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
+    uint64_t end_ns = now_ns() + tunables().polite_ns;
+    timespec end{static_cast<time_t>(end_ns / 1'000'000'000), static_cast<long>(end_ns % 1'000'000'000)};
+    rc = WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
+    lockevent_inc(rc == ETIMEDOUT ? LockEvent::rwsem_polite_timeout : LockEvent::rwsem_polite_woken);
+  }
+  me.blocked.store(0, arch::mo_hint);
+  return 0;
+}
+
+int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::atomic<uint64_t>* free_lock = nullptr) {
   read_pref::ReadHolderSleep holder_asleep;
   const bool shared = is_shared(me);
-  if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
+  if (!shared) {
+    me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
+    if (free_lock != nullptr) {
+      uint64_t c = free_lock->load(arch::mo_dekker);
+      if (c & kFlagWoken) {  // marked woken since it cleared WOKEN: no unlock will wake it
+        me.blocked.store(0, arch::mo_hint);
+        return 0;
+      }
+      if (!(c & kLockMask)) return polite_sleep(me, seen, ctx);
+    }
+  }
   int rc = ctx.sleep(&me.park, seen);
   if (!shared) me.blocked.store(0, arch::mo_hint);
   return rc;
@@ -298,24 +330,58 @@ void wake_parked(ThreadSlot& s) {
     arch::futex_wake(&s.park, 1);
 }
 
+// Not in the kernel: a queued writer that is awake (no sleep token) is not
+// sent a wakeup. It re-checks the lock after publishing its token
+// (park_sleep()'s `free_lock`), so this is a Dekker pair: the waker's count
+// change, a full fence, then its read of `blocked`; the sleeper's token store,
+// then its read of the count — one of the two sees the other. The kernel's
+// wake_up_process() of a running task is nearly free; here every unlock that
+// finds WAITERS would bump the park word, and a writer that read the word
+// before its attempt then never sleeps at all: it spins through the wait_lock
+// against the owner (sysbench mutex, 2 threads: 58k "sleeps", 284 context
+// switches per 2 M lock pairs). Slots shared by several threads are always woken.
+void wake_writer(ThreadSlot& s) {
+  if (!is_shared(s)) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (s.blocked.load(arch::mo_dekker) == 0) {
+      lockevent_inc(LockEvent::rwsem_wake_awake);
+      return;
+    }
+  }
+  wake_parked(s);
+}
+
 // Threads to wake once the wait_lock is dropped (the kernel's wake_q). One
 // mark_wake() adds one writer or at most kMaxReadersWakeup readers.
 struct WakeQ {
   ThreadSlot* slots[kMaxReadersWakeup];
   uint32_t n = 0;
+  bool writer = false;  // slots[0] is a queued writer (wake_writer())
   void add(ThreadSlot* s) { slots[n++] = s; }
+  void add_writer(ThreadSlot* s) {
+    writer = n == 0;
+    add(s);
+  }
   bool empty() const { return n == 0; }
   void wake() {
-    for (uint32_t i = 0; i < n; ++i) wake_parked(*slots[i]);
+    for (uint32_t i = 0; i < n; ++i) (i == 0 && writer) ? wake_writer(*slots[i]) : wake_parked(*slots[i]);
     n = 0;
+    writer = false;
   }
 };
 
+// WOKEN (core/rwsem.h) changes only under the wait_lock.
+void clear_woken(const WordRefs& r) {
+  if (r.count.load(arch::mo_hint) & kFlagWoken) r.count.fetch_and(~kFlagWoken, arch::mo_hint);
+}
+
 // rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
 // HANDOFF together (nobody is left to be owed the lock). True if non-empty.
+// WOKEN belongs to the head: it goes when the head does.
 bool del_waiter(const WordRefs& r, WaitList& wl, Waiter* w) {
+  if (wl.first() == w) clear_woken(r);
   if (wl.remove(w)) return true;
-  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff), arch::mo_hint);
+  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
   return false;
 }
 
@@ -484,7 +550,8 @@ void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
       // The lock is free for it now: a reader-preference batch may pass it
       // again only in a later read phase (see read_pref_queued()).
       first->pref_blocked.store(false, arch::mo_hint);
-      q.add(first->slot);
+      if (!(r.count.load(arch::mo_hint) & kFlagWoken)) r.count.fetch_or(kFlagWoken, arch::mo_hint);
+      q.add_writer(first->slot);
       lockevent_inc(LockEvent::rwsem_wake_writer);
     }
     return;
@@ -572,8 +639,11 @@ void read_unlock_ref(const WordRefs& r) {
 template <class P>
 bool write_unlock_ref(const WordRefs& r) {
   r.owner.store(0, arch::mo_hint);
-  uint64_t expected = kWriterLocked;
-  if (r.count.compare_exchange_strong(expected, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
+  uint64_t c = kWriterLocked;
+  if (r.count.compare_exchange_strong(c, kUnlocked, arch::mo_unlock, arch::mo_hint)) return true;
+  // The head writer is awake (WOKEN): nobody to wake, no wait_lock.
+  while ((c & (kWriterLocked | kFlagWoken)) == (kWriterLocked | kFlagWoken))
+    if (r.count.compare_exchange_weak(c, c & ~kWriterLocked, arch::mo_unlock, arch::mo_hint)) return true;
   // Waiters queued: release under the wait_lock (see SlowPaths::write_unlock_slow()).
   WakeQ q;
   uint64_t old;
@@ -734,16 +804,30 @@ uint64_t rspin_threshold(const WordRefs& r, uint64_t now) {
   return now + kRspinBaseNs + readers * kRspinPerReaderNs;
 }
 
+// Not in the kernel: the spinner saw the owner let go and still failed to
+// take the lock, so another thread re-took it first (typically the releaser,
+// through its fast path). Where that keeps happening the lock is passed back
+// and forth between CPUs on every acquisition, and each pass moves its cache
+// line (and the data it guards) across; a sleeping waiter lets the owner keep
+// both in its cache. See "Deviations" in core/rwsem.h.
+bool lost_race_ends_spin(unsigned lost) {
+  uint32_t limit = tunables().spin_lost_races;
+  if (limit == 0 || lost < limit) return false;
+  lockevent_inc(LockEvent::rwsem_opt_lost);
+  return true;
+}
+
 // The body of rwsem_optimistic_spin(), run as head of the OSQ.
 template <class P, bool kWrite>
 bool spin_for_lock(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget) {
   OwnerState prev = OwnerState::null;
   uint64_t rspin_start = 0, rspin_deadline = 0;
-  unsigned reader_loops = 0;
+  unsigned reader_loops = 0, lost = 0;
   for (unsigned i = 1;; ++i) {
     OwnerState st = spin_on_owner<P>(r, nonspinnable, budget);
     if (st == OwnerState::nonspinnable) return false;
     if (kWrite ? try_write_lock_unqueued(r, true) : try_read_lock_unqueued<P>(r)) return true;
+    if (kWrite && st == OwnerState::null && lost_race_ends_spin(++lost)) return false;
 
     // Time-based spinning on a reader-owned lock, bounded by its own
     // threshold (not by owner_spin_ns), which restarts at each new reader
@@ -1104,6 +1188,7 @@ bool try_write_lock(const WordRefs& r, WaitList& wl, Waiter& w) {
     } else {
       next |= kWriterLocked;
       next &= ~kFlagHandoff;
+      if (&w == first) next &= ~kFlagWoken;
       if (wl.singular()) next &= ~kFlagWaiters;
     }
   } while (!r.count.compare_exchange_weak(c, next, arch::mo_lock, arch::mo_hint));
@@ -1133,6 +1218,23 @@ bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
   return spin_on_owner<P>(r, P::kNonspinnable, budget) == OwnerState::null;
 }
 
+// Not in the kernel: a queued writer was woken by an unlock and still found
+// the lock taken, so a thread that did not queue (typically the releaser,
+// through its fast path or as a barger) re-took it first. Being woken by
+// every unlock would make it retry against that thread at the rate the lock
+// changes hands, and each success moves the lock's cache line, and the data
+// it guards, to another CPU. So it sleeps polite_ns without a sleep token
+// (no unlock wakes it, no unlock pays for a wakeup) and then tries again;
+// a failure after its next ordinary sleep brings it back here. HANDOFF,
+// which it sets after handoff_ns of waiting, still bounds how long it waits.
+void lost_to_barger(ThreadSlot& me) {
+  read_pref::ReadHolderSleep holder_asleep;  // a sleep like park_sleep()'s
+  uint64_t end_ns = now_ns() + tunables().polite_ns;
+  timespec end{static_cast<time_t>(end_ns / 1'000'000'000), static_cast<long>(end_ns % 1'000'000'000)};
+  WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, me.park.load(arch::mo_lock));
+  lockevent_inc(LockEvent::rwsem_polite_backoff);
+}
+
 template <class P>
 int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   ThreadSlot& me = self_slot();
@@ -1154,11 +1256,19 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   }
 
   QueueGuard<P> guard{r, w};  // the wait_lock is never held where it can fire
-  bool timed_out = false;
+  bool timed_out = false, woken = false;
   uint64_t spin_deadline = 0;
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
+    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
+      wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
+      woken = false;
+      lost_to_barger(me);
+      wl.lock();
+      continue;
+    }
+    if (first_live(r, wl) == &w) clear_woken(r);  // unlocks must wake us again
     wl.unlock();
     if (timed_out) {
       wl.lock();
@@ -1172,7 +1282,8 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      timed_out = park_sleep(me, seen, ctx) == ETIMEDOUT;
+      timed_out = park_sleep(me, seen, ctx, &r.count) == ETIMEDOUT;
+      woken = true;
       lockevent_inc(LockEvent::rwsem_sleep_writer);
     }
     wl.lock();
@@ -1299,6 +1410,10 @@ __attribute__((noinline)) int SlowPaths<P>::write(const WordRefs& r, WaitCtx ctx
     if (try_write_lock_unqueued(r, false)) return 0;
     lockevent_inc(LockEvent::rwsem_wlock_fail);
     return EBUSY;
+  }
+  if (tunables().barge && try_write_lock_unqueued(r, false)) {
+    lockevent_inc(LockEvent::rwsem_wlock_barge);
+    return 0;
   }
   CancelScope cs;
   int rc = 0;

@@ -30,7 +30,12 @@
 //   count (u64)  bit 0      WRITER_LOCKED  a writer owns the lock
 //                bit 1      WAITERS        the wait queue is non-empty
 //                bit 2      HANDOFF        the first waiter is owed the lock
-//                bits 3-7   reserved
+//                bit 3      WOKEN          (not in the kernel) the first waiter,
+//                                          a writer, was woken and will re-check
+//                                          the lock before it sleeps again:
+//                                          unlocks release without the wait_lock
+//                                          and wake nobody (see "Deviations")
+//                bits 4-7   reserved
 //                bits 8-62  readers        +BIAS (256) per reader that did the
 //                                          fetch_add, including readers about
 //                                          to back out: readers>0 does NOT
@@ -144,6 +149,39 @@
 //     kernel needs no such cap: spinners beyond the CPUs would meet
 //     need_resched(); ours would only keep runnable threads, the owner
 //     among them, off the CPUs (docs/measurements.md, "Spinner seats").
+//   * one contended lock, few CPUs (the `sysbench mutex` shape): the kernel's
+//     rules pass the lock to another CPU on nearly every acquisition — a
+//     spinner or a woken waiter takes it the moment it is released — and
+//     each pass moves the lock's cache line and the data it guards. Where a
+//     cache-line transfer costs hundreds of ns (virtual CPUs: see
+//     docs/measuring.md) that costs far more than the critical section, and
+//     glibc, whose waiters sleep while the releaser re-takes the lock, runs
+//     2-4x faster. Four rules keep the lock with the thread whose cache has
+//     it, each a lock event (core/lock_events_list.h):
+//       - barging (rwsem_wlock_barge): a writer entering the slow path takes
+//         a free lock without HANDOFF at once. The kernel's writer does so in
+//         the first round of rwsem_optimistic_spin(); our spinner seats
+//         would otherwise send it to the queue behind a sleeping waiter.
+//       - a lost race ends the spin (rwsem_opt_lost, spin_lost_races): a
+//         spinner that saw the owner let go and still failed to take the
+//         lock lost it to a thread that re-took it; it queues.
+//       - an awake queued writer is not woken (rwsem_wake_awake): it
+//         re-checks the lock after publishing its sleep token (a Dekker pair
+//         with the unlocker's fence), so unlocks stop paying a wakeup and
+//         stop bumping its park word, which kept it from ever sleeping. The
+//         count's WOKEN bit says so without the wait_lock: set when the head
+//         writer is woken, cleared under the wait_lock when it goes back to
+//         sleep, takes the lock or leaves the head; while it is set an unlock
+//         releases with one CAS, and readers of a read-mostly lock with a
+//         writer queued stop taking the wait_lock on every last unlock.
+//       - politeness (polite_ns, 50 us): a queued writer that was woken and
+//         still lost the lock to a thread that did not queue, or that finds
+//         it free just before sleeping, sleeps up to polite_ns before trying
+//         again (rwsem_polite_backoff / _woken / _timeout).
+//     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
+//     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US; 0 restores the
+//     kernel's rule); measurements in docs/measurements.md
+//     ("One contended lock").
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -208,6 +246,15 @@ struct RwsemTunables {
   bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
   uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
+  // Not in the kernel (see "Deviations"): a writer spin ends once it has seen
+  // the lock released and taken by another thread this many times (0: never).
+  uint32_t spin_lost_races = 1;
+  // Not in the kernel: a writer entering the slow path takes a free lock
+  // (no HANDOFF) at once, before spinning or queueing, seat or no seat.
+  bool barge = true;
+  // Not in the kernel: a queued writer that finds the lock free just before
+  // sleeping sleeps this long (or until the next unlock) before retrying.
+  uint64_t polite_ns = 50'000;
   // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
   // only): a queued reader that waited this long while readers held the lock
   // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.
@@ -220,6 +267,7 @@ namespace rwsem {
 inline constexpr uint64_t kWriterLocked = 1ull << 0;
 inline constexpr uint64_t kFlagWaiters = 1ull << 1;
 inline constexpr uint64_t kFlagHandoff = 1ull << 2;
+inline constexpr uint64_t kFlagWoken = 1ull << 3;
 inline constexpr unsigned kReaderShift = 8;
 inline constexpr uint64_t kReaderBias = 1ull << kReaderShift;
 inline constexpr uint64_t kFlagReadFail = 1ull << 63;
@@ -229,16 +277,17 @@ inline constexpr uint64_t kReaderCountMask = kReaderMask & ~kFlagReadFail;
 inline constexpr uint64_t kWriterMask = kWriterLocked;
 inline constexpr uint64_t kLockMask = kWriterMask | kReaderMask;
 // Releasing one read hold from `c` would leave only WAITERS: the lock becomes
-// free with waiters queued.
+// free with waiters queued, none of them known to be awake (WOKEN).
 inline constexpr bool last_reader_with_waiters(uint64_t c) {
-  return ((c - kReaderBias) & (kLockMask | kFlagWaiters)) == kFlagWaiters;
+  return ((c - kReaderBias) & (kLockMask | kFlagWaiters | kFlagWoken)) == kFlagWaiters;
 }
 inline constexpr uint64_t kReadFailedMask = kWriterMask | kFlagWaiters | kFlagHandoff | kFlagReadFail;
 inline constexpr uint64_t kUnlocked = 0;
 
-static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff) & kReaderMask) == 0,
+static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff | kFlagWoken) & kReaderMask) == 0,
               "flag bits sit below the reader field");
-static_assert((kLockMask & (kFlagWaiters | kFlagHandoff)) == 0, "lock bits and queue flags are disjoint");
+static_assert((kLockMask & (kFlagWaiters | kFlagHandoff | kFlagWoken)) == 0, "lock bits and queue flags are disjoint");
+static_assert((kFlagWoken & (kWriterLocked | kFlagWaiters | kFlagHandoff)) == 0, "WOKEN has its own bit");
 static_assert((kReadFailedMask & kReaderCountMask) == 0, "a reader never fails because of other readers");
 static_assert((kUnlocked & (kLockMask | kFlagWaiters | kFlagHandoff)) == 0, "zero is unlocked, no waiters");
 static_assert(kReaderCountMask >> kReaderShift == (1ull << 55) - 1, "55-bit reader field, as in the kernel");

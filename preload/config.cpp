@@ -44,6 +44,12 @@ namespace {
     g_rwsem_tunables.max_spinners = static_cast<uint32_t>(v))                                        \
   X(LOCKSWAP_RWSEM_READER_PREF_US, 0, 10000000, "us a reader held off by a writer waits on a read-held default-kind rwlock before entering anyway (default 4000)", \
     g_rwsem_tunables.reader_pref_ns = v * 1000)                                                      \
+  X(LOCKSWAP_RWSEM_LOST_RACES, 0, 1000000, "a writer's spin ends after seeing the lock released and re-taken by others this often (0 = never, as the kernel; default 1)", \
+    g_rwsem_tunables.spin_lost_races = static_cast<uint32_t>(v))                                      \
+  X(LOCKSWAP_RWSEM_BARGE, 0, 1, "1 (default): a writer entering the slow path takes a free lock before spinning or queueing; 0: only spinners may (kernel)", \
+    g_rwsem_tunables.barge = v != 0)                                                                 \
+  X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer that finds the lock free just before sleeping leaves it to the releaser (0 = retry at once, as the kernel; default 50)", \
+    g_rwsem_tunables.polite_ns = v * 1000)                                                           \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \
     g_rwsem_tunables.drop_bias_early = v != 0)                                                       \
   X(LOCKSWAP_LOCKREF_RETRIES, 0, 1000000, "lock-free compare-and-swap attempts before a lockref takes its lock (0 = unbounded; kernel: 100)", \
