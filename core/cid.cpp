@@ -542,6 +542,14 @@ void switch_in() {
   switch_step(LockEvent::cid_switch_in, [] { (void)current(); });
 }
 
+void count_process_cpu() {
+  if (!g_switch_model) return;
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return;
+  lockevent_add(LockEvent::cid_switch_cpu_ns,
+                static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec));
+}
+
 uint32_t ids_in_use() {
   if (mode() == CidMode::global) return g_shared ? popcount(g_shared->bits) : 0;
   return popcount(g_private.bits);

@@ -233,6 +233,9 @@ void set_switch_model(bool on);
 bool switch_model();
 void switch_out();  // the calling thread is about to block
 void switch_in();   // the calling thread has resumed
+// Switch model: adds the process's CPU time so far to cid_switch_cpu_ns (at
+// exit, before the statistics are written: the denominator of the share).
+void count_process_cpu();
 
 // global: give the calling thread's id back (its sleep or exit hook).
 void put_global();
