@@ -17,6 +17,19 @@
 #include "core/cid.h"
 #include "core/wait_ctx.h"
 #include "tests/core/core_test_util.h"
+#include "tests/core/kill_test_util.h"
+
+// The test-only pause point inside the cid_lock (core/cid.h): a test that
+// sets g_wait_inside_cid_lock makes it act as a signal handler that waits
+// (and so switches out and in) while its thread holds the cid_lock.
+namespace {
+std::atomic<bool> g_wait_inside_cid_lock{false};
+}  // namespace
+extern "C" void lockswap_test_pause_in_cid_lock() {
+  if (!g_wait_inside_cid_lock.exchange(false)) return;
+  lockswap::cid::switch_out();
+  lockswap::cid::switch_in();
+}
 
 namespace lockswap {
 namespace {
@@ -184,6 +197,25 @@ TEST_F(SwitchModel, GlobalIdOfAChildKilledWhileRunningIsReclaimed) {
   EXPECT_EQ(cid::ids_in_use(), 1u);
   close(ready[0]);
   close(ready[1]);
+}
+
+// A handler that waits while its thread is inside a switch (holding the
+// cid_lock) must not switch again: the lock's holder is its own process, so
+// it would spin on itself forever.
+TEST_F(SwitchModel, GlobalWaitInsideASwitchDoesNotSwitchAgain) {
+  cid::set_switch_model(true);
+  int rc = exit_status_within(10s, [] {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    Events ev;
+    cid::switch_out();
+    g_wait_inside_cid_lock = true;
+    cid::switch_in();  // takes the cid_lock; the "handler" runs inside it
+    if (g_wait_inside_cid_lock) return 1;  // the pause point never ran
+    if (kEvents && ev(LockEvent::cid_switch_in) != 1) return 2;  // the nested one was skipped
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << (rc == -1 ? "the nested switch spun on the process's own cid_lock" : "");
 }
 
 // percpu parks the id in the CPU's slot at switch-out (the v6.4 lazy
