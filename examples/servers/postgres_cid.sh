@@ -17,8 +17,9 @@
 # run (its rounds, checks and results); then one table: tps (median and its
 # 95% interval, lockswap_stats.median_ci), and from the event counters,
 # summed over every process of a run: allocator calls (switch-in + switch-out)
-# per transaction, cid_lock acquisitions (global: cid_alloc + cid_free), how
-# many found it busy (cid_lock_contended) and that per 1,000 acquisitions,
+# per transaction, the allocator's lock acquisitions (cid_alloc + cid_free:
+# global's shared cid_lock, percpu's private bitmap), per transaction too, how
+# many found the lock busy (cid_lock_contended) and that per 1,000,
 # and the allocator's CPU share (cid_slow_ns / cid_switch_cpu_ns), with the
 # seed's figures beside it.
 #
@@ -115,6 +116,7 @@ def row(c, variant, runs):
         "c": c, "variant": name(variant), "tps": med, "lo": lo, "hi": hi, "runs": len(tps),
         "calls": per_run(lambda e, t: (e["cid_switch_in"] + e["cid_switch_out"]) / (t * seconds) if t else None) if on else None,
         "acq": per_run(lambda e, t: acquisitions(e)) if on else None,
+        "acq_txn": per_run(lambda e, t: acquisitions(e) / (t * seconds) if t else None) if on else None,
         "busy": per_run(lambda e, t: e["cid_lock_contended"]) if on else None,
         "rate": per_run(lambda e, t: 1000 * e["cid_lock_contended"] / acquisitions(e) if acquisitions(e) else None) if on else None,
         "share": per_run(lambda e, t: 100 * e["cid_slow_ns"] / e["cid_switch_cpu_ns"] if e["cid_switch_cpu_ns"] else None) if on else None,
@@ -130,12 +132,12 @@ for c in conns:
     for variant in dict.fromkeys(r["variant"] for r in ok):
         rows.append(row(c, variant, [r for r in ok if r["variant"] == variant]))
 
-print("| connections | variant | tps median [95% CI] | runs | allocator calls / txn | cid_lock acquisitions "
-      "| busy | busy per 1000 acquisitions | allocator CPU share |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| connections | variant | tps median [95% CI] | runs | allocator calls / txn | lock acquisitions "
+      "| acquisitions / txn | busy | busy per 1000 acquisitions | allocator CPU share |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r['c']} | {r['variant']} | {fmt(r['tps'], '.0f')} [{fmt(r['lo'], '.0f')}, {fmt(r['hi'], '.0f')}] "
-          f"| {r['runs']} | {fmt(r['calls'], '.2f')} | {fmt(r['acq'], '.0f')} | {fmt(r['busy'], '.0f')} "
+          f"| {r['runs']} | {fmt(r['calls'], '.2f')} | {fmt(r['acq'], '.0f')} | {fmt(r['acq_txn'], '.3f')} | {fmt(r['busy'], '.0f')} "
           f"| {fmt(r['rate'], '.2f')} | {fmt(r['share'], '.3f', '%')} |")
 print()
 print("Seed (Aaron Lu, v6.3-rc4, 2-socket 224-CPU Sapphire Rapids, the same sysbench shape): native_queued_spin_lock_slowpath")
