@@ -26,8 +26,6 @@
 // the configuration is read (a wait in another library's constructor) the
 // entry holds a first-call stub that reads it and installs the table.
 #undef _FORTIFY_SOURCE  // define poll, select, ... themselves, not glibc's inline checking wrappers
-#include "preload/blocking_calls.h"
-
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
@@ -84,14 +82,6 @@ Calls g_route = {
 #undef X
 };
 
-#define X(name, ret, params, args) \
-  ret first_##name params {        \
-    load_config();                 \
-    return g_route.name args;      \
-  }
-LOCKSWAP_BLOCKING_CALLS(X)
-#undef X
-
 // The model on: glibc's wait between a switch-out and a switch-in.
 #define X(name, ret, params, args) \
   ret switching_##name params {    \
@@ -116,10 +106,11 @@ LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 #pragma GCC diagnostic pop
 
-}  // namespace
-
-// Stored once per entry, before main in practice; the exported functions
-// read their entry with a relaxed load (a plain move).
+// Resolves glibc's functions and routes every interposed wait to them
+// (switch_model false: one indirect jump) or through the switch-out and
+// switch-in around them (true). Idempotent. Stored once per entry, before
+// main in practice; the exported functions read their entry with a relaxed
+// load (a plain move).
 void install(bool switch_model) {
 #define X(name, ret, params, args)                                                            \
   if (g_glibc.name == nullptr) {                                                              \
@@ -130,6 +121,23 @@ void install(bool switch_model) {
   LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 }
+
+void install_from_config() {
+  load_config();
+  install(g_config.cid_switch);
+}
+
+#define X(name, ret, params, args) \
+  ret first_##name params {        \
+    install_from_config();         \
+    return g_route.name args;      \
+  }
+LOCKSWAP_BLOCKING_CALLS(X)
+#undef X
+
+// Before main, after the configuration (load_config() parses it once).
+__attribute__((constructor)) void install_at_start() { install_from_config(); }
+}  // namespace
 
 }  // namespace lockswap::blocking
 

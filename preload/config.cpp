@@ -23,7 +23,6 @@
 #include "core/nocancel_io.h"
 #include "core/oncpu.h"
 #include "core/rwsem.h"
-#include "preload/blocking_calls.h"
 
 extern char** environ;
 
@@ -370,7 +369,6 @@ void load_config() {
 #undef FAMILY
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
   cid::set_switch_model(g_config.cid_switch);
-  blocking::install(g_config.cid_switch);  // the interposed waits: pass-through, or switch out and in
   select_oncpu(oncpu_choice, oncpu_fd);  // before the first spinner reads oncpu::g_source
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
   std::atomic_ref<Enum>(g_config.field).store(field##_choice, std::memory_order_release);
