@@ -35,6 +35,7 @@
 
 #include <cerrno>
 
+#include "core/cancel.h"
 #include "core/cid.h"
 #include "preload/config.h"
 
@@ -82,13 +83,17 @@ Calls g_route = {
 #undef X
 };
 
-// The model on: glibc's wait between a switch-out and a switch-in.
-#define X(name, ret, params, args) \
-  ret switching_##name params {    \
-    cid::switch_out();             \
-    ret rc = g_glibc.name args;    \
-    cid::switch_in();              \
-    return rc;                     \
+// The model on: glibc's wait between a switch-out and a switch-in. A thread
+// with asynchronous cancellation (core/cancel.h) waits unswitched: a
+// cancellation landing inside a switch would leave the cid_lock held by a
+// thread that no longer exists, in a process that does.
+#define X(name, ret, params, args)                        \
+  ret switching_##name params {                           \
+    if (cancel::async_caller()) return g_glibc.name args; \
+    cid::switch_out();                                    \
+    ret rc = g_glibc.name args;                           \
+    cid::switch_in();                                     \
+    return rc;                                            \
   }
 LOCKSWAP_BLOCKING_CALLS(X)
 #undef X

@@ -4,8 +4,9 @@
 // cancellation while blocked (the thread unwinds, its cleanup runs). Prints
 // one line per call: the return value, errno (by name) and what the call
 // wrote back. The runner diffs the transcript of a run without the preload
-// against runs with it; the last line counts the calls made and those
-// cancelled, for the runner's check of the switch-out / switch-in pairing.
+// against runs with it; the last line counts the calls made, those
+// cancelled and those made with asynchronous cancellation (which wait
+// unswitched), for the runner's check of the switch-out / switch-in pairing.
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@ namespace {
 
 int g_calls = 0;      // interposable waits called by this program
 int g_cancelled = 0;  // of which cancelled while blocked
+int g_async = 0;      // of which made with asynchronous cancellation (not switched)
 
 const char* err_name(int e) {
   if (e == 0) return "0";
@@ -66,20 +68,35 @@ struct Pipe {
 std::atomic<bool> g_handled{false};
 void on_usr1(int) { g_handled = true; }
 
-// SIGUSR1 to `target` after 50 ms (usleep: glibc calls its own nanosleep
-// internally, not the interposed one, so the helper's wait is not counted).
-struct Interrupter {
-  pthread_t helper;
-  explicit Interrupter(pthread_t target) {
-    static pthread_t t;
-    t = target;
-    pthread_create(&helper, nullptr, [](void*) -> void* {
-      usleep(50'000);
-      pthread_kill(t, SIGUSR1);
+// SIGUSR1 to `target` every 20 ms until stop(): the first one that arrives
+// while the target is blocked interrupts its wait, however late the target
+// gets there on a loaded machine (one that arrives before only runs the
+// handler). usleep: glibc calls its own nanosleep internally, not the
+// interposed one, so the helper's waits are not counted.
+class Interrupter {
+ public:
+  explicit Interrupter(pthread_t target) : target_(target) {
+    pthread_create(&helper_, nullptr, [](void* self) -> void* {
+      auto* me = static_cast<Interrupter*>(self);
+      while (!me->done_) {
+        usleep(20'000);
+        if (!me->done_) pthread_kill(me->target_, SIGUSR1);
+      }
       return nullptr;
-    }, nullptr);
+    }, this);
   }
-  ~Interrupter() { pthread_join(helper, nullptr); }
+  void stop() {  // keeps errno: the wait's is printed after
+    if (done_.exchange(true)) return;
+    int saved = errno;
+    pthread_join(helper_, nullptr);
+    errno = saved;
+  }
+  ~Interrupter() { stop(); }
+
+ private:
+  pthread_t target_;
+  pthread_t helper_;
+  std::atomic<bool> done_{false};
 };
 
 void install_handler() {
@@ -104,7 +121,9 @@ void epoll_cases() {
   line("epoll_wait maxevents 0", CALL(epoll_wait(ep, out, 0, 0)));
   {
     Interrupter i(pthread_self());
-    line("epoll_wait -1 interrupted", CALL(epoll_wait(ep, out, 4, -1)));
+    int rc = CALL(epoll_wait(ep, out, 4, -1));
+    i.stop();
+    line("epoll_wait -1 interrupted", rc);
   }
   sigset_t none;
   sigemptyset(&none);
@@ -131,7 +150,9 @@ void poll_cases() {
   line("poll nfds over the limit", CALL(poll(&fd, too_many, 0)));
   {
     Interrupter i(pthread_self());
-    line("poll -1 interrupted", CALL(poll(&fd, 1, -1)));
+    int rc = CALL(poll(&fd, 1, -1));
+    i.stop();
+    line("poll -1 interrupted", rc);
   }
   timespec one{0, 1'000'000}, bad{0, -1};
   line("ppoll timeout 1ms", CALL(ppoll(&fd, 1, &one, nullptr)));
@@ -159,7 +180,9 @@ void select_cases() {
   {
     Interrupter i(pthread_self());
     FD_SET(p.r, &r);
-    line("select forever interrupted", CALL(select(p.r + 1, &r, nullptr, nullptr, nullptr)));
+    int rc = CALL(select(p.r + 1, &r, nullptr, nullptr, nullptr));
+    i.stop();
+    line("select forever interrupted", rc);
   }
   timespec one{0, 1'000'000};
   FD_SET(p.r, &r);
@@ -177,6 +200,7 @@ void sleep_cases() {
     Interrupter i(pthread_self());
     timespec long_one{5, 0};
     int rc = CALL(nanosleep(&long_one, &rem));
+    i.stop();
     line("nanosleep 5s interrupted", rc, rem.tv_sec > 0 && rem.tv_sec < 5 ? "rem=written" : "rem=?");
   }
   line("clock_nanosleep 1ms", CALL(clock_nanosleep(CLOCK_MONOTONIC, 0, &one, nullptr)));
@@ -186,7 +210,9 @@ void sleep_cases() {
   {
     Interrupter i(pthread_self());
     timespec long_one{5, 0};
-    line("clock_nanosleep 5s interrupted", CALL(clock_nanosleep(CLOCK_MONOTONIC, 0, &long_one, &rem)));
+    int rc = CALL(clock_nanosleep(CLOCK_MONOTONIC, 0, &long_one, &rem));
+    i.stop();
+    line("clock_nanosleep 5s interrupted", rc);
   }
 }
 
@@ -264,6 +290,12 @@ void cancel_cases() {
     timespec t{60, 0};
     nanosleep(&t, nullptr);
   });
+  cancel_case("poll cancelled, asynchronous type", [] {
+    ++g_async;
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, nullptr);
+    pollfd fd{p.r, POLLIN, 0};
+    poll(&fd, 1, -1);
+  });
   cancel_case("sigwait cancelled", [] {
     sigset_t set;
     sigemptyset(&set);
@@ -285,6 +317,6 @@ int main() {
   sigwait_cases();
   cancel_cases();
   printf("handler ran: %s\n", g_handled ? "yes" : "no");
-  printf("calls %d cancelled %d\n", g_calls, g_cancelled);
+  printf("calls %d cancelled %d asynchronous %d\n", g_calls, g_cancelled, g_async);
   return 0;
 }
