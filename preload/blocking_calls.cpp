@@ -13,7 +13,7 @@
 // interposed (docs/cid_switch.md has the trace).
 //
 // Exact pass-through: every exported function calls glibc's own (found with
-// dlsym(RTLD_NEXT) once, at configuration) with the same arguments and
+// dlsym(RTLD_NEXT) once, before main) with the same arguments and
 // returns its value; errno is glibc's (switch_in preserves it); EINTR and
 // timeouts are glibc's; a cancellation point stays one, because the
 // cancellation is acted on inside glibc's function and unwinds through the
@@ -22,9 +22,11 @@
 // allocates.
 //
 // Cost with the model off: each exported function is a tail call through a
-// table entry that holds glibc's function itself, one indirect jump. Before
-// the configuration is read (a wait in another library's constructor) the
-// entry holds a first-call stub that reads it and installs the table.
+// table entry that holds glibc's function itself, one indirect jump. This
+// file's constructor fills the table from the configuration; before it runs
+// (a wait in another library's constructor) each entry holds a first-call
+// stub that does the same. The configuration parser knows nothing of this
+// file.
 #undef _FORTIFY_SOURCE  // define poll, select, ... themselves, not glibc's inline checking wrappers
 #include <dlfcn.h>
 #include <poll.h>
