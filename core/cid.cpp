@@ -20,7 +20,7 @@
 namespace lockswap {
 namespace cid {
 
-__thread ThreadCid t_cid __attribute__((tls_model("initial-exec"))) = {-1, false, 0, 0};
+__thread ThreadCid t_cid __attribute__((tls_model("initial-exec"))) = {-1, false, 0, 0, false};
 std::atomic<CidMode> g_mode{CidMode::thread};
 CpuCache g_cpu_cache[kMaxCpus];
 std::atomic<uint32_t> g_epoch{0};
@@ -293,10 +293,14 @@ void reset_percpu() {
   g_epoch.store(0, arch::mo_hint);
 }
 
-void forget_thread_state() { t_cid = {-1, false, 0, 0}; }
+void forget_thread_state() { t_cid = {-1, false, 0, 0, false}; }
+
+bool g_switch_model = false;
 
 void install_hooks(bool global) {
-  g_before_sleep_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
+  void (*before)() = g_switch_model ? &switch_out : global ? &put_global : nullptr;
+  g_before_sleep_hook.store(before, std::memory_order_relaxed);
+  g_after_sleep_hook.store(g_switch_model ? &switch_in : nullptr, std::memory_order_relaxed);
   thread_registry::g_thread_exit_hook.store(global ? &put_global : nullptr, std::memory_order_relaxed);
 }
 
@@ -493,6 +497,49 @@ void after_fork_in_child() {
   note_own_pid();
   forget_thread_state();
   if (mode() == CidMode::percpu) reset_percpu();
+  if (g_switch_model) switch_in();  // the child's first thread runs: it holds an id
+}
+
+void set_switch_model(bool on) {
+  g_switch_model = on;
+  install_hooks(mode() == CidMode::global);
+  if (on) switch_in();
+}
+
+bool switch_model() { return g_switch_model; }
+
+namespace {
+// Runs `step` unless the thread is inside another switch already: a signal
+// handler that waits (nanosleep, poll, sigwait are async-signal-safe) while
+// the interrupted thread holds the cid_lock must not ask for it again.
+template <class Step>
+void switch_step(LockEvent event, Step step) {
+  if (t_cid.switching) return;
+  t_cid.switching = true;
+  int saved = errno;
+  lockevent_inc(event);
+  step();
+  errno = saved;
+  t_cid.switching = false;
+}
+}  // namespace
+
+void switch_out() {
+  switch_step(LockEvent::cid_switch_out, [] {
+    if (mode() == CidMode::global) put_global();  // percpu, rseq, thread: the id stays where it is
+  });
+}
+
+void switch_in() {
+  switch_step(LockEvent::cid_switch_in, [] { (void)current(); });
+}
+
+void count_process_cpu() {
+  if (!g_switch_model) return;
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return;
+  lockevent_add(LockEvent::cid_switch_cpu_ns,
+                static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec));
 }
 
 uint32_t ids_in_use() {

@@ -98,6 +98,26 @@
 // predecessor's ids until it dies too; exec() keeps the pid, so a thread that
 // held a global id when its process exec()ed leaks it the same way.
 //
+// Switch model (LOCKSWAP_CID_SWITCH=1, off by default). The kernel does a
+// cid's work at the scheduler's switch-out and switch-in whether or not the
+// task ever reads its id; with the model on, lockswap does the same at every
+// block it sees: every sleep in its own locks (WaitCtx's before- and
+// after-sleep hooks) and the waits a server makes between requests
+// (preload/blocking_calls.cpp: epoll, poll, select, nanosleep, sigwait).
+// switch_out() runs before the thread blocks, switch_in() after it resumes;
+// each is one allocator call, per the allocator's semantics:
+//   global  switch-out gives the id back and switch-in takes the lowest free
+//           one, each under the shared cid_lock (v6.3's mm_cid_put/get in
+//           switch_mm_cid), so every process of the tree meets on one lock;
+//   percpu  switch-out does nothing (the id stays cached in the CPU slot, the
+//           v6.4 lazy scheme) and switch-in reads the slot of the CPU it
+//           resumed on;
+//   rseq    switch-in reads the kernel's mm_cid (the kernel did the work);
+//   thread  switch-in reads the thread's own id (per-task, never given back).
+// Neither changes errno. A thread also takes an id when the model is
+// switched on and in a fork child (the forking thread), so a thread that
+// never blocked holds one too.
+//
 // Costs and bounds: no malloc anywhere; global maps ~17 KiB once; percpu uses
 // kMaxCpus x 64 B of .bss (touched only for CPUs that exist) and a 512 B
 // bitmap. CPU time in allocator slow paths is sampled (1 call in
@@ -149,6 +169,7 @@ struct ThreadCid {
   bool global_borrowed;  // global: id space was full, global_id is shared (never freed)
   uint32_t uses;         // percpu: uses since the last clock check
   uint32_t samples;      // slow-path calls, for 1-in-kSampleEvery timing
+  bool switching;        // switch model: inside switch_out/switch_in (a signal handler's wait skips them)
 };
 extern __thread ThreadCid t_cid __attribute__((tls_model("initial-exec")));
 
@@ -205,6 +226,16 @@ __attribute__((always_inline)) inline uint32_t current() {
   if (m == CidMode::percpu) return percpu_current();
   return global_current();
 }
+
+// Switch model (see the header): installs switch_out/switch_in as the
+// sleep hooks when `on` (after select()); the calling thread takes its id.
+void set_switch_model(bool on);
+bool switch_model();
+void switch_out();  // the calling thread is about to block
+void switch_in();   // the calling thread has resumed
+// Switch model: adds the process's CPU time so far to cid_switch_cpu_ns (at
+// exit, before the statistics are written: the denominator of the share).
+void count_process_cpu();
 
 // global: give the calling thread's id back (its sleep or exit hook).
 void put_global();

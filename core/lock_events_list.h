@@ -62,6 +62,9 @@ LOCK_EVENT(cid_lock_recovered,  "global: the shared cid_lock taken over from a p
 LOCK_EVENT(cid_reclaim,         "id freed for its holder: percpu idle/out-of-range CPU slot, global dead process")
 LOCK_EVENT(cid_fallback,        "no id of the chosen kind: rseq unavailable (percpu used) or id space full")
 LOCK_EVENT(cid_slow_ns,         "CPU ns in allocator slow paths (1 call in 32 timed, scaled by 32)")
+LOCK_EVENT(cid_switch_out,      "switch model: a thread blocked in a wait lockswap sees (global: its id given back)")
+LOCK_EVENT(cid_switch_in,       "switch model: a thread resumed from such a wait and took its id (an allocator call)")
+LOCK_EVENT(cid_switch_cpu_ns,   "switch model: the process's CPU ns at exit (cid_slow_ns / this = the allocator's CPU share)")
 
 // --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
 LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")

@@ -29,6 +29,7 @@ void lock_half_slow(std::atomic<uint64_t>& w, bool shared) {
     // as core/sem.h's nwaiters): just try again.
     run_before_sleep_hook();
     arch::futex_wait(lock_futex(w), high_of(old | kLockBits), CLOCK_MONOTONIC, nullptr, shared);
+    run_after_sleep_hook();
   }
 }
 

@@ -448,6 +448,7 @@ class LockrefRwlock {
     if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
     run_before_sleep_hook();
     arch::futex_wait(lockref::lock_futex(word_), lockref::high_of(seen), CLOCK_MONOTONIC, &until, kShared);
+    run_after_sleep_hook();
     return ctx.mode == WaitCtx::Mode::until && ctx.expired() ? ETIMEDOUT : 0;
   }
   static constexpr uint64_t kReaderPrefPollNs = 1'000'000;
@@ -523,6 +524,7 @@ class LockrefRwlock {
     if (ctx.mode == WaitCtx::Mode::until && ctx.expired()) return ETIMEDOUT;
     run_before_sleep_hook();
     arch::futex_wait(lockref::lock_futex(word_), lockref::high_of(seen), CLOCK_MONOTONIC, abs, kShared);
+    run_after_sleep_hook();
     return ctx.mode == WaitCtx::Mode::until && ctx.expired() ? ETIMEDOUT : 0;
   }
 

@@ -23,12 +23,18 @@ namespace lockswap {
 // one place to learn "this thread stops running lock code now" (the kernel's
 // switch-out). core/cid.cpp installs a hook there for LOCKSWAP_CID=global;
 // otherwise it is null and costs a load and a branch next to a system call.
-// Nothing is needed after the wake-up: the next lock code that wants a
-// concurrency id takes one lazily.
+// Without the switch model nothing is needed after the wake-up: the next
+// lock code that wants a concurrency id takes one lazily. With it
+// (LOCKSWAP_CID_SWITCH=1) the after-sleep hook is the switch-in.
 inline std::atomic<void (*)()> g_before_sleep_hook{nullptr};
+inline std::atomic<void (*)()> g_after_sleep_hook{nullptr};
 
 inline void run_before_sleep_hook() {
   if (void (*hook)() = g_before_sleep_hook.load(std::memory_order_relaxed)) hook();
+}
+
+inline void run_after_sleep_hook() {
+  if (void (*hook)() = g_after_sleep_hook.load(std::memory_order_relaxed)) hook();
 }
 
 struct WaitCtx {
@@ -80,7 +86,9 @@ struct WaitCtx {
     if (mode == Mode::try_once) return ETIMEDOUT;
     if (mode == Mode::until && abs->tv_sec < 0) return ETIMEDOUT;  // kernel would say EINVAL
     run_before_sleep_hook();
-    return around([&] { return arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared); });
+    int rc = around([&] { return arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared); });
+    run_after_sleep_hook();
+    return rc;
   }
 };
 

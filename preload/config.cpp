@@ -59,7 +59,9 @@ namespace {
   X(LOCKSWAP_STATS_LOCK_SLOTS, 64, 32768, "profile, for tests: slots of the per-lock table (rounded down to a power of two; default 32768)", \
     g_config.stats_lock_slots = static_cast<uint32_t>(v))                                            \
   X(LOCKSWAP_ONCPU_STRICT, 0, 1, "0 (set by `lockswap --oncpu`): LOCKSWAP_ONCPU=bpf without its map falls back to rseq with one line on stderr", \
-    g_config.oncpu_strict = v != 0)
+    g_config.oncpu_strict = v != 0)                                                                 \
+  X(LOCKSWAP_CID_SWITCH, 0, 1, "1: every thread holds a concurrency id while it runs and gives it up or parks it (per LOCKSWAP_CID) when it blocks in a wait lockswap sees (default 0)", \
+    g_config.cid_switch = v != 0)
 
 // API families (and the concurrency-id allocator of the percid rwlock).
 // Parsing, the list of valid choices and the names in statistics are
@@ -372,6 +374,7 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
+  cid::set_switch_model(g_config.cid_switch);
   select_oncpu(oncpu_choice, oncpu_fd);  // before the first spinner reads oncpu::g_source
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
   std::atomic_ref<Enum>(g_config.field).store(field##_choice, std::memory_order_release);

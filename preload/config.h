@@ -30,6 +30,7 @@ struct Config {
   int stats_signal = 0;              // LOCKSWAP_STATS_SIGNAL=USR2: also dump on this signal (0: none)
   uint32_t stats_lock_slots = 0;     // LOCKSWAP_STATS_LOCK_SLOTS: profiler's lock table size (0: full)
   bool oncpu_strict = true;          // LOCKSWAP_ONCPU_STRICT=0: bpf without its map degrades to rseq
+  bool cid_switch = false;           // LOCKSWAP_CID_SWITCH=1: the concurrency-id switch model (core/cid.h)
 };
 
 extern Config g_config;

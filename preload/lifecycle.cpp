@@ -297,6 +297,7 @@ void install_stats_signal() {
 }
 
 __attribute__((destructor)) void lockswap_stop() {
+  cid::count_process_cpu();  // LOCKSWAP_CID_SWITCH=1: the share's denominator, before the dump
   if (g_config.stats) print_exit_stats();
   cid::release_process_ids();  // LOCKSWAP_CID=global: ids in the page shared with forked relatives
 }

@@ -21,6 +21,9 @@ required=(
   cnd_init cnd_signal cnd_broadcast cnd_wait cnd_timedwait cnd_destroy
   sem_init sem_destroy sem_wait sem_trywait sem_timedwait sem_clockwait sem_post sem_getvalue
   pthread_setcanceltype  # forwarded to glibc; mirrors the cancel type (core/cancel.h)
+  # the waits of the concurrency-id switch model (preload/blocking_calls.cpp)
+  epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect nanosleep clock_nanosleep
+  sigwait sigwaitinfo sigtimedwait
 )
 allowed_extra='^__pthread_(mutex|rwlock)_[a-z]+$'
 
