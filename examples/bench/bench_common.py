@@ -107,7 +107,7 @@ def gp_quote(s):
 
 # ---- interleaved rounds guarded by the core-to-core probe (docs/measuring.md) ----
 
-sys.path.insert(0, os.path.join(ROOT, "preload", "cli"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""preload/cli/test/report_fuzz_test.py LOCKSWAP LOCKSWAP_CLI_PY SYMBOLS_FIXTURE — `lockswap report`
+"""tests/tools/report_fuzz_test.py LOCKSWAP LOCKSWAP_CLI_PY SYMBOLS_FIXTURE — `lockswap report`
 against malformed input: mutated copies of the fixture dumps (byte flips, truncations, duplicated
 and huge numbers, random records, binary garbage, huge lines) and dumps whose mappings name
 malformed ELF files (empty, truncated, a header promising more than the file holds, a directory).

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# preload/cli/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
+# tests/tools/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
 set -euo pipefail
 CLI=${1:?usage: cli_test.sh path/to/lockswap}
-# shellcheck source=test/expect.sh
-source "$(dirname "${BASH_SOURCE[0]}")/test/expect.sh"
+# shellcheck source=expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 expect help 0 'usage: lockswap' -- "$CLI" --help
 expect list 0 'LOCKSWAP_MUTEX = glibc .*futex' -- "$CLI" --list

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """lockswap report / lockswap compare — the Python half of the `lockswap` command.
 
-preload/cli/lockswap.in (the bash wrapper) dispatches `lockswap report ...` and
+tools/lockswap.in (the bash wrapper) dispatches `lockswap report ...` and
 `lockswap compare ...` here, passing its own path with --wrapper so compare can
 run each variant through it. Standard library only (argparse, json, csv,
 subprocess); matplotlib is imported only for --png and its absence is reported,
