@@ -111,6 +111,20 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
 
 
+def matrix_columns(lib):
+    """{column name: {SETTING: value}}: the columns of the test matrix as the library lists them
+    (LOCKSWAP_LIST=columns, from preload/variant_columns.def); {} for a library without the list."""
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, "LOCKSWAP_LIST": "columns"}
+    p = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {}
+    columns = {}
+    for line in p.stderr.splitlines():
+        name, _, settings = line.partition(" ")
+        columns[name] = dict(kv.split("=", 1) for kv in settings.split(",") if "=" in kv)
+    return columns
+
+
 def probe_binary(build):
     return os.path.join(build, "bin", "lockswap-probe")
 

@@ -35,26 +35,37 @@ import sys
 import json
 import time
 
-from bench_common import Rounds, env_summary, lockswap_stats, probe_binary, verdict_text
+from bench_common import Rounds, env_summary, lockswap_stats, matrix_columns, probe_binary, verdict_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
-# name -> (base variant or None for no preload, extra env, applies to mutex?)
-BUILTIN = {
+# name -> (base variant or None for no preload, extra env, applies to mutex?).
+# The columns of the library's matrix (bench_common.matrix_columns) are taken
+# as they are; these are the benchmark's own names beside them.
+BENCH_ONLY = {
     "none": (None, {}, True),  # no LD_PRELOAD at all: glibc without the forwarding layer
-    "glibc": ("glibc", {}, True),
-    "futex": ("futex", {}, True),
-    "rwsem": ("rwsem", {}, True),
-    "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
-    "lockref": ("lockref", {}, False),  # rwlock only: readers count in a lockref word, writers take its lock
-    # per-CID sharded readers (rwlock only); the default id allocator is rseq
-    "percid": ("percid", {}, False),
-    "percid+percpu": ("percid", {"LOCKSWAP_CID": "percpu"}, False),
-    "percid+global": ("percid", {"LOCKSWAP_CID": "global"}, False),
-    "percid+thread": ("percid", {"LOCKSWAP_CID": "thread"}, False),
+    "percid": ("percid", {}, False),  # per-CID sharded readers, the default id allocator (rseq)
 }
+
+
+def column_definition(settings):
+    """A matrix column as (base, extra env, applies to mutex?): its rwlock variant is the base,
+    the mutex mode runs it only where the column's mutex is that same variant (not rwsem-rspin,
+    lockref, percid-*: rwlock-only names)."""
+    base = settings["LOCKSWAP_RWLOCK"]
+    extra = {k: v for k, v in settings.items() if k not in ("LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_SEM")}
+    return base, extra, settings.get("LOCKSWAP_MUTEX") == base
+
+
+def known_variants(lib):
+    defs = {name: column_definition(s) for name, s in matrix_columns(lib).items()}
+    # percid+ALLOCATOR: this driver's spelling before it took the library's columns
+    defs.update({n.replace("percid-", "percid+"): d for n, d in defs.items() if n.startswith("percid-")})
+    defs.update(BENCH_ONLY)
+    return defs
+
 
 FIELDS = ["kops", "fairness", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
@@ -89,8 +100,8 @@ def parse_args():
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default none,glibc,futex,rwsem,rwsem-rspin; "
-                   "also: rwsem+dropbias, lockref, percid, percid+percpu, percid+global, "
-                   "percid+thread, or names from --define)")
+                   "also: every column of `lockswap --list` (lockref, percid-percpu, rwsem-oncpu-off, ...; "
+                   "percid+percpu etc. as before), rwsem+dropbias, percid, or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
@@ -136,7 +147,7 @@ def parse_args():
     a.reads = csv_list(a.reads or "50,90", pct)
     a.variants = csv_list(a.variants or "none,glibc,futex,rwsem,rwsem-rspin")
     a.mutex_variants = csv_list(a.mutex_variants or "none,glibc,futex,rwsem")
-    a.defs = dict(BUILTIN)
+    a.defs = known_variants(a.lib)
     for d in a.define:
         name, _, rest = d.partition("=")
         parts = rest.split(":")

@@ -121,11 +121,10 @@ def compare_parser(ls):
 
 
 def variant_options(v):
+    """A MUTEX/RWLOCK pair, or a column of the library's matrix (the wrapper looks it up)."""
     if "/" in v:
         mutex, rwlock = v.split("/", 1)
         return ["--mutex", mutex, "--rwlock", rwlock]
-    if v.startswith("percid-"):
-        return ["--variant", "percid", "--cid", v[len("percid-"):]]
     return ["--variant", v]
 
 
