@@ -24,7 +24,6 @@ Outputs (in --out, default build/bench-results/):
   throughput.png  kops/s vs threads, one panel per (mode/read fraction, CS load), a line per variant
   ratio.png       the same as ratio to the baseline
 """
-import argparse
 import csv
 import math
 import os
@@ -35,7 +34,8 @@ import sys
 import json
 import time
 
-from bench_common import Rounds, env_summary, lockswap_stats, matrix_columns, probe_binary, verdict_text
+from bench_common import (Rounds, driver_parser, env_summary, lockswap_stats, matrix_columns, parse_define,
+                          probe_binary, run_child, verdict_text, write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -82,12 +82,7 @@ def pct(s):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"),
-                   help="build tree holding preload/ and examples/bench/ (default: %(default)s)")
-    p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
-    p.add_argument("--bench", help="rwlock_bench binary (default BUILD/examples/bench/rwlock_bench)")
-    p.add_argument("--out", help="output directory (default BUILD/bench-results)")
+    p = driver_parser(__doc__, "preload/ and examples/bench/", "rwlock_bench", "")
     p.add_argument("--probe", help="lockswap-probe binary (default BUILD/bin/lockswap-probe); missing: rounds unguarded")
     p.add_argument("--duration", type=float, help="seconds per run (default 0.5, --quick 0.2)")
     p.add_argument("--quick", action="store_true",
@@ -149,17 +144,8 @@ def parse_args():
     a.mutex_variants = csv_list(a.mutex_variants or "none,glibc,futex,rwsem")
     a.defs = known_variants(a.lib)
     for d in a.define:
-        name, _, rest = d.partition("=")
-        parts = rest.split(":")
-        if not name or not parts[0]:
-            p.error(f"--define {d}: expected NAME=BASE[:ENV=VAL...]")
-        env = {}
-        for kv in parts[1:]:
-            k, _, v = kv.partition("=")
-            if not k.startswith("LOCKSWAP_"):
-                p.error(f"--define {d}: {k} is not a LOCKSWAP_ variable")
-            env[k] = v
-        a.defs[name] = (parts[0], env, True)
+        name, base, env = parse_define(p, d)
+        a.defs[name] = (base, env, True)
     for v in a.variants + a.mutex_variants:
         if v not in a.defs:
             p.error(f"unknown variant {v}: known {', '.join(a.defs)} (add more with --define)")
@@ -209,22 +195,7 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, stats_mode=N
     # The owner-on-CPU map descriptor (lockswap-oncpu exec) must survive
     # subprocess's close_fds.
     fds = (int(env["LOCKSWAP_ONCPU_FD"]),) if env.get("LOCKSWAP_ONCPU_FD", "").isdigit() else ()
-    try:
-        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60 + 15 * duration, pass_fds=fds)
-    except subprocess.TimeoutExpired:
-        return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
-    line = next((l for l in pr.stdout.splitlines() if l.startswith("lockswap-bench ")), None)
-    if pr.returncode != 0 or line is None:
-        err = pr.stderr.strip().splitlines()
-        detail = next((l for l in err if "LOCK BROKEN" in l or "HANG" in l), err[0] if err else "")
-        status = "BROKEN" if "LOCK BROKEN" in pr.stderr else "HANG" if pr.returncode == 3 else f"rc={pr.returncode}"
-        # exit 2 with lockswap's list of valid settings: the library does not offer this variant
-        if pr.returncode == 2 and "lockswap: valid settings" in pr.stderr:
-            status = "UNAVAILABLE"
-        return {"status": status, "detail": detail}
-    r = dict(kv.split("=", 1) for kv in line.split()[1:])
-    r["status"] = "ok"
-    return r
+    return run_child(cmd, env, "lockswap-bench", 60 + 15 * duration, pass_fds=fds)
 
 
 def available(args, mode, variants):
@@ -301,9 +272,7 @@ def main():
     write_raw(args, raw)
     write_results(args, groups, results)
     report = make_report(args, groups, results, elapsed)
-    print(report)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(report)
+    write_report(args.out, report)
     if not args.no_plot:
         plot(args, groups, results)
     failures = [r for r in raw if r["status"] != "ok"]
