@@ -3,6 +3,7 @@
 // one start line / stop flag / watchdog, and the spread of per-thread ops that
 // every result line reports (min, mean, max, fairness).
 #pragma once
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -48,6 +49,16 @@ struct Rng {
     return s * 0x2545f4914f6cdd1dull;
   }
 };
+
+// Which object the executable's calls to a lock function resolve to:
+// "liblockswap.so" under LD_PRELOAD, "libc.so.6" without.
+inline std::string resolved_in(void* fn) {
+  Dl_info info{};
+  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
+  std::string p = info.dli_fname;
+  auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
 
 // The usage text (a printf format taking the program path), after `why`
 // when there is one; exit status 2.

@@ -15,7 +15,6 @@
 //
 // Output: one line starting with "lockswap-bench " followed by key=value pairs
 // (see print_result). This program never judges speed; run_matrix.py compares.
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,16 +237,6 @@ double percentile_us(const std::vector<uint64_t>& hist, double q) {
   return 0;
 }
 
-// Which object the executable's calls to the lock functions resolve to:
-// "liblockswap.so" under LD_PRELOAD, "libc.so.6" without.
-std::string resolved_in(void* fn) {
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
-  std::string p = info.dli_fname;
-  auto slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -300,7 +289,7 @@ int main(int argc, char** argv) {
 
   const uint64_t total = spread.total;
   const double secs = static_cast<double>(elapsed_ns) / 1e9;
-  std::string impl = resolved_in(o.mutex ? reinterpret_cast<void*>(&pthread_mutex_lock)
+  std::string impl = bench::resolved_in(o.mutex ? reinterpret_cast<void*>(&pthread_mutex_lock)
                                          : reinterpret_cast<void*>(&pthread_rwlock_rdlock));
   printf(
       "lockswap-bench label=%s mode=%s variant=%s impl=%s threads=%d load=%d work=%d read_pct=%.0f "

@@ -25,7 +25,6 @@
 // 1). A wait that never returns is caught by a watchdog (HANG, exit 3).
 //
 // Output: one line starting with "lockswap-sem-bench " and key=value pairs.
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -265,12 +264,11 @@ Result run_hot(const Options& o) {
   Result r;
   r.secs = static_cast<double>(elapsed_ns) / 1e9;
   r.threads = o.threads;
-  r.min_ops = UINT64_MAX;
-  for (auto& k : c) {
-    r.ops += k.ops;
-    r.min_ops = std::min(r.min_ops, k.ops);
-    r.max_ops = std::max(r.max_ops, k.ops);
-  }
+  bench::OpsSpread spread;
+  for (auto& k : c) spread.add(k.ops);
+  r.ops = spread.total;
+  r.min_ops = spread.min;
+  r.max_ops = spread.max;
   return r;
 }
 
@@ -337,14 +335,6 @@ Result run_mpmc(const Options& o) {
   return r;
 }
 
-std::string resolved_in(void* fn) {
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
-  std::string p = info.dli_fname;
-  auto slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
 const char* env_or(const char* name, const char* dflt) {
   const char* v = getenv(name);
   return (v && *v) ? v : dflt;
@@ -359,7 +349,7 @@ int main(int argc, char** argv) {
   else if (o.mode == "pingpong-procs") r = run_pingpong(o, true);
   else if (o.mode == "mpmc") r = run_mpmc(o);
   else r = run_hot(o);
-  std::string impl = resolved_in(reinterpret_cast<void*>(&sem_wait));
+  std::string impl = bench::resolved_in(reinterpret_cast<void*>(&sem_wait));
   printf("lockswap-sem-bench label=%s mode=%s variant=%s retries=%s impl=%s threads=%d posters=%d waiters=%d "
          "capacity=%d value=%d duration_s=%.3f ops=%llu kops=%.2f min_ops=%llu max_ops=%llu\n",
          o.label.empty() ? "-" : o.label.c_str(), o.mode.c_str(), env_or("LOCKSWAP_SEM", "-"),
