@@ -6,7 +6,7 @@
 // Sources, chosen once at start-up (preload/config.cpp):
 //
 //   bpf   exact: one eBPF program for the whole machine
-//         (preload/cli/oncpu/oncpu.bpf.c) on raw tracepoint sched_switch writes,
+//         (tools/oncpu/oncpu.bpf.c) on raw tracepoint sched_switch writes,
 //         per host thread id, RUNNING / PREEMPTED (runnable, waiting for a
 //         CPU) / BLOCKED into an mmapable array map (layout:
 //         core/oncpu_map.h). A reader maps it PROT_READ once and then asks

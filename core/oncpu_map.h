@@ -1,5 +1,5 @@
 /* core/oncpu_map.h — layout of the owner-on-CPU map (C and C++, and the eBPF
- * program preload/cli/oncpu/oncpu.bpf.c).
+ * program tools/oncpu/oncpu.bpf.c).
  *
  * One BPF_MAP_TYPE_ARRAY with BPF_F_MMAPABLE, key u32, value 8 bytes, so the
  * mapping is a flat byte array (an mmapable array's elements are contiguous,

@@ -127,15 +127,9 @@ void say_untrusted(const char* s, size_t len) {
   say(" bytes)");
 }
 
-// `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
-[[noreturn]] void fail_with_choices(const char* var, size_t var_len, const char* value, const char* why) {
-  say("lockswap: ");
-  say_untrusted(var, var_len);
-  say("=");
-  say_untrusted(value, strlen(value));
-  say(": ");
-  say(why);
-  say("\n");
+// Every variable the library reads, with its choices or range: the list an
+// error ends with, and the first half of LOCKSWAP_LIST=1.
+void say_valid_settings() {
   say("lockswap: valid settings:\n");
 #define NAME(id, name, type, desc) say(" " name);
 #define FAMILY(Enum, field, env, LIST, dflt, what) \
@@ -157,6 +151,20 @@ void say_untrusted(const char* s, size_t len) {
   say("  LOCKSWAP_STATS_SIGNAL = USR1, USR2 or a real-time signal (SIGUSR2, RTMIN, RTMIN+3, RTMAX-1, 12, 40, ...):\n"
       "    also write the statistics when it arrives (default: none; signals the system or other programs raise\n"
       "    in normal operation, such as HUP, INT, TERM, PIPE, CHLD, ALRM, WINCH, CONT, are refused)\n");
+  say("  LOCKSWAP_LIST = 1 columns: print these settings and the matrix columns (1), or one\n"
+      "    `NAME SETTINGS` line per column (columns), then stop before main with exit status 0\n");
+}
+
+// `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
+[[noreturn]] void fail_with_choices(const char* var, size_t var_len, const char* value, const char* why) {
+  say("lockswap: ");
+  say_untrusted(var, var_len);
+  say("=");
+  say_untrusted(value, strlen(value));
+  say(": ");
+  say(why);
+  say("\n");
+  say_valid_settings();
   _exit(2);
 }
 
@@ -192,6 +200,7 @@ uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) 
 
 bool is_known_name(const char* entry, size_t len) {
   static const char* const known[] = {
+      "LOCKSWAP_LIST",
       "LOCKSWAP_STATS",
       "LOCKSWAP_STATS_FILE",
       ONCPU_FD_ENV,
@@ -345,6 +354,32 @@ void read_stats_signal() {
 
 std::atomic<int> g_loading{0};
 std::atomic<bool> g_loaded{false};
+
+// LOCKSWAP_LIST: what `lockswap --list` shows and what scripts read the matrix
+// columns from (preload/variant_columns.def), so that no one parses an error
+// message. The program itself does not start.
+void list_and_exit_if_asked() {
+  const char* s = secure_getenv("LOCKSWAP_LIST");
+  if (s == nullptr) return;
+  bool plain = strcmp(s, "columns") == 0;
+  if (!plain && strcmp(s, "1") != 0) fail_with_choices("LOCKSWAP_LIST", s, "expected 1 or columns");
+  if (!plain) {
+    say_valid_settings();
+    say("lockswap: columns of the test matrix (lockswap --variant NAME):\n");
+  }
+  for (const VariantColumn& c : kVariantColumns) {
+    say(plain ? "" : "  ");
+    say(c.name);
+    say(" ");
+    say(c.settings);
+    if (!plain) {
+      say("\n      ");
+      say(c.description);
+    }
+    say("\n");
+  }
+  _exit(0);
+}
 }  // namespace
 
 void load_config() {
@@ -357,6 +392,7 @@ void load_config() {
   }
   take_diag_fd();
   reject_unknown_variables();
+  list_and_exit_if_asked();
 #define X(env, lo, hi, meaning, apply)                     \
   if (const char* s = secure_getenv(#env)) {               \
     uint64_t v = parse_number(#env, s, lo, hi);            \

@@ -5,6 +5,11 @@
 // LOCKSWAP_SEM parsers, the error message listing valid names, the dispatch
 // switch, `lockswap --list`) is generated from these lists.
 //
+// The columns of the test and benchmark matrix (a name for a set of choices,
+// e.g. rwsem-rspin = LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin) are
+// one list beside this one, preload/variant_columns.def, read by the library,
+// CMake and the tools alike.
+//
 // There is no LOCKSWAP_MUTEX=lockref: a mutex cut from the lockref word is its
 // lock half alone (the count has nothing to count when there is one owner),
 // which is the futex variant's mutex again.
@@ -79,6 +84,18 @@ enum class SemVariant : uint8_t {
 #define X(id, name, type, desc) id,
   LOCKSWAP_SEM_VARIANTS(X)
 #undef X
+};
+
+struct VariantColumn {
+  const char* name;
+  const char* settings;  // SETTING=value,SETTING=value
+  const char* description;
+};
+
+inline constexpr VariantColumn kVariantColumns[] = {
+#define LOCKSWAP_COLUMN(name, settings, description) {name, settings, description},
+#include "preload/variant_columns.def"
+#undef LOCKSWAP_COLUMN
 };
 
 }  // namespace lockswap

@@ -14,31 +14,16 @@ require_library() {
   [[ -f "$LIBLOCKSWAP" ]] || die "$LIBLOCKSWAP not found: run scripts/build.sh first"
 }
 
-# variant_env NAME -> prints the LOCKSWAP_* settings of a variant.
-# NAME is a column of the test matrix (glibc, futex, rwsem, rwsem-rspin,
-# lockref, percid[-ALLOCATOR]) or an explicit MUTEX/RWLOCK pair such as
-# glibc/rwsem.
-variant_env() {
-  local v=$1
-  case "$v" in
-    */*) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "${v%%/*}" "${v#*/}" ;;
-    rwsem-rspin) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=rwsem-rspin\n' ;;
-    lockref) printf 'LOCKSWAP_MUTEX=futex LOCKSWAP_RWLOCK=lockref LOCKSWAP_SEM=lockref\n' ;;
-    percid) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=percid\n' ;;
-    percid-*) printf 'LOCKSWAP_MUTEX=rwsem LOCKSWAP_RWLOCK=percid LOCKSWAP_CID=%s\n' "${v#percid-}" ;;
-    glibc|futex) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s LOCKSWAP_SEM=%s\n' "$v" "$v" "$v" ;;
-    *) printf 'LOCKSWAP_MUTEX=%s LOCKSWAP_RWLOCK=%s\n' "$v" "$v" ;;
-  esac
-}
-
-# check_variant NAME: the library itself validates the names (exit 2 with
-# the valid choices on stderr).
-check_variant() {
-  local out
-  # shellcheck disable=SC2046
-  if ! out=$(env $(variant_env "$1") LD_PRELOAD="$LIBLOCKSWAP" /bin/true 2>&1); then
-    printf '%s\n' "$out" >&2
-    die "variant '$1' rejected by $LIBLOCKSWAP"
+# matrix_columns: "name:K=V,K=V" per line, the columns of the test matrix as
+# the library lists them (LOCKSWAP_LIST=columns); for a library without that
+# list, read from preload/variant_columns.def, the one list they come from.
+matrix_columns() {
+  local out='' def=$LOCKSWAP_ROOT/preload/variant_columns.def
+  [[ -f "$LIBLOCKSWAP" ]] && out=$(env -i PATH=/usr/bin:/bin LD_PRELOAD="$LIBLOCKSWAP" LOCKSWAP_LIST=columns /bin/true 2>&1)
+  if grep -qE '^[^ ]+ LOCKSWAP_[A-Z_]+=' <<<"$out"; then
+    tr ' ' ':' <<<"$out"
+  elif [[ -f "$def" ]]; then
+    sed -n 's/^LOCKSWAP_COLUMN("\([^"]*\)", "\([^"]*\)".*/\1:\2/p' "$def"
   fi
 }
 

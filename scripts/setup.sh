@@ -20,7 +20,7 @@ PACKAGES=(
   procps
   spin                                   # tests/model: Promela model checking
   clang libclang-rt-14-dev               # tests/fuzz: libFuzzer (runtime is only a Recommends of clang)
-  libbpf-dev bpftool                     # preload/cli/oncpu: the owner-on-CPU eBPF program (clang -target bpf above)
+  libbpf-dev bpftool                     # tools/oncpu: the owner-on-CPU eBPF program (clang -target bpf above)
   g++-aarch64-linux-gnu qemu-user-static # tests/aarch64: cross build, run under qemu
 )
 

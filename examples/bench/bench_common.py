@@ -1,5 +1,6 @@
 """examples/bench/bench_common.py — small helpers shared by sem_bench.py and
 lockref_sweep.py (tables, medians, child runs, gnuplot). Not a program."""
+import argparse
 import math
 import os
 import shutil
@@ -41,6 +42,26 @@ def md_table(header, rows, align=None):
     return "\n".join(out) + "\n"
 
 
+def driver_parser(doc, holds, bench, out):
+    """The options every driver starts with: --build (holding `holds`), --bench (BUILD/examples/bench/`bench`)
+    and --out (default BUILD/bench-results/`out`)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"),
+                   help=f"build tree holding {holds} (default: %(default)s)")
+    if "preload/" in holds:
+        p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
+    p.add_argument("--bench", help=f"{bench} binary (default BUILD/examples/bench/{bench})")
+    p.add_argument("--out", help=f"output directory (default BUILD/bench-results{'/' + out if out else ''})")
+    return p
+
+
+def write_report(out_dir, report):
+    """The report on stdout and in OUT/results.md."""
+    print(report)
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(report)
+
+
 def parse_define(p, d):
     """NAME=BASE[:ENV=VAL...] -> (name, base, env); p is the argparse parser for errors."""
     name, _, rest = d.partition("=")
@@ -61,11 +82,11 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("LOCKSWAP_") and k != "LD_PRELOAD"}
 
 
-def run_child(cmd, env, prefix, timeout):
+def run_child(cmd, env, prefix, timeout, pass_fds=()):
     """Runs one benchmark child; returns a dict with status ok|BROKEN|HANG|UNAVAILABLE|rc=N|TIMEOUT
     and, when ok, the key=value pairs of its line starting with `prefix`."""
     try:
-        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, pass_fds=pass_fds)
     except subprocess.TimeoutExpired:
         return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
     line = next((l for l in pr.stdout.splitlines() if l.startswith(prefix + " ")), None)
@@ -107,8 +128,22 @@ def gp_quote(s):
 
 # ---- interleaved rounds guarded by the core-to-core probe (docs/measuring.md) ----
 
-sys.path.insert(0, os.path.join(ROOT, "preload", "cli"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
+
+
+def matrix_columns(lib):
+    """{column name: {SETTING: value}}: the columns of the test matrix as the library lists them
+    (LOCKSWAP_LIST=columns, from preload/variant_columns.def); {} for a library without the list."""
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, "LOCKSWAP_LIST": "columns"}
+    p = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {}
+    columns = {}
+    for line in p.stderr.splitlines():
+        name, _, settings = line.partition(" ")
+        columns[name] = dict(kv.split("=", 1) for kv in settings.split(",") if "=" in kv)
+    return columns
 
 
 def probe_binary(build):

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 
+from bench_common import write_report  # noqa: E402  (same directory)
 from run_matrix import md_table, run_gnuplot, write_csv  # same directory: the tables and plots look alike
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -156,9 +157,7 @@ def main():
                                         ("kops", "alloc_pct", "ns_per_op", "contended_per_s", "allocs_per_s")}
     write_raw(a, raw)
     report = make_report(a, res, time.time() - t0)
-    print(report)
-    with open(os.path.join(a.out, "results.md"), "w") as f:
-        f.write(report)
+    write_report(a.out, report)
     if not a.no_plot:
         plot(a, res)
     bad = [r for r in raw if r["status"] != "ok"]

@@ -77,66 +77,52 @@ struct Options {
   std::string label;
 };
 
-[[noreturn]] void usage(const char* argv0, const char* why) {
-  if (why) fprintf(stderr, "lockref_bench: %s\n", why);
-  fprintf(stderr,
-          "usage: %s [--impl lockref|atomic|mutex|pthread] [--threads N] [--objects K] [--pick rr|random]\n"
-          "          [--retries R] [--put or_lock|return] [--hold P] [--work P] [--duration S] [--label S]\n"
-          "  --impl      the reference count (default lockref)\n"
-          "  --threads   threads taking and dropping references (default 4)\n"
-          "  --objects   shared objects, each on its own cache line (default 1)\n"
-          "  --pick      rr: thread i's n-th op uses object (i+n) %% K (default); random: per-thread PRNG\n"
-          "  --retries   lockref: failed compare-and-swaps before the lock fallback (default 100; 0 = unbounded)\n"
-          "  --put       lockref: put_or_lock (default) or put_return with a locked fallback (fast_dput)\n"
-          "  --hold P    pause instructions while holding the reference (default 0)\n"
-          "  --work P    pause instructions between ops (default 0)\n"
-          "  --duration  seconds (default 1)\n",
-          argv0);
-  exit(2);
-}
+constexpr const char* kUsage =
+    "usage: %s [--impl lockref|atomic|mutex|pthread] [--threads N] [--objects K] [--pick rr|random]\n"
+    "          [--retries R] [--put or_lock|return] [--hold P] [--work P] [--duration S] [--label S]\n"
+    "  --impl      the reference count (default lockref)\n"
+    "  --threads   threads taking and dropping references (default 4)\n"
+    "  --objects   shared objects, each on its own cache line (default 1)\n"
+    "  --pick      rr: thread i's n-th op uses object (i+n) %% K (default); random: per-thread PRNG\n"
+    "  --retries   lockref: failed compare-and-swaps before the lock fallback (default 100; 0 = unbounded)\n"
+    "  --put       lockref: put_or_lock (default) or put_return with a locked fallback (fast_dput)\n"
+    "  --hold P    pause instructions while holding the reference (default 0)\n"
+    "  --work P    pause instructions between ops (default 0)\n"
+    "  --duration  seconds (default 1)\n";
 
-long parse_long(const char* argv0, const char* s) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end) usage(argv0, "expected an integer");
-  return v;
-}
+[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("lockref_bench", why, kUsage, argv0); }
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[0], ("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--impl") {
-      o.impl_name = val();
+  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  while (args.next()) {
+    if (args.is("--impl")) {
+      o.impl_name = args.value();
       if (o.impl_name == "lockref") o.impl = Impl::lockref;
       else if (o.impl_name == "atomic") o.impl = Impl::atomic;
       else if (o.impl_name == "mutex") o.impl = Impl::mutex;
       else if (o.impl_name == "pthread") o.impl = Impl::pthread;
       else usage(argv[0], "unknown --impl");
-    } else if (a == "--threads") o.threads = static_cast<int>(parse_long(argv[0], val()));
-    else if (a == "--objects") o.objects = static_cast<int>(parse_long(argv[0], val()));
-    else if (a == "--pick") {
-      std::string p = val();
+    } else if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
+    else if (args.is("--objects")) o.objects = static_cast<int>(args.integer());
+    else if (args.is("--pick")) {
+      std::string p = args.value();
       if (p == "rr") o.random_pick = false;
       else if (p == "random") o.random_pick = true;
       else usage(argv[0], "--pick must be rr or random");
-    } else if (a == "--put") {
-      std::string p = val();
+    } else if (args.is("--put")) {
+      std::string p = args.value();
       if (p == "or_lock") o.put_return = false;
       else if (p == "return") o.put_return = true;
       else usage(argv[0], "--put must be or_lock or return");
-    } else if (a == "--retries") o.retries = parse_long(argv[0], val());
-    else if (a == "--hold") o.hold = static_cast<int>(parse_long(argv[0], val()));
-    else if (a == "--work") o.work = static_cast<int>(parse_long(argv[0], val()));
-    else if (a == "--duration") o.duration = strtod(val(), nullptr);
-    else if (a == "--seed") o.seed = strtoull(val(), nullptr, 0);
-    else if (a == "--label") o.label = val();
-    else if (a == "-h" || a == "--help") usage(argv[0], nullptr);
-    else usage(argv[0], ("unknown option " + a).c_str());
+    } else if (args.is("--retries")) o.retries = args.integer();
+    else if (args.is("--hold")) o.hold = static_cast<int>(args.integer());
+    else if (args.is("--work")) o.work = static_cast<int>(args.integer());
+    else if (args.is("--duration")) o.duration = args.number();
+    else if (args.is("--seed")) o.seed = strtoull(args.value(), nullptr, 0);
+    else if (args.is("--label")) o.label = args.value();
+    else if (args.is_help()) usage(argv[0], nullptr);
+    else args.unknown();
   }
   if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
   if (o.objects < 1 || o.objects > 4096) usage(argv[0], "--objects must be 1..4096");
@@ -146,16 +132,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed ? seed : 0x9e3779b97f4a7c15ull) {}
-  uint64_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545f4914f6cdd1dull;
-  }
-};
+using bench::Rng;
 
 // One shared object: every kind of count, on its own cache line(s). Only the
 // one chosen by --impl is touched.
@@ -174,9 +151,7 @@ struct alignas(64) Object {
   _exit(1);
 }
 
-alignas(64) std::atomic<int> g_start{0};
-alignas(64) std::atomic<int> g_stop{0};
-alignas(64) std::atomic<int> g_finished{0};
+bench::Race g_race;
 
 struct alignas(64) ThreadStats {
   uint64_t ops = 0;
@@ -189,8 +164,8 @@ void worker(const Options& o, Object* objs, int idx, ThreadStats& st) {
   const unsigned k = static_cast<unsigned>(o.objects);
   unsigned rr = static_cast<unsigned>(idx) % k;
   uint64_t ops = 0, put_locked = 0;
-  while (g_start.load(std::memory_order_acquire) == 0) g_start.wait(0, std::memory_order_acquire);
-  while (!g_stop.load(std::memory_order_relaxed)) {
+  g_race.wait_start();
+  while (!g_race.stopped()) {
     unsigned pick;
     if (o.random_pick) {
       pick = static_cast<unsigned>((rng.next() >> 32) % k);
@@ -242,7 +217,7 @@ void worker(const Options& o, Object* objs, int idx, ThreadStats& st) {
   }
   st.ops = ops;
   st.put_locked = put_locked;
-  g_finished.fetch_add(1, std::memory_order_release);
+  g_race.finished.fetch_add(1, std::memory_order_release);
 }
 
 using WorkerFn = void (*)(const Options&, Object*, int, ThreadStats&);
@@ -279,28 +254,10 @@ int main(int argc, char** argv) {
     threads.emplace_back(fn, std::cref(o), objs.data(), i, std::ref(stats[static_cast<size_t>(i)]));
   usleep(10000);  // every thread at the start line
 
-  const uint64_t t_start = now_ns();
-  g_start.store(1, std::memory_order_release);
-  g_start.notify_all();
-  timespec ts;
-  ts.tv_sec = static_cast<time_t>(o.duration);
-  ts.tv_nsec = static_cast<long>((o.duration - static_cast<double>(ts.tv_sec)) * 1e9);
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-  g_stop.store(1, std::memory_order_relaxed);
-  const uint64_t t_stop = now_ns();
-
-  const double grace_s = 20.0 + 10.0 * o.duration;
-  const uint64_t deadline = now_ns() + static_cast<uint64_t>(grace_s * 1e9);
-  while (g_finished.load(std::memory_order_acquire) < o.threads) {
-    if (now_ns() > deadline) {
-      fprintf(stderr, "lockref_bench: HANG: only %d of %d threads returned %.0f s after the stop flag\n",
-              g_finished.load(), o.threads, grace_s);
-      fflush(stderr);
-      _exit(3);
-    }
-    usleep(2000);
-  }
+  const uint64_t elapsed_ns = g_race.run_for(o.duration);
+  // Watchdog: every thread finishes its current op within moments of the stop
+  // flag unless the lock lost a wake-up (or the machine is absurdly loaded).
+  g_race.await_finished(o.threads, o.duration, "lockref_bench", "lost wake-up or deadlock in the lock");
   for (auto& t : threads) t.join();
 
   for (size_t i = 0; i < objs.size(); ++i) {
@@ -317,15 +274,14 @@ int main(int argc, char** argv) {
   uint64_t ev[4];
   for (int i = 0; i < 4; ++i) ev[i] = lockswap::lockevent_total(evs[i]) - ev0[i];
 
-  uint64_t total = 0, mn = UINT64_MAX, mx = 0, put_locked = 0;
+  bench::OpsSpread spread;
+  uint64_t put_locked = 0;
   for (const auto& s : stats) {
-    total += s.ops;
+    spread.add(s.ops);
     put_locked += s.put_locked;
-    mn = std::min(mn, s.ops);
-    mx = std::max(mx, s.ops);
   }
-  const double secs = static_cast<double>(t_stop - t_start) / 1e9;
-  const double mean = static_cast<double>(total) / o.threads;
+  const uint64_t total = spread.total;
+  const double secs = static_cast<double>(elapsed_ns) / 1e9;
   // Per op there are two lockref updates (get + put).
   const double updates = 2.0 * static_cast<double>(total);
   printf(
@@ -336,8 +292,8 @@ int main(int argc, char** argv) {
       o.label.empty() ? "-" : o.label.c_str(), o.impl_name.c_str(), o.threads, o.objects,
       o.random_pick ? "random" : "rr", o.put_return ? "return" : "or_lock", o.retries, o.hold, o.work, secs,
       static_cast<unsigned long long>(total), static_cast<double>(total) / secs / 1000.0,
-      static_cast<unsigned long long>(mn), mean, static_cast<unsigned long long>(mx),
-      mean > 0 ? static_cast<double>(mn) / mean : 0.0, static_cast<unsigned long long>(ev[0]),
+      static_cast<unsigned long long>(spread.min), spread.mean(), static_cast<unsigned long long>(spread.max),
+      spread.fairness(), static_cast<unsigned long long>(ev[0]),
       static_cast<unsigned long long>(ev[1]), static_cast<unsigned long long>(ev[2]),
       static_cast<unsigned long long>(ev[3]), updates > 0 ? static_cast<double>(ev[1]) / updates : 0.0,
       updates > 0 ? 1000.0 * static_cast<double>(ev[2] + put_locked) / updates : 0.0,

@@ -19,14 +19,13 @@ Outputs (in --out, default BUILD/bench-results/lockref/):
   lockref.png   throughput and ratio to unbounded vs the retry bound, a line per thread count,
                 a panel per object count
 """
-import argparse
 import csv
 import os
 import sys
 import time
 
-from bench_common import (GNUPLOT_COLORS, NOISY, NOISY_MARK, ROOT, csv_list, fmt, geomean, gnuplot, gp_quote,
-                          md_table, median, run_child, spread)
+from bench_common import (GNUPLOT_COLORS, NOISY, NOISY_MARK, csv_list, fmt, geomean, gnuplot, gp_quote,
+                          driver_parser, md_table, median, run_child, spread, write_report)
 
 FIELDS = ["kops", "fairness", "cas_fail_per_update", "fallback_per_kupdate", "lock_sleep", "cas_fail", "fallback",
           "lockless", "put_locked"]
@@ -37,11 +36,7 @@ def rname(r):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"),
-                   help="build tree holding examples/bench/lockref_bench (default: %(default)s)")
-    p.add_argument("--bench", help="lockref_bench binary (default BUILD/examples/bench/lockref_bench)")
-    p.add_argument("--out", help="output directory (default BUILD/bench-results/lockref)")
+    p = driver_parser(__doc__, "examples/bench/lockref_bench", "lockref_bench", "lockref")
     p.add_argument("--threads", default="2,4,8,16,32,64", help="comma list (default %(default)s)")
     p.add_argument("--objects", default="1,4", help="shared objects per cell, comma list (default %(default)s)")
     p.add_argument("--retries", default="0,1,15,50,100,200,500",
@@ -157,9 +152,7 @@ def main():
                            + [fmt(m[k], "{:.4f}") for k in FIELDS[1:]])
 
     report = make_report(args, cells, names, res, elapsed)
-    print(report)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(report)
+    write_report(args.out, report)
     if not args.no_plot:
         plot(args, res)
     fails = [r for r in raw if r["status"] != "ok"]

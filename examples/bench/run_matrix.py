@@ -10,7 +10,7 @@ round to round), each round guarded by `lockswap-probe c2c` before and after
 (a round across which the core-to-core round trip moved is dropped, and the
 table says how many were kept); per variant the median of its per-round
 ratios to the baseline (`none`, no preload, unless --baseline says otherwise)
-with the sign-test 95% interval and a verdict (preload/cli/lockswap_stats.py).
+with the sign-test 95% interval and a verdict (tools/lockswap_stats.py).
 Measured runs never have LOCKSWAP_STATS set; --stats / --profile add one
 separate, untimed run per cell and variant for the statistics. Nothing here is
 a timed pass/fail. A lock that breaks mutual exclusion, loses updates or hangs
@@ -24,7 +24,6 @@ Outputs (in --out, default build/bench-results/):
   throughput.png  kops/s vs threads, one panel per (mode/read fraction, CS load), a line per variant
   ratio.png       the same as ratio to the baseline
 """
-import argparse
 import csv
 import math
 import os
@@ -35,26 +34,38 @@ import sys
 import json
 import time
 
-from bench_common import Rounds, env_summary, lockswap_stats, probe_binary, verdict_text
+from bench_common import (Rounds, driver_parser, env_summary, lockswap_stats, matrix_columns, parse_define,
+                          probe_binary, run_child, verdict_text, write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
-# name -> (base variant or None for no preload, extra env, applies to mutex?)
-BUILTIN = {
+# name -> (base variant or None for no preload, extra env, applies to mutex?).
+# The columns of the library's matrix (bench_common.matrix_columns) are taken
+# as they are; these are the benchmark's own names beside them.
+BENCH_ONLY = {
     "none": (None, {}, True),  # no LD_PRELOAD at all: glibc without the forwarding layer
-    "glibc": ("glibc", {}, True),
-    "futex": ("futex", {}, True),
-    "rwsem": ("rwsem", {}, True),
-    "rwsem-rspin": ("rwsem-rspin", {}, False),  # rwlock only: no mutex variant of that name
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
-    "lockref": ("lockref", {}, False),  # rwlock only: readers count in a lockref word, writers take its lock
-    # per-CID sharded readers (rwlock only); the default id allocator is rseq
-    "percid": ("percid", {}, False),
-    "percid+percpu": ("percid", {"LOCKSWAP_CID": "percpu"}, False),
-    "percid+global": ("percid", {"LOCKSWAP_CID": "global"}, False),
-    "percid+thread": ("percid", {"LOCKSWAP_CID": "thread"}, False),
+    "percid": ("percid", {}, False),  # per-CID sharded readers, the default id allocator (rseq)
 }
+
+
+def column_definition(settings):
+    """A matrix column as (base, extra env, applies to mutex?): its rwlock variant is the base,
+    the mutex mode runs it only where the column's mutex is that same variant (not rwsem-rspin,
+    lockref, percid-*: rwlock-only names)."""
+    base = settings["LOCKSWAP_RWLOCK"]
+    extra = {k: v for k, v in settings.items() if k not in ("LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_SEM")}
+    return base, extra, settings.get("LOCKSWAP_MUTEX") == base
+
+
+def known_variants(lib):
+    defs = {name: column_definition(s) for name, s in matrix_columns(lib).items()}
+    # percid+ALLOCATOR: this driver's spelling before it took the library's columns
+    defs.update({n.replace("percid-", "percid+"): d for n, d in defs.items() if n.startswith("percid-")})
+    defs.update(BENCH_ONLY)
+    return defs
+
 
 FIELDS = ["kops", "fairness", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
@@ -71,12 +82,7 @@ def pct(s):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"),
-                   help="build tree holding preload/ and examples/bench/ (default: %(default)s)")
-    p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
-    p.add_argument("--bench", help="rwlock_bench binary (default BUILD/examples/bench/rwlock_bench)")
-    p.add_argument("--out", help="output directory (default BUILD/bench-results)")
+    p = driver_parser(__doc__, "preload/ and examples/bench/", "rwlock_bench", "")
     p.add_argument("--probe", help="lockswap-probe binary (default BUILD/bin/lockswap-probe); missing: rounds unguarded")
     p.add_argument("--duration", type=float, help="seconds per run (default 0.5, --quick 0.2)")
     p.add_argument("--quick", action="store_true",
@@ -89,8 +95,8 @@ def parse_args():
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default none,glibc,futex,rwsem,rwsem-rspin; "
-                   "also: rwsem+dropbias, lockref, percid, percid+percpu, percid+global, "
-                   "percid+thread, or names from --define)")
+                   "also: every column of `lockswap --list` (lockref, percid-percpu, rwsem-oncpu-off, ...; "
+                   "percid+percpu etc. as before), rwsem+dropbias, percid, or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
@@ -136,19 +142,10 @@ def parse_args():
     a.reads = csv_list(a.reads or "50,90", pct)
     a.variants = csv_list(a.variants or "none,glibc,futex,rwsem,rwsem-rspin")
     a.mutex_variants = csv_list(a.mutex_variants or "none,glibc,futex,rwsem")
-    a.defs = dict(BUILTIN)
+    a.defs = known_variants(a.lib)
     for d in a.define:
-        name, _, rest = d.partition("=")
-        parts = rest.split(":")
-        if not name or not parts[0]:
-            p.error(f"--define {d}: expected NAME=BASE[:ENV=VAL...]")
-        env = {}
-        for kv in parts[1:]:
-            k, _, v = kv.partition("=")
-            if not k.startswith("LOCKSWAP_"):
-                p.error(f"--define {d}: {k} is not a LOCKSWAP_ variable")
-            env[k] = v
-        a.defs[name] = (parts[0], env, True)
+        name, base, env = parse_define(p, d)
+        a.defs[name] = (base, env, True)
     for v in a.variants + a.mutex_variants:
         if v not in a.defs:
             p.error(f"unknown variant {v}: known {', '.join(a.defs)} (add more with --define)")
@@ -198,22 +195,7 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, stats_mode=N
     # The owner-on-CPU map descriptor (lockswap-oncpu exec) must survive
     # subprocess's close_fds.
     fds = (int(env["LOCKSWAP_ONCPU_FD"]),) if env.get("LOCKSWAP_ONCPU_FD", "").isdigit() else ()
-    try:
-        pr = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60 + 15 * duration, pass_fds=fds)
-    except subprocess.TimeoutExpired:
-        return {"status": "TIMEOUT", "detail": "no result within the driver's timeout"}
-    line = next((l for l in pr.stdout.splitlines() if l.startswith("lockswap-bench ")), None)
-    if pr.returncode != 0 or line is None:
-        err = pr.stderr.strip().splitlines()
-        detail = next((l for l in err if "LOCK BROKEN" in l or "HANG" in l), err[0] if err else "")
-        status = "BROKEN" if "LOCK BROKEN" in pr.stderr else "HANG" if pr.returncode == 3 else f"rc={pr.returncode}"
-        # exit 2 with lockswap's list of valid settings: the library does not offer this variant
-        if pr.returncode == 2 and "lockswap: valid settings" in pr.stderr:
-            status = "UNAVAILABLE"
-        return {"status": status, "detail": detail}
-    r = dict(kv.split("=", 1) for kv in line.split()[1:])
-    r["status"] = "ok"
-    return r
+    return run_child(cmd, env, "lockswap-bench", 60 + 15 * duration, pass_fds=fds)
 
 
 def available(args, mode, variants):
@@ -290,9 +272,7 @@ def main():
     write_raw(args, raw)
     write_results(args, groups, results)
     report = make_report(args, groups, results, elapsed)
-    print(report)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(report)
+    write_report(args.out, report)
     if not args.no_plot:
         plot(args, groups, results)
     failures = [r for r in raw if r["status"] != "ok"]

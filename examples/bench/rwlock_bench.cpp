@@ -15,7 +15,6 @@
 //
 // Output: one line starting with "lockswap-bench " followed by key=value pairs
 // (see print_result). This program never judges speed; run_matrix.py compares.
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,24 +51,21 @@ struct Options {
   std::string label;       // copied to the output line (the driver's variant name)
 };
 
-[[noreturn]] void usage(const char* argv0, const char* why) {
-  if (why) fprintf(stderr, "rwlock_bench: %s\n", why);
-  fprintf(stderr,
-          "usage: %s [--threads N] [--load PAUSES] [--reads FRACTION|PERCENT%%] [--duration S]\n"
-          "          [--work PAUSES] [--mutex] [--no-latency] [--prefer-writer] [--seed N] [--label S]\n"
-          "  --threads N       threads hammering the one lock (default 4)\n"
-          "  --load P          pause instructions inside the critical section (default 1)\n"
-          "  --reads F         read fraction 0..1, or a percentage like 90%% (default 0.5; rwlock only)\n"
-          "  --duration S      seconds to run (default 1)\n"
-          "  --work P          pause instructions of non-critical work between ops (default 10)\n"
-          "  --mutex           one pthread_mutex_t instead of a pthread_rwlock_t (every op exclusive)\n"
-          "  --no-latency      do not time the lock calls (no clock_gettime per op)\n"
-          "  --prefer-writer   init the rwlock PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP\n"
-          "                    (default: default attributes, i.e. glibc's reader preference)\n"
-          "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n",
-          argv0);
-  exit(2);
-}
+constexpr const char* kUsage =
+    "usage: %s [--threads N] [--load PAUSES] [--reads FRACTION|PERCENT%%] [--duration S]\n"
+    "          [--work PAUSES] [--mutex] [--no-latency] [--prefer-writer] [--seed N] [--label S]\n"
+    "  --threads N       threads hammering the one lock (default 4)\n"
+    "  --load P          pause instructions inside the critical section (default 1)\n"
+    "  --reads F         read fraction 0..1, or a percentage like 90%% (default 0.5; rwlock only)\n"
+    "  --duration S      seconds to run (default 1)\n"
+    "  --work P          pause instructions of non-critical work between ops (default 10)\n"
+    "  --mutex           one pthread_mutex_t instead of a pthread_rwlock_t (every op exclusive)\n"
+    "  --no-latency      do not time the lock calls (no clock_gettime per op)\n"
+    "  --prefer-writer   init the rwlock PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP\n"
+    "                    (default: default attributes, i.e. glibc's reader preference)\n"
+    "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n";
+
+[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("rwlock_bench", why, kUsage, argv0); }
 
 double parse_double(const char* argv0, const char* s) {
   char* end = nullptr;
@@ -85,25 +81,21 @@ double parse_double(const char* argv0, const char* s) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[0], ("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--threads") o.threads = atoi(val());
-    else if (a == "--load") o.load = atoi(val());
-    else if (a == "--work") o.work = atoi(val());
-    else if (a == "--reads") o.read_frac = parse_double(argv[0], val());
-    else if (a == "--duration") o.duration = parse_double(argv[0], val());
-    else if (a == "--seed") o.seed = strtoull(val(), nullptr, 0);
-    else if (a == "--label") o.label = val();
-    else if (a == "--mutex") o.mutex = true;
-    else if (a == "--no-latency") o.latency = false;
-    else if (a == "--prefer-writer") o.prefer_writer = true;
-    else if (a == "--unlocked") o.unlocked = true;
-    else if (a == "-h" || a == "--help") usage(argv[0], nullptr);
-    else usage(argv[0], ("unknown option " + a).c_str());
+  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  while (args.next()) {
+    if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
+    else if (args.is("--load")) o.load = static_cast<int>(args.integer());
+    else if (args.is("--work")) o.work = static_cast<int>(args.integer());
+    else if (args.is("--reads")) o.read_frac = parse_double(argv[0], args.value());
+    else if (args.is("--duration")) o.duration = parse_double(argv[0], args.value());
+    else if (args.is("--seed")) o.seed = strtoull(args.value(), nullptr, 0);
+    else if (args.is("--label")) o.label = args.value();
+    else if (args.is("--mutex")) o.mutex = true;
+    else if (args.is("--no-latency")) o.latency = false;
+    else if (args.is("--prefer-writer")) o.prefer_writer = true;
+    else if (args.is("--unlocked")) o.unlocked = true;
+    else if (args.is_help()) usage(argv[0], nullptr);
+    else args.unknown();
   }
   if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
   if (o.load < 0 || o.work < 0) usage(argv[0], "--load/--work must be >= 0");
@@ -113,17 +105,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// xorshift64*: deterministic per thread.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed ? seed : 0x9e3779b97f4a7c15ull) {}
-  uint64_t next() {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545f4914f6cdd1dull;
-  }
-};
+using bench::Rng;
 
 // Latency histogram: 4 sub-buckets per power of two of nanoseconds.
 constexpr int kBuckets = 64 * 4;
@@ -156,9 +138,7 @@ struct alignas(64) Shared {
 Shared g_data;
 alignas(64) pthread_rwlock_t g_rw;
 alignas(64) pthread_mutex_t g_mx = PTHREAD_MUTEX_INITIALIZER;
-alignas(64) std::atomic<int> g_start{0};
-alignas(64) std::atomic<int> g_stop{0};
-alignas(64) std::atomic<int> g_finished{0};
+bench::Race g_race;
 
 [[noreturn]] void violated(const char* who, const char* what, uint64_t a, uint64_t b) {
   fprintf(stderr,
@@ -199,8 +179,8 @@ void worker(const Options& o, int idx, ThreadStats& st) {
   // read if the top 32 bits of the draw are below the threshold
   const uint64_t threshold = static_cast<uint64_t>(o.read_frac * 4294967296.0);
   ThreadStats s;
-  while (g_start.load(std::memory_order_acquire) == 0) g_start.wait(0, std::memory_order_acquire);
-  while (!g_stop.load(std::memory_order_relaxed)) {
+  g_race.wait_start();
+  while (!g_race.stopped()) {
     const bool read = !o.mutex && (rng.next() >> 32) < threshold;
     uint64_t t0 = 0, waited = 0;
     if (o.latency) t0 = now_ns();
@@ -240,7 +220,7 @@ void worker(const Options& o, int idx, ThreadStats& st) {
     pause_n(o.work);
   }
   st = s;
-  g_finished.fetch_add(1, std::memory_order_release);
+  g_race.finished.fetch_add(1, std::memory_order_release);
 }
 
 double percentile_us(const std::vector<uint64_t>& hist, double q) {
@@ -255,16 +235,6 @@ double percentile_us(const std::vector<uint64_t>& hist, double q) {
     if (seen > want) return static_cast<double>(bucket_upper(b)) / 1000.0;
   }
   return 0;
-}
-
-// Which object the executable's calls to the lock functions resolve to:
-// "liblockswap.so" under LD_PRELOAD, "libc.so.6" without.
-std::string resolved_in(void* fn) {
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
-  std::string p = info.dli_fname;
-  auto slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 }  // namespace
@@ -290,42 +260,19 @@ int main(int argc, char** argv) {
   threads.reserve(static_cast<size_t>(o.threads));
   for (int i = 0; i < o.threads; ++i) threads.emplace_back(worker, std::cref(o), i, std::ref(stats[static_cast<size_t>(i)]));
 
-  const uint64_t t_start = now_ns();
-  g_start.store(1, std::memory_order_release);
-  g_start.notify_all();
-  timespec ts;
-  ts.tv_sec = static_cast<time_t>(o.duration);
-  ts.tv_nsec = static_cast<long>((o.duration - static_cast<double>(ts.tv_sec)) * 1e9);
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-  g_stop.store(1, std::memory_order_relaxed);
-  const uint64_t t_stop = now_ns();
-
+  const uint64_t elapsed_ns = g_race.run_for(o.duration);
   // Watchdog: every thread finishes its current op within moments of the stop
   // flag unless the lock lost a wake-up (or the machine is absurdly loaded).
-  const double grace_s = 20.0 + 10.0 * o.duration;
-  const uint64_t deadline = now_ns() + static_cast<uint64_t>(grace_s * 1e9);
-  while (g_finished.load(std::memory_order_acquire) < o.threads) {
-    if (now_ns() > deadline) {
-      fprintf(stderr,
-              "rwlock_bench: HANG: only %d of %d threads returned %.0f s after the stop flag "
-              "(lost wake-up or deadlock in the lock)\n",
-              g_finished.load(), o.threads, grace_s);
-      fflush(stderr);
-      _exit(3);
-    }
-    usleep(2000);
-  }
+  g_race.await_finished(o.threads, o.duration, "rwlock_bench", "lost wake-up or deadlock in the lock");
   for (auto& t : threads) t.join();
 
-  uint64_t total = 0, reads = 0, writes = 0, mn = UINT64_MAX, mx = 0, max_rd = 0, max_wr = 0;
+  bench::OpsSpread spread;
+  uint64_t reads = 0, writes = 0, max_rd = 0, max_wr = 0;
   std::vector<uint64_t> rd_hist(kBuckets), wr_hist(kBuckets);
   for (const auto& s : stats) {
-    total += s.ops;
+    spread.add(s.ops);
     reads += s.reads;
     writes += s.writes;
-    mn = std::min(mn, s.ops);
-    mx = std::max(mx, s.ops);
     max_rd = std::max(max_rd, s.max_rd_ns);
     max_wr = std::max(max_wr, s.max_wr_ns);
     for (int b = 0; b < kBuckets; ++b) {
@@ -340,9 +287,9 @@ int main(int argc, char** argv) {
   }
   if (!o.mutex) pthread_rwlock_destroy(&g_rw);
 
-  const double secs = static_cast<double>(t_stop - t_start) / 1e9;
-  const double mean = static_cast<double>(total) / o.threads;
-  std::string impl = resolved_in(o.mutex ? reinterpret_cast<void*>(&pthread_mutex_lock)
+  const uint64_t total = spread.total;
+  const double secs = static_cast<double>(elapsed_ns) / 1e9;
+  std::string impl = bench::resolved_in(o.mutex ? reinterpret_cast<void*>(&pthread_mutex_lock)
                                          : reinterpret_cast<void*>(&pthread_rwlock_rdlock));
   printf(
       "lockswap-bench label=%s mode=%s variant=%s impl=%s threads=%d load=%d work=%d read_pct=%.0f "
@@ -353,8 +300,8 @@ int main(int argc, char** argv) {
       o.mutex ? env_or("LOCKSWAP_MUTEX", "-") : env_or("LOCKSWAP_RWLOCK", "-"), impl.c_str(), o.threads,
       o.load, o.work, o.read_frac * 100.0, secs, static_cast<unsigned long long>(total),
       static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes),
-      static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(mn), mean,
-      static_cast<unsigned long long>(mx), mean > 0 ? static_cast<double>(mn) / mean : 0.0,
+      static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(spread.min), spread.mean(),
+      static_cast<unsigned long long>(spread.max), spread.fairness(),
       static_cast<double>(max_rd) / 1000.0, static_cast<double>(max_wr) / 1000.0,
       percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0);
   return 0;

@@ -25,7 +25,6 @@
 // 1). A wait that never returns is caught by a watchdog (HANG, exit 3).
 //
 // Output: one line starting with "lockswap-sem-bench " and key=value pairs.
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -63,43 +62,29 @@ struct Options {
   std::string label;
 };
 
-[[noreturn]] void usage(const char* argv0, const char* why) {
-  if (why) fprintf(stderr, "sem_bench: %s\n", why);
-  fprintf(stderr,
-          "usage: %s --mode pingpong-threads|pingpong-procs|mpmc|hot [--duration S] [--label S]\n"
-          "          [--threads N] [--value V]                 (hot)\n"
-          "          [--posters P] [--waiters W] [--capacity K] (mpmc)\n"
-          "          [--work PAUSES]                           (hot, mpmc: non-critical work per op)\n",
-          argv0);
-  exit(2);
-}
+constexpr const char* kUsage =
+    "usage: %s --mode pingpong-threads|pingpong-procs|mpmc|hot [--duration S] [--label S]\n"
+    "          [--threads N] [--value V]                 (hot)\n"
+    "          [--posters P] [--waiters W] [--capacity K] (mpmc)\n"
+    "          [--work PAUSES]                           (hot, mpmc: non-critical work per op)\n";
 
-int parse_int(const char* argv0, const char* s) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end) usage(argv0, "expected an integer");
-  return static_cast<int>(v);
-}
+[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("sem_bench", why, kUsage, argv0); }
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> const char* {
-      if (i + 1 >= argc) usage(argv[0], ("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--mode") o.mode = val();
-    else if (a == "--threads") o.threads = parse_int(argv[0], val());
-    else if (a == "--value") o.value = parse_int(argv[0], val());
-    else if (a == "--posters") o.posters = parse_int(argv[0], val());
-    else if (a == "--waiters") o.waiters = parse_int(argv[0], val());
-    else if (a == "--capacity") o.capacity = parse_int(argv[0], val());
-    else if (a == "--work") o.work = parse_int(argv[0], val());
-    else if (a == "--duration") o.duration = strtod(val(), nullptr);
-    else if (a == "--label") o.label = val();
-    else if (a == "-h" || a == "--help") usage(argv[0], nullptr);
-    else usage(argv[0], ("unknown option " + a).c_str());
+  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  while (args.next()) {
+    if (args.is("--mode")) o.mode = args.value();
+    else if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
+    else if (args.is("--value")) o.value = static_cast<int>(args.integer());
+    else if (args.is("--posters")) o.posters = static_cast<int>(args.integer());
+    else if (args.is("--waiters")) o.waiters = static_cast<int>(args.integer());
+    else if (args.is("--capacity")) o.capacity = static_cast<int>(args.integer());
+    else if (args.is("--work")) o.work = static_cast<int>(args.integer());
+    else if (args.is("--duration")) o.duration = args.number();
+    else if (args.is("--label")) o.label = args.value();
+    else if (args.is_help()) usage(argv[0], nullptr);
+    else args.unknown();
   }
   if (o.mode != "pingpong-threads" && o.mode != "pingpong-procs" && o.mode != "mpmc" && o.mode != "hot")
     usage(argv[0], "unknown --mode");
@@ -111,6 +96,8 @@ Options parse(int argc, char** argv) {
   if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
   return o;
 }
+
+constexpr const char* kSuspect = "lost wake-up in the semaphore";
 
 [[noreturn]] void die_errno(const char* what) {
   fprintf(stderr, "sem_bench: %s: %s\n", what, strerror(errno));
@@ -137,14 +124,6 @@ int value_of(sem_t* s) {
   int v = -1;
   if (sem_getvalue(s, &v) != 0) die_errno("sem_getvalue");
   return v;
-}
-
-void sleep_for(double secs) {
-  timespec ts;
-  ts.tv_sec = static_cast<time_t>(secs);
-  ts.tv_nsec = static_cast<long>((secs - static_cast<double>(ts.tv_sec)) * 1e9);
-  while (nanosleep(&ts, &ts) != 0) {
-  }
 }
 
 // Shared state; for pingpong-procs it lives in a MAP_SHARED anonymous mapping.
@@ -192,22 +171,6 @@ void pong(Shared* sh) {
   sh->finished.fetch_add(1);
 }
 
-// Watchdog: wait until `finished` reaches `want`, else HANG (exit 3).
-void await_finish(std::atomic<int>& finished, int want, double duration, pid_t child = 0) {
-  const double grace_s = 20.0 + 10.0 * duration;
-  const uint64_t deadline = now_ns() + static_cast<uint64_t>(grace_s * 1e9);
-  while (finished.load(std::memory_order_acquire) < want) {
-    if (now_ns() > deadline) {
-      fprintf(stderr, "sem_bench: HANG: only %d of %d threads returned %.0f s after the stop flag "
-                      "(lost wake-up in the semaphore)\n", finished.load(), want, grace_s);
-      fflush(stderr);
-      if (child > 0) kill(child, SIGKILL);
-      _exit(3);
-    }
-    usleep(2000);
-  }
-}
-
 struct Result {
   uint64_t ops = 0;
   double secs = 0;
@@ -243,10 +206,10 @@ Result run_pingpong(const Options& o, bool procs) {
   usleep(20000);  // let both sides reach wait_start (the child has to get scheduled)
   const uint64_t t0 = now_ns();
   sh->start.store(1, std::memory_order_release);
-  sleep_for(o.duration);
+  bench::sleep_s(o.duration);
   sh->stop.store(1, std::memory_order_relaxed);
   const uint64_t t1ns = now_ns();
-  await_finish(sh->finished, 2, o.duration, child);
+  bench::Race::await_count(sh->finished, 2, o.duration, "sem_bench", kSuspect, child);
   t1.join();
   if (procs) {
     int st = 0;
@@ -274,49 +237,44 @@ struct alignas(64) Counter {
 
 Result run_hot(const Options& o) {
   static sem_t s;
-  static std::atomic<int> start{0}, stop{0}, finished{0};
+  static bench::Race race;
   if (sem_init(&s, 0, static_cast<unsigned>(o.value)) != 0) die_errno("sem_init");
   std::vector<Counter> c(static_cast<size_t>(o.threads));
   std::vector<std::thread> th;
   for (int i = 0; i < o.threads; ++i) {
     th.emplace_back([&, i] {
-      while (start.load(std::memory_order_acquire) == 0) usleep(200);
+      race.wait_start();
       Counter k;
-      while (!stop.load(std::memory_order_relaxed)) {
+      while (!race.stopped()) {
         swait(&s);
         spost(&s);
         ++k.ops;
         pause_n(o.work);
       }
       c[static_cast<size_t>(i)] = k;
-      finished.fetch_add(1);
+      race.finished.fetch_add(1);
     });
   }
   usleep(10000);
-  const uint64_t t0 = now_ns();
-  start.store(1, std::memory_order_release);
-  sleep_for(o.duration);
-  stop.store(1);
-  const uint64_t t1 = now_ns();
-  await_finish(finished, o.threads, o.duration);
+  const uint64_t elapsed_ns = race.run_for(o.duration);
+  race.await_finished(o.threads, o.duration, "sem_bench", kSuspect);
   for (auto& t : th) t.join();
   if (value_of(&s) != o.value) broken("hot semaphore value changed", value_of(&s), o.value);
   sem_destroy(&s);
   Result r;
-  r.secs = static_cast<double>(t1 - t0) / 1e9;
+  r.secs = static_cast<double>(elapsed_ns) / 1e9;
   r.threads = o.threads;
-  r.min_ops = UINT64_MAX;
-  for (auto& k : c) {
-    r.ops += k.ops;
-    r.min_ops = std::min(r.min_ops, k.ops);
-    r.max_ops = std::max(r.max_ops, k.ops);
-  }
+  bench::OpsSpread spread;
+  for (auto& k : c) spread.add(k.ops);
+  r.ops = spread.total;
+  r.min_ops = spread.min;
+  r.max_ops = spread.max;
   return r;
 }
 
 Result run_mpmc(const Options& o) {
   static sem_t items, space;
-  static std::atomic<int> start{0}, stop{0}, finished{0};
+  static bench::Race race;
   if (sem_init(&items, 0, 0) != 0 || sem_init(&space, 0, static_cast<unsigned>(o.capacity)) != 0)
     die_errno("sem_init");
   const int n = o.posters + o.waiters;
@@ -325,7 +283,7 @@ Result run_mpmc(const Options& o) {
   for (int i = 0; i < n; ++i) {
     const bool poster = i < o.posters;
     th.emplace_back([&, i, poster] {
-      while (start.load(std::memory_order_acquire) == 0) usleep(200);
+      race.wait_start();
       Counter k;
       // Every wait is counted; after the stop flag each side leaves at its
       // first returned wait, so the main thread's P (W) extra posts release
@@ -333,25 +291,21 @@ Result run_mpmc(const Options& o) {
       for (;;) {
         swait(poster ? &space : &items);
         ++k.waits;
-        if (stop.load(std::memory_order_seq_cst)) break;
+        if (race.stop.load(std::memory_order_seq_cst)) break;
         spost(poster ? &items : &space);
         ++k.posts;
         ++k.ops;
         pause_n(o.work);
       }
       c[static_cast<size_t>(i)] = k;
-      finished.fetch_add(1);
+      race.finished.fetch_add(1);
     });
   }
   usleep(10000);
-  const uint64_t t0 = now_ns();
-  start.store(1, std::memory_order_release);
-  sleep_for(o.duration);
-  stop.store(1, std::memory_order_seq_cst);
-  const uint64_t t1 = now_ns();
+  const uint64_t elapsed_ns = race.run_for(o.duration);
   for (int i = 0; i < o.posters; ++i) spost(&space);
   for (int i = 0; i < o.waiters; ++i) spost(&items);
-  await_finish(finished, n, o.duration);
+  race.await_finished(n, o.duration, "sem_bench", kSuspect);
   for (auto& t : th) t.join();
   long long pw = 0, pp = 0, ww = 0, wp = 0;
   Result r;
@@ -376,17 +330,9 @@ Result run_mpmc(const Options& o) {
   if (value_of(&space) != want_space) broken("space: final value != posts - waits", value_of(&space), want_space);
   sem_destroy(&items);
   sem_destroy(&space);
-  r.secs = static_cast<double>(t1 - t0) / 1e9;
+  r.secs = static_cast<double>(elapsed_ns) / 1e9;
   r.threads = n;
   return r;
-}
-
-std::string resolved_in(void* fn) {
-  Dl_info info{};
-  if (dladdr(fn, &info) == 0 || info.dli_fname == nullptr) return "?";
-  std::string p = info.dli_fname;
-  auto slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 const char* env_or(const char* name, const char* dflt) {
@@ -403,7 +349,7 @@ int main(int argc, char** argv) {
   else if (o.mode == "pingpong-procs") r = run_pingpong(o, true);
   else if (o.mode == "mpmc") r = run_mpmc(o);
   else r = run_hot(o);
-  std::string impl = resolved_in(reinterpret_cast<void*>(&sem_wait));
+  std::string impl = bench::resolved_in(reinterpret_cast<void*>(&sem_wait));
   printf("lockswap-sem-bench label=%s mode=%s variant=%s retries=%s impl=%s threads=%d posters=%d waiters=%d "
          "capacity=%d value=%d duration_s=%.3f ops=%llu kops=%.2f min_ops=%llu max_ops=%llu\n",
          o.label.empty() ? "-" : o.label.c_str(), o.mode.c_str(), env_or("LOCKSWAP_SEM", "-"),

@@ -20,14 +20,14 @@ Cells (--cells, comma list):
 Outputs (in --out, default BUILD/bench-results/sem/):
   raw.csv, results.csv, results.md, sem.png (kops/s and ratio to glibc per cell)
 """
-import argparse
 import csv
 import os
 import sys
 import time
 
-from bench_common import (GNUPLOT_COLORS, NOISY, NOISY_MARK, ROOT, clean_env, csv_list, fmt, geomean,
-                          gnuplot, gp_quote, md_table, median, parse_define, run_child, spread)
+from bench_common import (GNUPLOT_COLORS, NOISY, NOISY_MARK, clean_env, csv_list, fmt, geomean,
+                          driver_parser, gnuplot, gp_quote, md_table, median, parse_define, run_child,
+                          spread, write_report)
 
 DEFAULT_CELLS = "pp-threads,pp-procs,mpmc:8x8,mpmc:32x32,hot:8,hot:64,hot:8/1"
 # name -> (LOCKSWAP_SEM value or None for no preload, extra env)
@@ -63,12 +63,7 @@ def parse_cell(p, c):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"),
-                   help="build tree holding preload/ and examples/bench/ (default: %(default)s)")
-    p.add_argument("--lib", help="liblockswap.so (default BUILD/preload/liblockswap.so)")
-    p.add_argument("--bench", help="sem_bench binary (default BUILD/examples/bench/sem_bench)")
-    p.add_argument("--out", help="output directory (default BUILD/bench-results/sem)")
+    p = driver_parser(__doc__, "preload/ and examples/bench/", "sem_bench", "sem")
     p.add_argument("--cells", default=DEFAULT_CELLS, help="comma list (default %(default)s)")
     p.add_argument("--variants", default="glibc,futex,lockref",
                    help="LOCKSWAP_SEM variants (default %(default)s; also none = no preload, "
@@ -238,9 +233,7 @@ def main():
     s.append("\nOps: pp-* = round trips; mpmc = items through the buffer; hot = wait+post pairs. "
              "Per-thread min/max ops (fairness) is in results.csv.\n")
     report = "".join(s)
-    print(report)
-    with open(os.path.join(args.out, "results.md"), "w") as f:
-        f.write(report)
+    write_report(args.out, report)
     if not args.no_plot:
         plot(args, vs, results)
     fails = [r for r in raw if r["status"] != "ok"]

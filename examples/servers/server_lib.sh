@@ -12,9 +12,9 @@
 #   --variants LIST  comma or space list; `none` (no preload at all: the
 #                    reference of the ratios) and glibc (the preload with
 #                    glibc's locks) always run.
-#                    A variant is a name of the test matrix (LOCKSWAP_TEST_VARIANTS
-#                    in tests/CMakeLists.txt: glibc futex rwsem rwsem-rspin lockref ...,
-#                    with that entry's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
+#                    A variant is a column of the test matrix (`lockswap --list`,
+#                    preload/variant_columns.def: glibc futex rwsem rwsem-rspin lockref ...,
+#                    with that column's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
 #                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
 #                    NAME:K=V:... adds settings to a name.
 #   --repeat N       rounds; each runs every variant once, the order rotated
@@ -108,19 +108,8 @@ srv_need_number() {  # srv_need_number NAME VALUE MIN
 
 # --- variants -----------------------------------------------------------
 
-# srv_matrix_entries: "name:K=V,K=V" per line, from the test matrix.
-srv_matrix_entries() {
-  local f=$LOCKSWAP_ROOT/tests/CMakeLists.txt
-  if [[ -f "$f" ]]; then
-    sed -n '/^set(LOCKSWAP_TEST_VARIANTS/,/^)/p' "$f" | grep -o '"[^"]*:[^"]*"' | tr -d '"'
-  else  # an installed copy without the tests: the matrix as of this writing
-    printf '%s\n' glibc:LOCKSWAP_MUTEX=glibc,LOCKSWAP_RWLOCK=glibc,LOCKSWAP_SEM=glibc \
-      futex:LOCKSWAP_MUTEX=futex,LOCKSWAP_RWLOCK=futex,LOCKSWAP_SEM=futex \
-      rwsem:LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem \
-      rwsem-rspin:LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin \
-      lockref:LOCKSWAP_MUTEX=futex,LOCKSWAP_RWLOCK=lockref,LOCKSWAP_SEM=lockref
-  fi
-}
+# srv_matrix_entries: "name:K=V,K=V" per line, the test matrix's columns.
+srv_matrix_entries() { matrix_columns; }
 srv_matrix_names() { srv_matrix_entries | cut -d: -f1 | tr '\n' ' '; }
 
 # srv_variant_envs SPEC: the LOCKSWAP_* settings of a variant, one a line

@@ -7,15 +7,11 @@
 #include <atomic>
 #include <thread>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
-using lstest::deadline_in;
-using lstest::kGenerousMs;
-using lstest::kShortMs;
-using lstest::on_other_thread;
-using lstest::reached;
+using namespace lstest;  // clocks, deadlines, on_other_thread
 
 int other_trylock(mtx_t* m) {
   return on_other_thread([m] {

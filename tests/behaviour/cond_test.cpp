@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -35,15 +35,6 @@ const char* origin_name(Origin o) {
   return "Unknown";
 }
 void PrintTo(Origin o, std::ostream* os) { *os << origin_name(o); }
-
-int init_mutex(pthread_mutex_t* m, int type) {
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
-}
 
 int init_cond(pthread_cond_t* c, Origin o) {
   static const pthread_cond_t kInit = PTHREAD_COND_INITIALIZER;
@@ -70,7 +61,7 @@ class CondTest : public testing::TestWithParam<Origin> {
     ASSERT_NE(c_, nullptr);
     memset(static_cast<void*>(c_), 0x3c, sizeof *c_);
     ASSERT_EQ(init_cond(c_, GetParam()), 0);
-    ASSERT_EQ(init_mutex(&m_, PTHREAD_MUTEX_ERRORCHECK), 0);
+    ASSERT_EQ(lstest::init_mutex_of_type(&m_, PTHREAD_MUTEX_ERRORCHECK), 0);
   }
   void TearDown() override {
     if (c_ != nullptr) {
@@ -260,7 +251,7 @@ TEST_P(CondTest, WaitWithAnUnownedErrorcheckMutexIsEperm) {
 
 TEST_P(CondTest, WaitWithARecursiveMutexHeldOnce) {
   pthread_mutex_t rm;
-  ASSERT_EQ(init_mutex(&rm, PTHREAD_MUTEX_RECURSIVE), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&rm, PTHREAD_MUTEX_RECURSIVE), 0);
   bool flag = false;
   int waiting = 0, rc = -1, unlock1 = -1, unlock2 = -1;
   PThread t([&] {
@@ -290,7 +281,7 @@ TEST_P(CondTest, WaitWithARecursiveMutexHeldOnce) {
 // locked twice stays held by the waiter throughout.
 TEST_P(CondTest, WaitWithARecursiveMutexHeldTwiceKeepsItHeld) {
   pthread_mutex_t rm;
-  ASSERT_EQ(init_mutex(&rm, PTHREAD_MUTEX_RECURSIVE), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&rm, PTHREAD_MUTEX_RECURSIVE), 0);
   ASSERT_EQ(pthread_mutex_lock(&rm), 0);
   ASSERT_EQ(pthread_mutex_lock(&rm), 0);
   int other_rc = -1;
@@ -511,7 +502,7 @@ class CondCancelTest : public testing::TestWithParam<WaitMode> {
  protected:
   void SetUp() override {
     x_.mode = GetParam();
-    ASSERT_EQ(init_mutex(&x_.m, PTHREAD_MUTEX_ERRORCHECK), 0);
+    ASSERT_EQ(lstest::init_mutex_of_type(&x_.m, PTHREAD_MUTEX_ERRORCHECK), 0);
     ASSERT_EQ(pthread_cond_init(&x_.c, nullptr), 0);
   }
   void TearDown() override {

@@ -11,15 +11,11 @@
 #include <atomic>
 #include <thread>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
-using lstest::deadline_in;
-using lstest::kGenerousMs;
-using lstest::kShortMs;
-using lstest::on_other_thread;
-using lstest::reached;
+using namespace lstest;  // clocks, deadlines, on_other_thread
 
 struct MutexAttrs {
   int type = PTHREAD_MUTEX_NORMAL;

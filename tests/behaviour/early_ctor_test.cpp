@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 extern "C" {
 int early_report(char* out, size_t size);

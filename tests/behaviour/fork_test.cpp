@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -23,53 +23,7 @@ using lstest::kGenerousMs;
 using lstest::kShortMs;
 using lstest::PThread;
 using lstest::reached;
-
-std::atomic<int> g_child_failures{0};
-
-#define CHILD_EXPECT_EQ(a, b)                                                                     \
-  do {                                                                                            \
-    long long va_ = static_cast<long long>(a), vb_ = static_cast<long long>(b);                   \
-    if (va_ != vb_) {                                                                             \
-      fprintf(stderr, "child %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, va_, \
-              #b, vb_);                                                                           \
-      ++g_child_failures;                                                                         \
-    }                                                                                             \
-  } while (0)
-
-// Runs `body` in a forked child (which has a watchdog of its own) and
-// returns its exit status: 0 when every child check passed.
-int run_in_child(const std::function<void()>& body) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    signal(SIGALRM, SIG_DFL);  // the parent's reporter would blame the test
-    alarm(20);
-    g_child_failures = 0;
-    body();
-    fflush(stderr);
-    _exit(g_child_failures == 0 ? 0 : 1);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) {
-    fprintf(stderr, "child killed by signal %d (%s)\n", WTERMSIG(status),
-            WTERMSIG(status) == SIGALRM ? "watchdog: deadlock in the child" : "crash");
-    return 128 + WTERMSIG(status);
-  }
-  return WEXITSTATUS(status);
-}
-
-int init_mutex(pthread_mutex_t* m, int type) {
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
-}
+using lstest::run_in_child;
 
 // A condvar round trip inside the child: a new thread waits, the child's
 // main thread signals.
@@ -108,7 +62,7 @@ TEST(Fork, ObjectsFreeAtForkWorkInTheChild) {
   pthread_mutex_t normal = PTHREAD_MUTEX_INITIALIZER, recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
                   errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
                   adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP, inited;
-  ASSERT_EQ(init_mutex(&inited, PTHREAD_MUTEX_ERRORCHECK), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&inited, PTHREAD_MUTEX_ERRORCHECK), 0);
   pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER, rw_wn = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
   pthread_cond_t c = PTHREAD_COND_INITIALIZER;
   // Use everything once in the parent first (contended, so waiter state and
@@ -177,7 +131,7 @@ TEST(Fork, ObjectsFreeAtForkWorkInTheChild) {
 TEST(Fork, NormalMutexHeldByTheForkingThreadCanBeUnlockedAndRelockedInTheChild) {
   for (int type : {PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_ADAPTIVE_NP}) {
     pthread_mutex_t m;
-    ASSERT_EQ(init_mutex(&m, type), 0);
+    ASSERT_EQ(lstest::init_mutex_of_type(&m, type), 0);
     pthread_cond_t c = PTHREAD_COND_INITIALIZER;
     ASSERT_EQ(pthread_mutex_lock(&m), 0);
     int rc = run_in_child([&] {
@@ -269,8 +223,8 @@ TEST(Fork, HeldMutexWithQueuedParentThreadsStillWorksInTheChild) {
 // not the owner of an errorcheck/recursive mutex its parent thread held.
 TEST(Fork, ErrorcheckAndRecursiveHeldByTheForkingThreadAreNotOwnedByTheChild) {
   pthread_mutex_t ec, rec;
-  ASSERT_EQ(init_mutex(&ec, PTHREAD_MUTEX_ERRORCHECK), 0);
-  ASSERT_EQ(init_mutex(&rec, PTHREAD_MUTEX_RECURSIVE), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&ec, PTHREAD_MUTEX_ERRORCHECK), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&rec, PTHREAD_MUTEX_RECURSIVE), 0);
   ASSERT_EQ(pthread_mutex_lock(&ec), 0);
   ASSERT_EQ(pthread_mutex_lock(&rec), 0);
   ASSERT_EQ(pthread_mutex_lock(&rec), 0);

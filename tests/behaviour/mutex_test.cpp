@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -30,16 +30,6 @@ struct MutexParam {
   Origin origin;
 };
 
-const char* type_name(int type) {
-  switch (type) {
-    case PTHREAD_MUTEX_NORMAL: return "Normal";
-    case PTHREAD_MUTEX_RECURSIVE: return "Recursive";
-    case PTHREAD_MUTEX_ERRORCHECK: return "Errorcheck";
-    case PTHREAD_MUTEX_ADAPTIVE_NP: return "Adaptive";
-  }
-  return "Unknown";
-}
-
 const char* origin_name(Origin o) {
   switch (o) {
     case Origin::kAttr: return "InitWithAttr";
@@ -52,7 +42,7 @@ const char* origin_name(Origin o) {
 }
 
 std::string param_name(const testing::TestParamInfo<MutexParam>& info) {
-  return std::string(type_name(info.param.type)) + "_" + origin_name(info.param.origin);
+  return std::string(lstest::mutex_type_name(info.param.type)) + "_" + origin_name(info.param.origin);
 }
 
 pthread_mutex_t static_initializer(int type) {
@@ -66,15 +56,6 @@ pthread_mutex_t static_initializer(int type) {
     case PTHREAD_MUTEX_ADAPTIVE_NP: return adaptive;
     default: return normal;
   }
-}
-
-int init_with_type(pthread_mutex_t* m, int type) {
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
 }
 
 // Owns a heap mutex made the way the parameter says (never initialised by
@@ -91,7 +72,7 @@ class MutexTest : public testing::TestWithParam<MutexParam> {
     }
     ASSERT_NE(m_, nullptr);
     switch (p.origin) {
-      case Origin::kAttr: ASSERT_EQ(init_with_type(m_, p.type), 0); break;
+      case Origin::kAttr: ASSERT_EQ(lstest::init_mutex_of_type(m_, p.type), 0); break;
       case Origin::kNullAttr: ASSERT_EQ(pthread_mutex_init(m_, nullptr), 0); break;
       case Origin::kStaticInitializer: *m_ = static_initializer(p.type); break;
       case Origin::kMemsetZero: memset(static_cast<void*>(m_), 0, sizeof *m_); break;
@@ -240,7 +221,7 @@ TEST_P(MutexTest, DestroyedMutexReturnsEinvalUntilInitialisedAgain) {
   EXPECT_EQ(pthread_mutex_unlock(m_), EINVAL);
   EXPECT_EQ(pthread_mutex_consistent(m_), EINVAL);
   // Initialising again brings it back, with its kind.
-  ASSERT_EQ(init_with_type(m_, type()), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(m_, type()), 0);
   EXPECT_EQ(pthread_mutex_lock(m_), 0);
   EXPECT_EQ(pthread_mutex_trylock(m_), type() == PTHREAD_MUTEX_RECURSIVE ? 0 : EBUSY);
   if (type() == PTHREAD_MUTEX_RECURSIVE) { EXPECT_EQ(pthread_mutex_unlock(m_), 0); }
@@ -291,7 +272,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, MutexTest, testing::ValuesIn(all_mutex_params())
 
 class MutexTimedTest : public testing::TestWithParam<int> {
  protected:
-  void SetUp() override { ASSERT_EQ(init_with_type(&m_, GetParam()), 0); }
+  void SetUp() override { ASSERT_EQ(lstest::init_mutex_of_type(&m_, GetParam()), 0); }
   void TearDown() override { EXPECT_EQ(pthread_mutex_destroy(&m_), 0); }
   // A helper thread holding the mutex for the duration of the scope.
   std::unique_ptr<Holder> hold() {
@@ -303,7 +284,7 @@ class MutexTimedTest : public testing::TestWithParam<int> {
   pthread_mutex_t m_;
 };
 
-std::string kind_name(const testing::TestParamInfo<int>& info) { return type_name(info.param); }
+std::string kind_name(const testing::TestParamInfo<int>& info) { return lstest::mutex_type_name(info.param); }
 
 TEST_P(MutexTimedTest, TimedlockOnHeldMutexTimesOutAfterRealtimeDeadline) {
   auto h = hold();

@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 

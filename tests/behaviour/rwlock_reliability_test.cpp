@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -331,18 +331,7 @@ struct FifoThread {
     static_cast<FifoThread*>(p)->fn();
     return nullptr;
   }
-  int start(int prio) {
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
-    pthread_attr_setschedpolicy(&a, SCHED_FIFO);
-    sched_param sp{};
-    sp.sched_priority = prio;
-    pthread_attr_setschedparam(&a, &sp);
-    int rc = pthread_create(&t, &a, run, this);
-    pthread_attr_destroy(&a);
-    return rc;
-  }
+  int start(int prio) { return lstest::start_fifo_thread(&t, prio, run, this); }
   void join() { pthread_join(t, nullptr); }
 };
 
@@ -503,39 +492,6 @@ TEST(RwlockCancel, AsyncCancelOfQueuedMutexWaiters) {
 
 // ------------------------------------------------------------------ fork
 
-int g_child_failures = 0;
-#define CHILD_CHECK(cond)                                                          \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      fprintf(stderr, "child %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_child_failures;                                                          \
-    }                                                                              \
-  } while (0)
-
-int run_in_child(const std::function<void()>& body) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    signal(SIGALRM, SIG_DFL);  // a deadlock in the child kills it
-    alarm(20);
-    g_child_failures = 0;
-    body();
-    fflush(stderr);
-    _exit(g_child_failures == 0 ? 0 : 1);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(status)) {
-    fprintf(stderr, "child killed by signal %d (%s)\n", WTERMSIG(status),
-            WTERMSIG(status) == SIGALRM ? "watchdog: the child hung" : "crash");
-    return 128 + WTERMSIG(status);
-  }
-  return WEXITSTATUS(status);
-}
-
 void scribble_stack() {
   volatile unsigned char buf[96 * 1024];
   for (size_t i = 0; i < sizeof buf; ++i) buf[i] = 0xa5;
@@ -571,7 +527,7 @@ TEST(RwlockFork, ChildCreatesThreadsBeforeTouchingLocksWithGhostWaiters) {
   ASSERT_TRUE(lstest::eventually([&] { return started.load() == 6; }));
   for (pid_t t : tids) lstest::settle_until_blocked(t);
   const bool check_rwlock = lstest::native_rwlock();
-  int rc = run_in_child([&] {
+  int rc = lstest::run_in_child([&] {
     pthread_rwlock_t other = PTHREAD_RWLOCK_INITIALIZER;
     std::vector<std::thread> kids;
     for (int i = 0; i < 8; ++i)
@@ -634,7 +590,7 @@ TEST(RwlockFork, ForkInTheMiddleOfContention) {
   int failures = 0;
   for (int round = 0; round < 20; ++round) {
     usleep(3000);
-    int rc = run_in_child([&] {
+    int rc = lstest::run_in_child([&] {
       auto timed_ops = [&] {
         int r;
         if (check_rwlock) {

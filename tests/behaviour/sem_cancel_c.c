@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/task_state.h"
 #include "c_cancel_util.h"
 enum mode { WAIT, TIMEDWAIT, CLOCKWAIT_MONO, CLOCKWAIT_REAL, NMODES };
 static const char* const mode_names[] = {"sem_wait", "sem_timedwait", "sem_clockwait-monotonic",
@@ -75,26 +76,13 @@ static void* waiter(void* p) {
   return (void*)1;
 }
 
-static char task_state(int tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* q = strrchr(buf, ')');
-  return (q != NULL && q[1] == ' ') ? q[2] : 0;
-}
-
 /* Bounded: until the thread has started and sleeps in the kernel (not asserted). */
 static void settle(struct ctx* x) {
   for (int i = 0; i < 2000 && load(&x->tid) == 0; ++i) usleep(1000);
   for (int i = 0; i < 2000; ++i) {
-    if (task_state(load(&x->tid)) == 'S') {
+    if (lstest_thread_state(load(&x->tid)) == 'S') {
       usleep(2000);
-      if (task_state(load(&x->tid)) == 'S') return;
+      if (lstest_thread_state(load(&x->tid)) == 'S') return;
     }
     usleep(1000);
   }

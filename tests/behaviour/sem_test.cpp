@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 extern char** environ;
 
@@ -155,58 +155,6 @@ std::string unique_name(const char* what) {
 }
 
 // --------------------------------------------------- children of fork()
-
-std::atomic<int> g_child_failures{0};
-
-#define CHILD_EXPECT_EQ(a, b)                                                                        \
-  do {                                                                                               \
-    long long va_ = static_cast<long long>(a), vb_ = static_cast<long long>(b);                      \
-    if (va_ != vb_) {                                                                                \
-      fprintf(stderr, "child %s:%d: %s == %lld, expected %s == %lld (errno %s)\n", __FILE__, __LINE__, \
-              #a, va_, #b, vb_, strerrorname_np(errno));                                             \
-      ++g_child_failures;                                                                            \
-    }                                                                                                \
-  } while (0)
-
-// Forks a child that runs `body` (with a watchdog of its own); returns its pid.
-pid_t start_child(const std::function<void()>& body) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    signal(SIGALRM, SIG_DFL);  // the parent's reporter would blame the test
-    alarm(30);
-    g_child_failures = 0;
-    body();
-    fflush(stderr);
-    _exit(g_child_failures == 0 ? 0 : 1);
-  }
-  return pid;
-}
-
-// Waits at most `ms` for the child; kills it when it is late. Returns its
-// exit status (0: every child check passed), 128+signal, or -1.
-int finish_child(pid_t pid, int64_t ms = 30'000) {
-  if (pid < 0) return -1;
-  int status = 0;
-  bool exited = eventually(
-      [&] {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        return r == pid || (r < 0 && errno != EINTR);
-      },
-      ms);
-  if (!exited) {
-    fprintf(stderr, "child %d did not finish within %lld ms: killed\n", pid, static_cast<long long>(ms));
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  if (WIFSIGNALED(status)) {
-    fprintf(stderr, "child killed by signal %d (%s)\n", WTERMSIG(status),
-            WTERMSIG(status) == SIGALRM ? "watchdog: deadlock in the child" : "crash or timeout");
-    return 128 + WTERMSIG(status);
-  }
-  return WEXITSTATUS(status);
-}
 
 // ----------------------------------------------------------------- sem_init
 
@@ -988,7 +936,7 @@ TEST(SemProcessShared, ForkedParentAndChildPingPongTwentyThousandRoundTrips) {
   ASSERT_EQ(res(sem_init(&pp->ping, 1, 0)), "0");
   ASSERT_EQ(res(sem_init(&pp->pong, 1, 0)), "0");
   int64_t start = now_ns(CLOCK_MONOTONIC);
-  pid_t child = start_child([&] {
+  pid_t child = lstest::start_child([&] {
     for (int i = 0; i < kRoundTrips; ++i) {
       int rc = wait_on(&pp->ping, kAllWaitKinds[i % 4], 20'000);  // the child waits with every kind
       CHILD_EXPECT_EQ(rc, 0);
@@ -1010,7 +958,7 @@ TEST(SemProcessShared, ForkedParentAndChildPingPongTwentyThousandRoundTrips) {
     }
   }
   EXPECT_EQ(done, kRoundTrips);
-  EXPECT_EQ(finish_child(child), 0);
+  EXPECT_EQ(lstest::finish_child(child), 0);
   fprintf(stderr, "[ info ] %d round trips in %.1f ms\n", done, (now_ns(CLOCK_MONOTONIC) - start) / 1e6);
   EXPECT_EQ(value_of(&pp->ping), 0);
   EXPECT_EQ(value_of(&pp->pong), 0);
@@ -1023,7 +971,7 @@ TEST(SemProcessShared, SleepersInTwoProcessesAreEachWokenByOnePost) {
   auto* s = map_shared<sem_t>();
   ASSERT_NE(s, nullptr);
   ASSERT_EQ(res(sem_init(s, 1, 0)), "0");
-  pid_t child = start_child([&] { CHILD_EXPECT_EQ(wait_on(s, WaitKind::kWait), 0); });
+  pid_t child = lstest::start_child([&] { CHILD_EXPECT_EQ(wait_on(s, WaitKind::kWait), 0); });
   ASSERT_GT(child, 0);
   Waiter w(s, WaitKind::kClockwaitMonotonic);
   w.settle();
@@ -1032,7 +980,7 @@ TEST(SemProcessShared, SleepersInTwoProcessesAreEachWokenByOnePost) {
   EXPECT_EQ(res(sem_post(s)), "0");
   EXPECT_EQ(res(sem_post(s)), "0");
   EXPECT_EQ(w.join(), "0");
-  EXPECT_EQ(finish_child(child), 0);
+  EXPECT_EQ(lstest::finish_child(child), 0);
   EXPECT_EQ(value_of(s), 0);
   EXPECT_EQ(res(sem_destroy(s)), "0");
   unmap_shared(s);
@@ -1044,12 +992,12 @@ TEST(SemProcessShared, AnyNonZeroPsharedWakesASleeperInAnotherProcess) {
     ASSERT_NE(s, nullptr);
     ASSERT_EQ(res(sem_init(s, pshared, 0)), "0");
     // Bounded in the child: a private semaphore would never be woken from here.
-    pid_t child = start_child([&] { CHILD_EXPECT_EQ(wait_on(s, WaitKind::kTimedwait, 5000), 0); });
+    pid_t child = lstest::start_child([&] { CHILD_EXPECT_EQ(wait_on(s, WaitKind::kTimedwait, 5000), 0); });
     ASSERT_GT(child, 0);
     eventually([&] { return lstest::task_state(child) == 'S'; }, 2000);
     usleep(2000);
     EXPECT_EQ(res(sem_post(s)), "0");
-    EXPECT_EQ(finish_child(child), 0) << "pshared " << pshared;
+    EXPECT_EQ(lstest::finish_child(child), 0) << "pshared " << pshared;
     EXPECT_EQ(value_of(s), 0) << "pshared " << pshared;
     EXPECT_EQ(res(sem_destroy(s)), "0");
     unmap_shared(s);
@@ -1061,7 +1009,7 @@ TEST(SemProcessShared, ChildPostsWakeAParentSleeperAndTheOtherWayRound) {
   ASSERT_NE(pp, nullptr);
   ASSERT_EQ(res(sem_init(&pp->ping, 1, 0)), "0");
   ASSERT_EQ(res(sem_init(&pp->pong, 1, 0)), "0");
-  pid_t child = start_child([&] {
+  pid_t child = lstest::start_child([&] {
     // Wait until the parent's thread sleeps on pong, then post it; then sleep on ping.
     for (int i = 0; i < 3; ++i) {
       usleep(20'000);
@@ -1076,7 +1024,7 @@ TEST(SemProcessShared, ChildPostsWakeAParentSleeperAndTheOtherWayRound) {
     eventually([&] { return lstest::task_state(child) == 'S'; }, 2000);
     EXPECT_EQ(res(sem_post(&pp->ping)), "0");
   }
-  EXPECT_EQ(finish_child(child), 0);
+  EXPECT_EQ(lstest::finish_child(child), 0);
   EXPECT_EQ(value_of(&pp->ping), 0);
   EXPECT_EQ(value_of(&pp->pong), 0);
   unmap_shared(pp);
@@ -1129,7 +1077,7 @@ TEST(SemProcessShared, RandomSigkillsAmongSharersStopNobodyAndLoseNoCount) {
   auto* k = new (mem) KillLoop{};
   ASSERT_EQ(res(sem_init(&k->a, 1, kTokens)), "0");
   ASSERT_EQ(res(sem_init(&k->b, 1, 0)), "0");
-  auto start = [&](int i) { return start_child([=] { kill_loop_worker(k, i % 2 == 0); }); };
+  auto start = [&](int i) { return lstest::start_child([=] { kill_loop_worker(k, i % 2 == 0); }); };
   pid_t worker[kWorkers];
   for (int i = 0; i < kWorkers; ++i) worker[i] = start(i);
 
@@ -1156,7 +1104,7 @@ TEST(SemProcessShared, RandomSigkillsAmongSharersStopNobodyAndLoseNoCount) {
     }
   }
   k->stop.store(1);
-  for (pid_t w : worker) EXPECT_EQ(finish_child(w, 10'000), 0) << "a worker hung or failed (seed " << seed << ")";
+  for (pid_t w : worker) EXPECT_EQ(lstest::finish_child(w, 10'000), 0) << "a worker hung or failed (seed " << seed << ")";
   EXPECT_GT(k->rounds.load(), 0u);
   EXPECT_LE(drain(&k->a) + drain(&k->b), kTokens + put_back) << "a token made from nothing (seed " << seed << ")";
   EXPECT_GT(kills, 20);
@@ -1168,7 +1116,7 @@ TEST(SemProcessShared, RandomSigkillsAmongSharersStopNobodyAndLoseNoCount) {
   EXPECT_TRUE(eventually([&] { return k->rounds.load() >= kFreshRounds; }, 20'000))
       << "after the kills the token moved " << k->rounds.load() << " times (seed " << seed << ")";
   k->stop.store(1);
-  for (pid_t w : fresh) EXPECT_EQ(finish_child(w, 10'000), 0);
+  for (pid_t w : fresh) EXPECT_EQ(lstest::finish_child(w, 10'000), 0);
   EXPECT_EQ(value_of(&k->a) + value_of(&k->b), 1) << "exactly the one token";
   munmap(mem, sizeof(KillLoop));
 }
@@ -1277,7 +1225,7 @@ void ping_pong_with_peer(SemUnrelatedProcess& t, const PeerRun& run) {
     eventually([&] { return lstest::task_state(peer) == 'S'; }, 2000);
     EXPECT_EQ(res(sem_post(t.ping())), "0");
   }
-  EXPECT_EQ(finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
+  EXPECT_EQ(lstest::finish_child(peer), 0) << "sem_peer failed (its stderr says why)";
   EXPECT_EQ(value_of(t.ping()), 0);
   EXPECT_EQ(value_of(t.pong()), 0);
 }
@@ -1349,7 +1297,7 @@ TEST(SemNamed, SemOpenCreatedSemaphoresWakeSleepersAcrossFork) {
   sem_t* to_parent = sem_open(name.c_str(), O_CREAT | O_EXCL, 0600, 0);
   ASSERT_NE(to_parent, SEM_FAILED) << strerrorname_np(errno);
   sem_unlink(name.c_str());
-  pid_t child = start_child([&] {
+  pid_t child = lstest::start_child([&] {
     CHILD_EXPECT_EQ(wait_on(to_child, WaitKind::kTimedwait, 5000), 0);
     usleep(20'000);  // let the parent's waiter fall asleep first
     CHILD_EXPECT_EQ(sem_post(to_parent), 0);
@@ -1358,7 +1306,7 @@ TEST(SemNamed, SemOpenCreatedSemaphoresWakeSleepersAcrossFork) {
   eventually([&] { return lstest::task_state(child) == 'S'; }, 2000);
   EXPECT_EQ(res(sem_post(to_child)), "0");
   EXPECT_EQ(res(wait_on(to_parent, WaitKind::kClockwaitMonotonic)), "0");
-  EXPECT_EQ(finish_child(child), 0);
+  EXPECT_EQ(lstest::finish_child(child), 0);
   EXPECT_EQ(value_of(to_child), 0);
   EXPECT_EQ(value_of(to_parent), 0);
   EXPECT_EQ(res(sem_close(to_child)), "0");

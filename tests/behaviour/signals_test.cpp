@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <atomic>
 #include <thread>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 

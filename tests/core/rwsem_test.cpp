@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/read_pref.h"
+#include "tests/common/test_support.h"
 #include "tests/core/core_test_util.h"
 
 namespace lockswap {
@@ -1523,19 +1524,6 @@ TYPED_TEST(RwsemTest, ReaderPrefDoesNotStarveWritersUnderAReaderStream) {
 
 // Rule (c), POSIX: a SCHED_FIFO reader above every blocked writer acquires a
 // read-held lock; one below a blocked writer does not.
-int start_fifo(pthread_t* t, int prio, void* (*fn)(void*), void* arg) {
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
-  pthread_attr_setschedpolicy(&a, SCHED_FIFO);
-  sched_param sp{};
-  sp.sched_priority = prio;
-  pthread_attr_setschedparam(&a, &sp);
-  int rc = pthread_create(t, &a, fn, arg);
-  pthread_attr_destroy(&a);
-  return rc;
-}
-
 template <class L>
 struct RtCase {
   RwsemWords* w;
@@ -1565,7 +1553,7 @@ TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
   ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   RtCase<L> wc{&w, 0};
   pthread_t wt;
-  int rc = start_fifo(&wt, 10, RtCase<L>::write, &wc);
+  int rc = lstest::start_fifo_thread(&wt, 10, RtCase<L>::write, &wc);
   if (rc == EPERM) {
     L::read_unlock(w);
     GTEST_SKIP() << "SCHED_FIFO not permitted here (EPERM)";
@@ -1575,10 +1563,10 @@ TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
   Events ev;
   RtCase<L> low{&w, 60}, high{&w, 5000};
   pthread_t lt, ht;
-  ASSERT_EQ(start_fifo(&lt, 5, RtCase<L>::read, &low), 0);
+  ASSERT_EQ(lstest::start_fifo_thread(&lt, 5, RtCase<L>::read, &low), 0);
   pthread_join(lt, nullptr);
   EXPECT_EQ(low.rc.load(), ETIMEDOUT) << "a reader below the blocked writer got in";
-  ASSERT_EQ(start_fifo(&ht, 20, RtCase<L>::read, &high), 0);
+  ASSERT_EQ(lstest::start_fifo_thread(&ht, 20, RtCase<L>::read, &high), 0);
   pthread_join(ht, nullptr);
   EXPECT_EQ(high.rc.load(), 0) << "a reader above every blocked writer waited";
   if (kEvents) {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 

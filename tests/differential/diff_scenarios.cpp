@@ -26,28 +26,11 @@
 #include <functional>
 #include <string>
 
+#include "tests/common/test_support.h"
+
 namespace {
 
 // ------------------------------------------------------------- transcript
-
-const char* code(int e) {
-  switch (e) {
-    case 0: return "0";
-    case EBUSY: return "EBUSY";
-    case EINVAL: return "EINVAL";
-    case EDEADLK: return "EDEADLK";
-    case EPERM: return "EPERM";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EAGAIN: return "EAGAIN";
-    case EOWNERDEAD: return "EOWNERDEAD";
-    case ENOTRECOVERABLE: return "ENOTRECOVERABLE";
-    case ENOTSUP: return "ENOTSUP";
-    case ENOMEM: return "ENOMEM";
-  }
-  static char buf[32];
-  snprintf(buf, sizeof buf, "errno-%d", e);
-  return buf;
-}
 
 const char* thrd_code(int r) {
   switch (r) {
@@ -61,7 +44,7 @@ const char* thrd_code(int r) {
 }
 
 std::string g_prefix;
-void out(const std::string& what, int rc) { printf("%s%s: %s\n", g_prefix.c_str(), what.c_str(), code(rc)); }
+void out(const std::string& what, int rc) { printf("%s%s: %s\n", g_prefix.c_str(), what.c_str(), lstest::err_name(rc)); }
 void out_thrd(const std::string& what, int rc) { printf("%s%s: %s\n", g_prefix.c_str(), what.c_str(), thrd_code(rc)); }
 void out_num(const std::string& what, long n) { printf("%s%s: %ld\n", g_prefix.c_str(), what.c_str(), n); }
 

@@ -18,7 +18,10 @@
 //     satisfy) is refused unless LOCKSWAP_ONCPU_STRICT=0, which accepts it
 //     with one line;
 //   * the first NAME= entry of a family (MUTEX, RWLOCK, SEM) is empty or a
-//     variant name.
+//     variant name;
+//   * once every name is known, a LOCKSWAP_LIST= entry stops the parse: the
+//     first one is 1 or columns (the lists are printed and the program stops
+//     with status 0) or the environment is rejected.
 // Accepted: load_config() returns, with the variants and statistics settings
 // the reference expects. Rejected: it exits with status 2 after a message
 // that starts with "lockswap: ", names the variable and lists the valid
@@ -191,7 +194,7 @@ bool oncpu_ok(const std::vector<std::string>& env, bool* degraded) {
 }
 
 bool known_name(std::string_view name) {
-  if (name == "LOCKSWAP_STATS" || name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" ||
+  if (name == "LOCKSWAP_LIST" || name == "LOCKSWAP_STATS" || name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" ||
       name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" ||
       name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV || name == "LOCKSWAP_ONCPU_LOADER" ||
       name == "LOCKSWAP_ROOT" || name == "LOCKSWAP_OVERSUB_STARTED_LOADER")
@@ -268,6 +271,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t eq = e.find('=');
     if (!known_name(std::string_view(e).substr(0, eq == std::string::npos ? e.size() : eq))) expect_ok = false;
   }
+  std::string list_value;
+  bool list_asked = expect_ok && first_value(env, "LOCKSWAP_LIST", &list_value);
+  bool expect_list = list_asked && (list_value == "1" || list_value == "columns");
+  if (list_asked && !expect_list) expect_ok = false;
   std::string tmp;
   for (const Tunable& t : kTunables)
     if (first_value(env, t.name, &tmp) && !number_ok(tmp, t.lo, t.hi)) expect_ok = false;
@@ -310,6 +317,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   environ = saved;
 
+  if (expect_list || (!returned && fuzz::g_exit_code == 0)) {
+    if (!expect_list) finding("listed and stopped without LOCKSWAP_LIST=1 or columns", env);
+    else if (returned || fuzz::g_exit_code != 0) finding("LOCKSWAP_LIST did not list and stop with status 0", env);
+    else if (fuzz::g_msg.empty() || fuzz::g_msg.back() != '\n') finding("LOCKSWAP_LIST printed no whole lines", env);
+    return 0;
+  }
   if (returned) {
     if (!expect_ok) finding("accepted an environment the rules reject", env);
     if (oncpu_degraded ? fuzz::g_msg.rfind("lockswap: LOCKSWAP_ONCPU=bpf (LOCKSWAP_ONCPU_STRICT=0): ", 0) != 0 ||

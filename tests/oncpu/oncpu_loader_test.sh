@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/oncpu/oncpu_loader_test.sh LOADER — the loader's own care with its
-# pins (design: preload/cli/oncpu/lockswap-oncpu.c): `status` reads within
+# pins (design: tools/oncpu/lockswap-oncpu.c): `status` reads within
 # the map when pid_max grew after `start`, a pin directory that others could
 # have written to is refused, half-pinned states are recovered. Runs a
 # separate instance under a pin directory of its own (--pin-dir), so the
@@ -31,8 +31,8 @@ trap cleanup EXIT
 # A first start proves the program loads here at all.
 out=$("${L[@]}" start 2>&1) || skip "the loader could not start here: $out"
 
-# shellcheck source=../../preload/cli/test/expect.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../../preload/cli/test/expect.sh"
+# shellcheck source=../../tests/tools/expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/tools/expect.sh"
 map_id() { "${L[@]}" status | sed -n 's/.*map id \([0-9]*\),.*/\1/p'; }
 header_is_zero() { bpftool -j map lookup id "$1" key 0 0 0 0 | grep -q '"value":\["0x00","0x00","0x00","0x00","0x00","0x00","0x00","0x00"\]'; }
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -31,18 +31,8 @@ using lstest::eventually;
 using lstest::now_ns;
 using lstest::PThread;
 
-constexpr int64_t kBudgetMs = 800;  // per test, on top of thread start-up
-constexpr int64_t kJoinMs = 30'000;
-
-// Set when the time budget is used up; workers stop at their next check.
-class Budget {
- public:
-  explicit Budget(int64_t ms = kBudgetMs) : end_(now_ns(CLOCK_MONOTONIC) + ms * 1'000'000) {}
-  bool over() const { return now_ns(CLOCK_MONOTONIC) >= end_; }
-
- private:
-  int64_t end_;
-};
+using lstest::Budget;
+using lstest::kJoinMs;
 
 int value_of(sem_t* s) {
   int v = INT_MIN;

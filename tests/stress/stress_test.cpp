@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/behaviour/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace {
 
@@ -22,18 +22,8 @@ using lstest::deadline_in;
 using lstest::now_ns;
 using lstest::PThread;
 
-constexpr int64_t kBudgetMs = 800;  // per test, on top of thread start-up
-constexpr int64_t kJoinMs = 30'000;
-
-// Set when the time budget is used up; workers stop at their next check.
-class Budget {
- public:
-  explicit Budget(int64_t ms = kBudgetMs) : end_(now_ns(CLOCK_MONOTONIC) + ms * 1'000'000) {}
-  bool over() const { return now_ns(CLOCK_MONOTONIC) >= end_; }
-
- private:
-  int64_t end_;
-};
+using lstest::Budget;
+using lstest::kJoinMs;
 
 // Runs `n` threads of body(index), released together so they really
 // contend, and joins them (bounded).
@@ -49,32 +39,13 @@ void run_threads(int n, const std::function<void(int)>& body) {
   for (auto& t : ts) t->join_or_die(kJoinMs);
 }
 
-int init_mutex(pthread_mutex_t* m, int type) {
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
-}
-
-const char* type_name(int type) {
-  switch (type) {
-    case PTHREAD_MUTEX_NORMAL: return "Normal";
-    case PTHREAD_MUTEX_RECURSIVE: return "Recursive";
-    case PTHREAD_MUTEX_ERRORCHECK: return "Errorcheck";
-    case PTHREAD_MUTEX_ADAPTIVE_NP: return "Adaptive";
-  }
-  return "Unknown";
-}
-
 // ------------------------------------------------------- mutual exclusion
 
 class MutexStress : public testing::TestWithParam<int> {};
 
 TEST_P(MutexStress, NonAtomicCounterIsExact) {
   pthread_mutex_t m;
-  ASSERT_EQ(init_mutex(&m, GetParam()), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&m, GetParam()), 0);
   constexpr int kThreads = 4, kIters = 40'000;
   long counter = 0;
   int inside = 0;
@@ -107,7 +78,7 @@ TEST_P(MutexStress, NonAtomicCounterIsExact) {
 
 TEST_P(MutexStress, LockTrylockTimedlockClocklockMixIsExact) {
   pthread_mutex_t m;
-  ASSERT_EQ(init_mutex(&m, GetParam()), 0);
+  ASSERT_EQ(lstest::init_mutex_of_type(&m, GetParam()), 0);
   constexpr int kThreads = 4, kIters = 20'000;
   long counter = 0;
   std::atomic<long> done{0}, errors{0}, busy{0}, timeouts{0};
@@ -162,7 +133,7 @@ TEST_P(MutexStress, LockTrylockTimedlockClocklockMixIsExact) {
 INSTANTIATE_TEST_SUITE_P(Kinds, MutexStress,
                          testing::Values(PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_RECURSIVE, PTHREAD_MUTEX_ERRORCHECK,
                                          PTHREAD_MUTEX_ADAPTIVE_NP),
-                         [](const testing::TestParamInfo<int>& i) { return std::string(type_name(i.param)); });
+                         [](const testing::TestParamInfo<int>& i) { return std::string(lstest::mutex_type_name(i.param)); });
 
 TEST(MutexStressStatic, ZeroInitialisedMutexUnderContention) {
   static pthread_mutex_t m;  // zero, never initialised

@@ -77,6 +77,8 @@
 #include <string>
 #include <vector>
 
+#include "arch/relax.h"
+#include "tests/common/test_support.h"
 #include "victims.h"
 
 extern char** environ;
@@ -85,11 +87,7 @@ namespace {
 
 // ------------------------------------------------------------------ basics
 
-int64_t now_ns(clockid_t c) {
-  timespec t;
-  clock_gettime(c, &t);
-  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-}
+using lstest::now_ns;
 int64_t mono() { return now_ns(CLOCK_MONOTONIC); }
 timespec to_ts(int64_t ns) {
   if (ns < 0) ns = 0;
@@ -104,36 +102,8 @@ void sleep_ns(int64_t ns) {
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
 }
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#else
-  asm volatile("" ::: "memory");
-#endif
-}
-pid_t my_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
-
-const char* errname(int e) {
-  switch (e) {
-    case 0: return "0";
-    case EBUSY: return "EBUSY";
-    case EINVAL: return "EINVAL";
-    case EDEADLK: return "EDEADLK";
-    case EPERM: return "EPERM";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case EAGAIN: return "EAGAIN";
-    case EINTR: return "EINTR";
-    case ENOMEM: return "ENOMEM";
-    case EOVERFLOW: return "EOVERFLOW";
-    case ESRCH: return "ESRCH";
-    case -1: return "thrd_error";
-  }
-  static thread_local char buf[24];
-  snprintf(buf, sizeof buf, "errno %d", e);
-  return buf;
-}
+using lockswap::arch::cpu_relax;
+using lstest::current_tid;
 
 // splitmix64: small, fast, good enough to pick operations.
 struct Rng {
@@ -288,7 +258,7 @@ void release_state(TState* s) {
 void adopt_state(TState* s) {
   t_ts = s;
   t_me = s ? s->id : g_next_id.fetch_add(1);
-  if (s) s->tid.store(my_tid());
+  if (s) s->tid.store(current_tid());
 }
 
 void count_op(int c) {
@@ -384,7 +354,7 @@ void check_not_acquired(const char* call, const char* obj, int how, int rc, cons
     if (!d.reached()) fail(CK_TIMEOUTS, "%s on %s returned ETIMEDOUT %.3f ms before its deadline", call, obj, d.early_ms());
     return;
   }
-  fail(CK_ERRNO, "%s on %s returned %s", call, obj, errname(rc));
+  fail(CK_ERRNO, "%s on %s returned %s", call, obj, lstest::err_name(rc));
 }
 
 // Owner words: set right after acquiring, cleared right before releasing.
@@ -445,12 +415,7 @@ int mx_init(void* p, int kind) {
              : kind == MK_ERRORCHECK ? PTHREAD_MUTEX_ERRORCHECK
              : kind == MK_ADAPTIVE   ? PTHREAD_MUTEX_ADAPTIVE_NP
                                      : PTHREAD_MUTEX_NORMAL;
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
+  return lstest::init_mutex_of_type(m, type);
 }
 // For C11 mutexes a timed `how` on a non-timed mutex becomes a plain lock,
 // and every timed form is mtx_timedlock (TIME_UTC, i.e. CLOCK_REALTIME).
@@ -628,13 +593,13 @@ void cond_lock(CondObj& c, const char* what) {
     WaitScope ws(W_CMUTEX, &c, what);
     rc = mx_acquire(c.mtx(), c.mkind, H_LOCK, Deadline{});
   }
-  if (rc != 0) fail(CK_ERRNO, "%s: locking the mutex of %s returned %s", what, c.name, errname(rc));
+  if (rc != 0) fail(CK_ERRNO, "%s: locking the mutex of %s returned %s", what, c.name, lstest::err_name(rc));
   enter(c.owner, t_me, what, c.name);
 }
 void cond_unlock(CondObj& c, const char* what) {
   leave(c.owner, t_me, what, c.name);
   int rc = mx_release(c.mtx(), c.mkind);
-  if (rc != 0) fail(CK_ERRNO, "%s: unlocking the mutex of %s returned %s", what, c.name, errname(rc));
+  if (rc != 0) fail(CK_ERRNO, "%s: unlocking the mutex of %s returned %s", what, c.name, lstest::err_name(rc));
 }
 // form: 0 wait, 1 timedwait (the cond's clock), 2 clockwait (d.clk)
 int cv_wait(CondObj& c, int form, const Deadline& d) {
@@ -713,7 +678,7 @@ T* pick(Rng& r, std::vector<T*>& v) {
 
 void must(int rc, const char* what) {
   if (rc != 0) {
-    fprintf(stderr, "torture: set-up failed: %s: %s\n", what, errname(rc));
+    fprintf(stderr, "torture: set-up failed: %s: %s\n", what, lstest::err_name(rc));
     exit(2);
   }
 }
@@ -844,26 +809,13 @@ bool bounded_join(pthread_t t, void** res, int64_t ns, const char* what) {
   return rc == 0;
 }
 
-char thread_state(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[512];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');
-  return (p != nullptr && p[1] == ' ') ? p[2] : 0;
-}
 // Until `tid` sleeps (twice in a row, 1 ms apart), at most max_ns.
 bool wait_sleeping(pid_t tid, int64_t max_ns) {
   int64_t end = mono() + max_ns;
   while (mono() < end) {
-    if (thread_state(tid) == 'S') {
+    if (lstest::thread_state(tid) == 'S') {
       sleep_ns(1'000'000);
-      if (thread_state(tid) == 'S') return true;
+      if (lstest::thread_state(tid) == 'S') return true;
     }
     sleep_ns(200'000);
   }
@@ -894,7 +846,7 @@ void op_mutex(Rng& r, MutexObj& o) {
     set_op("mutex_unlock(not owner)");
     int rc = pthread_mutex_unlock(&o.pm);
     if (rc != EPERM)
-      fail(CK_ERRNO, "pthread_mutex_unlock of %s by a non-owner returned %s (expected EPERM)", o.name, errname(rc));
+      fail(CK_ERRNO, "pthread_mutex_unlock of %s by a non-owner returned %s (expected EPERM)", o.name, lstest::err_name(rc));
     count_op(cls);
     return;
   }
@@ -933,7 +885,7 @@ void op_mutex(Rng& r, MutexObj& o) {
       if (how_timed(h)) d2 = make_deadline(r, mk_c11(o.kind) ? CLOCK_REALTIME : deadline_clock(h));
       int rc2 = mx_acquire(o.obj(), o.kind, h, d2);
       if (rc2 == 0) depth++;
-      else fail(CK_ERRNO, "recursive re-lock (%s) of %s, held by this thread, returned %s", kMutexHow[h], o.name, errname(rc2));
+      else fail(CK_ERRNO, "recursive re-lock (%s) of %s, held by this thread, returned %s", kMutexHow[h], o.name, lstest::err_name(rc2));
     }
   } else if (fake) {
   } else if (mk_errorcheck(o.kind) && r.chance(8)) {
@@ -942,15 +894,15 @@ void op_mutex(Rng& r, MutexObj& o) {
     int rc2 = mx_acquire(o.obj(), o.kind, h, d2);
     int want = h == H_TRY ? EBUSY : EDEADLK;
     if (rc2 != want)
-      fail(CK_ERRNO, "%s of errorcheck %s by its owner returned %s (expected %s)", kMutexHow[h], o.name, errname(rc2),
-           errname(want));
+      fail(CK_ERRNO, "%s of errorcheck %s by its owner returned %s (expected %s)", kMutexHow[h], o.name, lstest::err_name(rc2),
+           lstest::err_name(want));
     if (rc2 == 0) depth++;
   }
   cs_delay(r);
   leave(o.owner, me, call, o.name);
   for (int i = 0; i < (fake ? 0 : depth); ++i) {
     int rc2 = mx_release(o.obj(), o.kind);
-    if (rc2 != 0) fail(CK_ERRNO, "unlock %d/%d of %s returned %s", i + 1, depth, o.name, errname(rc2));
+    if (rc2 != 0) fail(CK_ERRNO, "unlock %d/%d of %s returned %s", i + 1, depth, o.name, lstest::err_name(rc2));
   }
   count_op(cls);
 }
@@ -1001,21 +953,21 @@ void op_rwlock(Rng& r, RwObj& o) {
         if (rc2 == ETIMEDOUT && !d2.reached())
           fail(CK_TIMEOUTS, "recursive %s on %s returned ETIMEDOUT %.3f ms early", kRdHow[h], o.name, d2.early_ms());
       } else {
-        fail(CK_ERRNO, "recursive %s on %s (read-held by this thread) returned %s", kRdHow[h], o.name, errname(rc2));
+        fail(CK_ERRNO, "recursive %s on %s (read-held by this thread) returned %s", kRdHow[h], o.name, lstest::err_name(rc2));
       }
     }
     cs_delay(r);
     rd_leave(o, v, call);
     for (int i = 0; i <= extra; ++i) {
       int rc2 = pthread_rwlock_unlock(&o.rw);
-      if (rc2 != 0) fail(CK_ERRNO, "rwlock_unlock (read) of %s returned %s", o.name, errname(rc2));
+      if (rc2 != 0) fail(CK_ERRNO, "rwlock_unlock (read) of %s returned %s", o.name, lstest::err_name(rc2));
     }
   } else {
     wr_enter(o, me, call);
     cs_delay(r);
     wr_leave(o, me, call);
     int rc2 = pthread_rwlock_unlock(&o.rw);
-    if (rc2 != 0) fail(CK_ERRNO, "rwlock_unlock (write) of %s returned %s", o.name, errname(rc2));
+    if (rc2 != 0) fail(CK_ERRNO, "rwlock_unlock (write) of %s returned %s", o.name, lstest::err_name(rc2));
   }
   count_op(K_RWLOCK);
 }
@@ -1035,7 +987,7 @@ void cv_produce(Rng& r, CondObj& c) {
     if (g_opt.inject == "lost-signal" && r.chance(20)) return;
     for (uint64_t i = 0; i < (all ? 1 : k); ++i) {
       int rc = cv_wake(c, all);
-      if (rc != 0) fail(CK_ERRNO, "%s of %s returned %s", all ? "broadcast" : "signal", c.name, errname(rc));
+      if (rc != 0) fail(CK_ERRNO, "%s of %s returned %s", all ? "broadcast" : "signal", c.name, lstest::err_name(rc));
     }
   };
   if (inside) wake();
@@ -1073,7 +1025,7 @@ void cv_consume(Rng& r, CondObj& c) {
       continue;
     }
     if (rc != 0) {
-      fail(CK_ERRNO, "%s on %s returned %s", call, c.name, errname(rc));
+      fail(CK_ERRNO, "%s on %s returned %s", call, c.name, lstest::err_name(rc));
       break;
     }
   }
@@ -1129,7 +1081,7 @@ void sem_waiter(Rng& r, SemObj& s, int form) {
     g_timeouts.fetch_add(1, std::memory_order_relaxed);
     if (!d.reached()) fail(CK_TIMEOUTS, "%s on %s returned ETIMEDOUT %.3f ms before its deadline", kSemForm[form], s.name, d.early_ms());
   } else {
-    fail(CK_ERRNO, "%s on %s returned %s", kSemForm[form], s.name, errname(rc));
+    fail(CK_ERRNO, "%s on %s returned %s", kSemForm[form], s.name, lstest::err_name(rc));
   }
 }
 
@@ -1138,14 +1090,14 @@ void op_sem(Rng& r, SemObj& s, sem_t* mine) {
   if (x < 17) {
     set_op("sem_post");
     int rc = g_opt.inject == "lost-post" && r.chance(200) ? 0 : sem_rc(sem_post(&s.s));
-    if (rc != 0) fail(CK_ERRNO, "sem_post on %s returned %s", s.name, errname(rc));
+    if (rc != 0) fail(CK_ERRNO, "sem_post on %s returned %s", s.name, lstest::err_name(rc));
     else s.posted.fetch_add(1);
   } else if (x < 22) {
     set_op("sem_trywait");
     int rc = sem_rc(sem_trywait(&s.s));
     if (rc == 0) s.consumed.fetch_add(1);
     else if (rc == EAGAIN) g_busy.fetch_add(1, std::memory_order_relaxed);
-    else fail(CK_ERRNO, "sem_trywait on %s returned %s", s.name, errname(rc));
+    else fail(CK_ERRNO, "sem_trywait on %s returned %s", s.name, lstest::err_name(rc));
   } else if (x < 27) {
     sem_waiter(r, s, 0);
   } else if (x < 32) {
@@ -1161,7 +1113,7 @@ void op_sem(Rng& r, SemObj& s, sem_t* mine) {
       timespec bad{0, 1'000'000'000};
       int rc = sem_rc(sem_timedwait(&s.s, &bad));
       if (rc == 0) s.consumed.fetch_add(1);
-      if (rc != EINVAL) fail(CK_ERRNO, "sem_timedwait on %s with tv_nsec=1e9 returned %s (expected EINVAL)", s.name, errname(rc));
+      if (rc != EINVAL) fail(CK_ERRNO, "sem_timedwait on %s with tv_nsec=1e9 returned %s (expected EINVAL)", s.name, lstest::err_name(rc));
     }
   } else {
     // The thread's own semaphore: k posts, then k trywaits all succeed and
@@ -1169,13 +1121,13 @@ void op_sem(Rng& r, SemObj& s, sem_t* mine) {
     set_op("own sem round");
     int k = 1 + static_cast<int>(r.below(4));
     for (int i = 0; i < k; ++i)
-      if (sem_post(mine) != 0) fail(CK_ERRNO, "sem_post on the thread's own semaphore returned %s", errname(errno));
+      if (sem_post(mine) != 0) fail(CK_ERRNO, "sem_post on the thread's own semaphore returned %s", lstest::err_name(errno));
     for (int i = 0; i < k; ++i) {
       int rc = r.chance(2) ? sem_rc(sem_trywait(mine)) : sem_rc(sem_clockwait(mine, CLOCK_MONOTONIC, &kEpoch));
-      if (rc != 0) fail(CK_SEM, "token %d/%d posted to the thread's own semaphore could not be taken: %s", i + 1, k, errname(rc));
+      if (rc != 0) fail(CK_SEM, "token %d/%d posted to the thread's own semaphore could not be taken: %s", i + 1, k, lstest::err_name(rc));
     }
     int rc = sem_rc(sem_trywait(mine));
-    if (rc != EAGAIN) fail(CK_SEM, "the thread's own semaphore is not empty after its round: trywait returned %s", errname(rc));
+    if (rc != EAGAIN) fail(CK_SEM, "the thread's own semaphore is not empty after its round: trywait returned %s", lstest::err_name(rc));
   }
   count_op(K_SEM);
 }
@@ -1217,17 +1169,17 @@ void cancel_cleanup(void* p) {
     case CP_MUTEX:
       leave(x->m->owner, t_me, "cancel cleanup", x->m->name);
       rc = mx_release(x->m->obj(), x->m->kind);
-      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking %s returned %s", x->m->name, errname(rc));
+      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking %s returned %s", x->m->name, lstest::err_name(rc));
       break;
     case CP_RD:
       rd_leave(*x->rw, x->rv, "cancel cleanup");
       rc = pthread_rwlock_unlock(&x->rw->rw);
-      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking (read) %s returned %s", x->rw->name, errname(rc));
+      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking (read) %s returned %s", x->rw->name, lstest::err_name(rc));
       break;
     case CP_WR:
       wr_leave(*x->rw, t_me, "cancel cleanup");
       rc = pthread_rwlock_unlock(&x->rw->rw);
-      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking (write) %s returned %s", x->rw->name, errname(rc));
+      if (rc != 0) fail(CK_CANCEL, "cleanup: unlocking (write) %s returned %s", x->rw->name, lstest::err_name(rc));
       break;
     case CP_COND: {
       // POSIX: a cancelled condition waiter holds the mutex again when its
@@ -1241,7 +1193,7 @@ void cancel_cleanup(void* p) {
       rc = mx_release(c.mtx(), c.mkind);
       if (rc != 0)
         fail(CK_CANCEL, "cleanup of a waiter cancelled in %s: unlocking its mutex returned %s (not re-acquired?)", c.name,
-             errname(rc));
+             lstest::err_name(rc));
       break;
     }
     case CP_SEM:
@@ -1298,7 +1250,7 @@ void* cancel_victim(void* p) {
           break;
         }
         if (rc != 0) {
-          fail(CK_ERRNO, "%s on %s returned %s", call, c.name, errname(rc));
+          fail(CK_ERRNO, "%s on %s returned %s", call, c.name, lstest::err_name(rc));
           break;
         }
       }
@@ -1332,7 +1284,7 @@ void* cancel_victim(void* p) {
       x.phase = CP_NONE;
       s.blocked.fetch_sub(1);
       if (rc == 0) s.consumed.fetch_add(1);
-      else if (!(form && rc == ETIMEDOUT)) fail(CK_ERRNO, "%s on %s returned %s", kSemForm[form], s.name, errname(rc));
+      else if (!(form && rc == ETIMEDOUT)) fail(CK_ERRNO, "%s on %s returned %s", kSemForm[form], s.name, lstest::err_name(rc));
     } else if (what < 7) {
       MutexObj& m = r.chance(4) ? *pick(r, g_c11m) : *pick(r, g_mutex);
       int how = mx_fix_how(m.kind, r.chance(3) ? H_CLOCK_MONO : H_LOCK);
@@ -1363,7 +1315,7 @@ void* cancel_victim(void* p) {
         x.phase = CP_NONE;
         leave(m.owner, t_me, call, m.name);
         rc = mx_release(m.obj(), m.kind);
-        if (rc != 0) fail(CK_ERRNO, "unlock of %s returned %s", m.name, errname(rc));
+        if (rc != 0) fail(CK_ERRNO, "unlock of %s returned %s", m.name, lstest::err_name(rc));
       }
     } else if (what < 9) {
       RwObj& o = *pick(r, g_rw);
@@ -1400,7 +1352,7 @@ void* cancel_victim(void* p) {
         if (rd) rd_leave(o, x.rv, call);
         else wr_leave(o, t_me, call);
         rc = pthread_rwlock_unlock(&o.rw);
-        if (rc != 0) fail(CK_ERRNO, "unlock of %s returned %s", o.name, errname(rc));
+        if (rc != 0) fail(CK_ERRNO, "unlock of %s returned %s", o.name, lstest::err_name(rc));
       }
     } else {
       set_op("nanosleep");
@@ -1428,7 +1380,7 @@ void op_cancel(Rng& r) {
   pthread_t t;
   int rc = pthread_create(&t, nullptr, cancel_victim, a);
   if (rc != 0) {
-    note("pthread_create (cancel victim): %s", errname(rc));
+    note("pthread_create (cancel victim): %s", lstest::err_name(rc));
     release_state(a->ts);
     delete a;
     return;
@@ -1437,7 +1389,7 @@ void op_cancel(Rng& r) {
   if (x == 1 || x == 2) sched_yield();
   else if (x > 2) sleep_ns(r.below(3'000'000));
   rc = pthread_cancel(t);
-  if (rc != 0) fail(CK_CANCEL, "pthread_cancel returned %s", errname(rc));
+  if (rc != 0) fail(CK_CANCEL, "pthread_cancel returned %s", lstest::err_name(rc));
   void* res = nullptr;
   if (!bounded_join(t, &res, bound_ns(), "join a cancelled victim")) {
     fail(CK_CANCEL, "a deferred-cancelled victim (%s) was not cancelled within %.0f s; it was in %s", a->ts->name,
@@ -1500,7 +1452,7 @@ bool async_usable(AsyncPage* P, int kind, bool posted, bool returned, const char
              "dead victim, as under glibc; page abandoned", desc, owner);
         return false;
       }
-      fail(CK_ASYNC, "%s: afterwards its mutex is busy (trylock %s, owner field %d, victim tid %d)", desc, errname(rc),
+      fail(CK_ASYNC, "%s: afterwards its mutex is busy (trylock %s, owner field %d, victim tid %d)", desc, lstest::err_name(rc),
            owner, victim_tid);
       return false;
     }
@@ -1510,19 +1462,19 @@ bool async_usable(AsyncPage* P, int kind, bool posted, bool returned, const char
     rc = pthread_mutex_clocklock(&P->m, CLOCK_MONOTONIC, &far);
   }
   if (rc != 0) {
-    fail(CK_ASYNC, "%s: afterwards its mutex cannot be locked: %s", desc, errname(rc));
+    fail(CK_ASYNC, "%s: afterwards its mutex cannot be locked: %s", desc, lstest::err_name(rc));
   } else {
     int rc2 = pthread_mutex_trylock(&P->m);
     if (rc2 == 0) pthread_mutex_unlock(&P->m);  // recursive
-    else if (rc2 != EBUSY && rc2 != EDEADLK) fail(CK_ASYNC, "%s: trylock of its held mutex returned %s", desc, errname(rc2));
+    else if (rc2 != EBUSY && rc2 != EDEADLK) fail(CK_ASYNC, "%s: trylock of its held mutex returned %s", desc, lstest::err_name(rc2));
     // The condvar: signal, broadcast, an expired wait.
-    if ((rc2 = pthread_cond_signal(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_signal afterwards: %s", desc, errname(rc2));
-    if ((rc2 = pthread_cond_broadcast(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_broadcast afterwards: %s", desc, errname(rc2));
+    if ((rc2 = pthread_cond_signal(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_signal afterwards: %s", desc, lstest::err_name(rc2));
+    if ((rc2 = pthread_cond_broadcast(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_broadcast afterwards: %s", desc, lstest::err_name(rc2));
     if (kind == AV_COND) {
       rc2 = pthread_cond_clockwait(&P->c, &P->m, CLOCK_MONOTONIC, &kEpoch);
-      if (rc2 != ETIMEDOUT) fail(CK_ASYNC, "%s: an expired cond_clockwait afterwards returned %s", desc, errname(rc2));
+      if (rc2 != ETIMEDOUT) fail(CK_ASYNC, "%s: an expired cond_clockwait afterwards returned %s", desc, lstest::err_name(rc2));
     }
-    if ((rc2 = pthread_mutex_unlock(&P->m)) != 0) fail(CK_ASYNC, "%s: mutex_unlock afterwards: %s", desc, errname(rc2));
+    if ((rc2 = pthread_mutex_unlock(&P->m)) != 0) fail(CK_ASYNC, "%s: mutex_unlock afterwards: %s", desc, lstest::err_name(rc2));
   }
   if (!skip_rw) {
     far = mono_in(B);
@@ -1531,18 +1483,18 @@ bool async_usable(AsyncPage* P, int kind, bool posted, bool returned, const char
       rc = pthread_rwlock_clockwrlock(&P->rw, CLOCK_MONOTONIC, &far);
     }
     if (rc != 0) {
-      fail(CK_ASYNC, "%s: afterwards its rwlock cannot be write-locked: %s", desc, errname(rc));
+      fail(CK_ASYNC, "%s: afterwards its rwlock cannot be write-locked: %s", desc, lstest::err_name(rc));
     } else {
       pthread_rwlock_unlock(&P->rw);
       rc = pthread_rwlock_clockrdlock(&P->rw, CLOCK_MONOTONIC, &far);
       if (rc != 0) {
-        fail(CK_ASYNC, "%s: afterwards its rwlock cannot be read-locked: %s", desc, errname(rc));
+        fail(CK_ASYNC, "%s: afterwards its rwlock cannot be read-locked: %s", desc, lstest::err_name(rc));
       } else {
         int rc2 = pthread_rwlock_tryrdlock(&P->rw);
-        if (rc2 != 0) fail(CK_ASYNC, "%s: a second read lock afterwards: %s", desc, errname(rc2));
+        if (rc2 != 0) fail(CK_ASYNC, "%s: a second read lock afterwards: %s", desc, lstest::err_name(rc2));
         else pthread_rwlock_unlock(&P->rw);
         rc2 = pthread_rwlock_trywrlock(&P->rw);
-        if (rc2 != EBUSY) fail(CK_ASYNC, "%s: trywrlock of a read-held rwlock afterwards: %s", desc, errname(rc2));
+        if (rc2 != EBUSY) fail(CK_ASYNC, "%s: trywrlock of a read-held rwlock afterwards: %s", desc, lstest::err_name(rc2));
         if (rc2 == 0) pthread_rwlock_unlock(&P->rw);
         pthread_rwlock_unlock(&P->rw);
       }
@@ -1553,14 +1505,14 @@ bool async_usable(AsyncPage* P, int kind, bool posted, bool returned, const char
     if (v < 0 || v > 1 || (returned && v != 0))
       fail(CK_ASYNC, "%s: one token posted before the cancellation, the victim %s, value now %d", desc,
            returned ? "took it" : "did not return", v);
-    if (v == 1 && sem_trywait(&P->s) != 0) fail(CK_ASYNC, "%s: the token left cannot be taken: %s", desc, errname(errno));
+    if (v == 1 && sem_trywait(&P->s) != 0) fail(CK_ASYNC, "%s: the token left cannot be taken: %s", desc, lstest::err_name(errno));
   } else if (v != 0) {
     fail(CK_ASYNC, "%s: the semaphore's value is %d afterwards (expected 0)", desc, v);
   }
-  if (sem_post(&P->s) != 0) fail(CK_ASYNC, "%s: sem_post afterwards: %s", desc, errname(errno));
-  if (sem_trywait(&P->s) != 0) fail(CK_ASYNC, "%s: sem_trywait of the token just posted: %s", desc, errname(errno));
+  if (sem_post(&P->s) != 0) fail(CK_ASYNC, "%s: sem_post afterwards: %s", desc, lstest::err_name(errno));
+  if (sem_trywait(&P->s) != 0) fail(CK_ASYNC, "%s: sem_trywait of the token just posted: %s", desc, lstest::err_name(errno));
   rc = sem_rc(sem_clockwait(&P->s, CLOCK_MONOTONIC, &kEpoch));
-  if (rc != ETIMEDOUT) fail(CK_ASYNC, "%s: an expired sem_clockwait afterwards returned %s", desc, errname(rc));
+  if (rc != ETIMEDOUT) fail(CK_ASYNC, "%s: an expired sem_clockwait afterwards returned %s", desc, lstest::err_name(rc));
   return true;
 }
 
@@ -1571,7 +1523,7 @@ void op_async(Rng& r) {
   const bool skip_rw = !g_native_rwlock;
   auto* P = static_cast<AsyncPage*>(map_page());
   if (!P) {
-    note("mmap failed: %s", errname(errno));
+    note("mmap failed: %s", lstest::err_name(errno));
     return;
   }
   static const int kTypes[] = {PTHREAD_MUTEX_DEFAULT, PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_ERRORCHECK,
@@ -1626,11 +1578,11 @@ void op_async(Rng& r) {
            a->timed ? " [timed]" : "", kTypeName[ti], kRKindName[rk],
            kind == AV_WRLOCK ? (hold_mode == 1 ? " read-held" : " write-held") : "",
            mode == 0 ? "cancelled at once" : mode == 1 ? "after a pause" : "once asleep", a->warmup);
-  if (rc != 0) fail(CK_ERRNO, "%s: the canceller could not take its private object: %s", desc, errname(rc));
+  if (rc != 0) fail(CK_ERRNO, "%s: the canceller could not take its private object: %s", desc, lstest::err_name(rc));
   pthread_t t;
   rc = pthread_create(&t, nullptr, av_victim, a);
   if (rc != 0) {
-    note("pthread_create (async victim): %s", errname(rc));
+    note("pthread_create (async victim): %s", lstest::err_name(rc));
     if (held_m) pthread_mutex_unlock(&P->m);
     if (held_rw) pthread_rwlock_unlock(&P->rw);
     munmap(P, 4096);
@@ -1649,7 +1601,7 @@ void op_async(Rng& r) {
     }
     if (rc != 0)
       fail(CK_ASYNC, "%s: the mutex the victim waits with cannot be locked: %s (victim: returned=%d rc=%s)", desc,
-           errname(rc), __atomic_load_n(&a->returned, __ATOMIC_SEQ_CST), errname(__atomic_load_n(&a->rc, __ATOMIC_SEQ_CST)));
+           lstest::err_name(rc), __atomic_load_n(&a->returned, __ATOMIC_SEQ_CST), lstest::err_name(__atomic_load_n(&a->rc, __ATOMIC_SEQ_CST)));
     held_m = rc == 0;
     if (held_m && r.chance(2)) {
       pthread_mutex_unlock(&P->m);
@@ -1677,7 +1629,7 @@ void op_async(Rng& r) {
   bool posted = false;
   if (kind == AV_SEM && r.chance(3)) posted = sem_post(&P->s) == 0;
   rc = pthread_cancel(t);
-  if (rc != 0) fail(CK_ASYNC, "%s: pthread_cancel returned %s", desc, errname(rc));
+  if (rc != 0) fail(CK_ASYNC, "%s: pthread_cancel returned %s", desc, lstest::err_name(rc));
   if (unlock_after_cancel) {
     sleep_ns(r.below(1'000'000));
     pthread_mutex_unlock(&P->m);
@@ -1693,22 +1645,22 @@ void op_async(Rng& r) {
   }
   const int ran = a->cleanup_ran, ret = a->returned, arc = a->rc, crc = a->cleanup_rc;
   if (res != PTHREAD_CANCELED)
-    fail(CK_ASYNC, "%s: the victim exited with %p, not PTHREAD_CANCELED (returned=%d rc=%s)", desc, res, ret, errname(arc));
+    fail(CK_ASYNC, "%s: the victim exited with %p, not PTHREAD_CANCELED (returned=%d rc=%s)", desc, res, ret, lstest::err_name(arc));
   if (!ran) fail(CK_ASYNC, "%s: the cleanup handler did not run", desc);
   const bool may_return = kind == AV_MUTEX_MAYBE || (kind == AV_SEM && posted);
   if (ret && !may_return)
-    fail(CK_ASYNC, "%s: the blocking call returned %s although its object was never released", desc, errname(arc));
-  if (ret && arc != 0) fail(CK_ASYNC, "%s: the blocking call returned %s", desc, errname(arc));
+    fail(CK_ASYNC, "%s: the blocking call returned %s although its object was never released", desc, lstest::err_name(arc));
+  if (ret && arc != 0) fail(CK_ASYNC, "%s: the blocking call returned %s", desc, lstest::err_name(arc));
   if (kind == AV_COND && crc != 0)
     fail(CK_ASYNC, "%s: in the cleanup handler, unlocking the errorcheck mutex returned %s (not re-acquired)", desc,
-         errname(crc));
+         lstest::err_name(crc));
   if (kind == AV_MUTEX_MAYBE && crc != 0 && (crc != EPERM || ret))
-    fail(CK_ASYNC, "%s: in the cleanup handler, unlocking the mutex returned %s (victim %s)", desc, errname(crc),
+    fail(CK_ASYNC, "%s: in the cleanup handler, unlocking the mutex returned %s (victim %s)", desc, lstest::err_name(crc),
          ret ? "returned from the lock" : "did not return");
-  if (held_m && (rc = pthread_mutex_unlock(&P->m)) != 0) fail(CK_ASYNC, "%s: the canceller's unlock: %s", desc, errname(rc));
+  if (held_m && (rc = pthread_mutex_unlock(&P->m)) != 0) fail(CK_ASYNC, "%s: the canceller's unlock: %s", desc, lstest::err_name(rc));
   if (held_rw) {
     rc = pthread_rwlock_unlock(&P->rw);
-    if (rc != 0 && !(is_rw && skip_rw)) fail(CK_ASYNC, "%s: the canceller's rwlock unlock: %s", desc, errname(rc));
+    if (rc != 0 && !(is_rw && skip_rw)) fail(CK_ASYNC, "%s: the canceller's rwlock unlock: %s", desc, lstest::err_name(rc));
   }
   const bool rw_unchecked = is_rw && skip_rw;
   if (rw_unchecked) note("%s: glibc's rwlock is left unusable by this cancellation; not checked", desc);
@@ -1717,12 +1669,12 @@ void op_async(Rng& r) {
     count_op(K_ASYNC);
     return;  // the page is abandoned: a mutex in it stays held
   }
-  if (!rw_unchecked && (rc = pthread_rwlock_destroy(&P->rw)) != 0) fail(CK_ASYNC, "%s: rwlock_destroy: %s", desc, errname(rc));
+  if (!rw_unchecked && (rc = pthread_rwlock_destroy(&P->rw)) != 0) fail(CK_ASYNC, "%s: rwlock_destroy: %s", desc, lstest::err_name(rc));
   {
     WaitScope ws(W_BOUNDED, nullptr, "async: destroy", mono() + B);
-    if ((rc = pthread_cond_destroy(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_destroy: %s", desc, errname(rc));
-    if ((rc = pthread_mutex_destroy(&P->m)) != 0) fail(CK_ASYNC, "%s: mutex_destroy: %s", desc, errname(rc));
-    if (sem_destroy(&P->s) != 0) fail(CK_ASYNC, "%s: sem_destroy: %s", desc, errname(errno));
+    if ((rc = pthread_cond_destroy(&P->c)) != 0) fail(CK_ASYNC, "%s: cond_destroy: %s", desc, lstest::err_name(rc));
+    if ((rc = pthread_mutex_destroy(&P->m)) != 0) fail(CK_ASYNC, "%s: mutex_destroy: %s", desc, lstest::err_name(rc));
+    if (sem_destroy(&P->s) != 0) fail(CK_ASYNC, "%s: sem_destroy: %s", desc, lstest::err_name(errno));
   }
   munmap(P, 4096);
   delete a;
@@ -1773,8 +1725,8 @@ void life_destroy(LifePage* P, int type) {
     case L_SEM: rc = sem_destroy(&P->s) == 0 ? 0 : errno; break;
     case L_RWLOCK: rc = pthread_rwlock_destroy(&P->rw); break;
   }
-  if (rc != 0) fail(CK_LIFETIME, "the last user's destroy of the %s returned %s", kLifeName[type], errname(rc));
-  if (munmap(P, 4096) != 0) fail(CK_LIFETIME, "munmap: %s", errname(errno));
+  if (rc != 0) fail(CK_LIFETIME, "the last user's destroy of the %s returned %s", kLifeName[type], lstest::err_name(rc));
+  if (munmap(P, 4096) != 0) fail(CK_LIFETIME, "munmap: %s", lstest::err_name(errno));
 }
 
 int life_mutex_lock(Rng& r, LifePage* P, const char* what) {
@@ -1826,7 +1778,7 @@ void* life_helper(void* p) {
   const int64_t B = bound_ns();
   int rc = 0;
   auto chk = [&](int rc2, const char* what) {
-    if (rc2 != 0) fail(CK_LIFETIME, "%s (%s page): %s", what, kLifeName[a->type], errname(rc2));
+    if (rc2 != 0) fail(CK_LIFETIME, "%s (%s page): %s", what, kLifeName[a->type], lstest::err_name(rc2));
     return rc2 == 0;
   };
   switch (a->type) {
@@ -1956,7 +1908,7 @@ void op_lifetime(Rng& r) {
   const int type = static_cast<int>(r.below(L_KINDS));
   auto* P = static_cast<LifePage*>(map_page());
   if (!P) {
-    note("mmap failed: %s", errname(errno));
+    note("mmap failed: %s", lstest::err_name(errno));
     return;
   }
   int nw = 1 + static_cast<int>(r.below(4));
@@ -2189,7 +2141,7 @@ void op_fork(Rng& r) {
       enter(m->owner, t_me, "held across fork", m->name);
       f.held[f.nheld++] = m;
     } else if (rc != EBUSY) {
-      fail(CK_ERRNO, "trylock of %s returned %s", m->name, errname(rc));
+      fail(CK_ERRNO, "trylock of %s returned %s", m->name, lstest::err_name(rc));
     }
   }
   if (r.chance(2)) {
@@ -2216,15 +2168,15 @@ void op_fork(Rng& r) {
   if (f.rheld) {
     rd_leave(*f.rheld, f.rv, "read-held across fork");
     int rc = pthread_rwlock_unlock(&f.rheld->rw);
-    if (rc != 0) fail(CK_ERRNO, "rwlock_unlock of %s after fork: %s", f.rheld->name, errname(rc));
+    if (rc != 0) fail(CK_ERRNO, "rwlock_unlock of %s after fork: %s", f.rheld->name, lstest::err_name(rc));
   }
   for (int i = 0; i < f.nheld; ++i) {
     leave(f.held[i]->owner, t_me, "held across fork", f.held[i]->name);
     int rc = mx_release(f.held[i]->obj(), f.held[i]->kind);
-    if (rc != 0) fail(CK_ERRNO, "unlock of %s after fork: %s", f.held[i]->name, errname(rc));
+    if (rc != 0) fail(CK_ERRNO, "unlock of %s after fork: %s", f.held[i]->name, lstest::err_name(rc));
   }
   if (pid < 0) {
-    note("fork: %s", errname(fork_errno));
+    note("fork: %s", lstest::err_name(fork_errno));
     g_fork_busy.store(false);
     return;
   }
@@ -2258,7 +2210,7 @@ void op_fork(Rng& r) {
       int rc = sem_rc(sem_clockwait(g_psem, CLOCK_MONOTONIC, &far));
       if (rc != 0) {
         fail(CK_FORK, "token %d/%d the child posted to the process-shared semaphore cannot be taken: %s", i + 1, f.posts,
-             errname(rc));
+             lstest::err_name(rc));
         break;
       }
     }
@@ -2320,13 +2272,13 @@ void* hs_thread(void* p) {
         continue;
       }
       if (rc != 0) {
-        fail(CK_ERRNO, "%s: %s returned %s", name, kSemForm[form], errname(rc));
+        fail(CK_ERRNO, "%s: %s returned %s", name, kSemForm[form], lstest::err_name(rc));
         break;
       }
       if (g_stop.load()) break;
       h.rounds[me].fetch_add(1);
       h.turn_a.store(1 - me);
-      if (sem_post(&h.s[1 - me]) != 0) fail(CK_ERRNO, "%s: sem_post: %s", name, errname(errno));
+      if (sem_post(&h.s[1 - me]) != 0) fail(CK_ERRNO, "%s: sem_post: %s", name, lstest::err_name(errno));
     } else {
       set_op("handshake lock");
       int rc;
@@ -2335,7 +2287,7 @@ void* hs_thread(void* p) {
         rc = hs_lock(h);
       }
       if (rc != 0) {
-        fail(CK_ERRNO, "%s: lock: %s", name, errname(rc));
+        fail(CK_ERRNO, "%s: lock: %s", name, lstest::err_name(rc));
         break;
       }
       enter(h.owner, t_me, name, name);
@@ -2356,7 +2308,7 @@ void* hs_thread(void* p) {
           continue;
         }
         if (rc != 0) {
-          fail(CK_ERRNO, "%s: wait returned %s", name, errname(rc));
+          fail(CK_ERRNO, "%s: wait returned %s", name, lstest::err_name(rc));
           break;
         }
       }
@@ -2365,10 +2317,10 @@ void* hs_thread(void* p) {
         h.turn_a.store(h.turn);
         h.rounds[me].fetch_add(1);
         rc = g_opt.inject == "lost-signal" && r.chance(5000) ? 0 : hs_wake(h, r.chance(4));
-        if (rc != 0) fail(CK_ERRNO, "%s: signal: %s", name, errname(rc));
+        if (rc != 0) fail(CK_ERRNO, "%s: signal: %s", name, lstest::err_name(rc));
       }
       leave(h.owner, t_me, name, name);
-      if ((rc = hs_unlock(h)) != 0) fail(CK_ERRNO, "%s: unlock: %s", name, errname(rc));
+      if ((rc = hs_unlock(h)) != 0) fail(CK_ERRNO, "%s: unlock: %s", name, lstest::err_name(rc));
     }
     count_op(K_HANDSHAKE);
     if (r.chance(2)) sleep_ns(r.below(100'000));  // leave the CPUs to the workers
@@ -2414,7 +2366,7 @@ void* feeder(void* p) {
             c->produced.fetch_add(1);
             g_feeds.fetch_add(1, std::memory_order_relaxed);
             int rc = cv_wake(*c, false);
-            if (rc != 0) fail(CK_ERRNO, "feeder: signal of %s: %s", c->name, errname(rc));
+            if (rc != 0) fail(CK_ERRNO, "feeder: signal of %s: %s", c->name, lstest::err_name(rc));
           }
           cond_unlock(*c, "feeder");
           c->feed_seen = false;
@@ -2704,7 +2656,7 @@ void final_checks() {
              (unsigned long long)o->shadow.load());
       if (o->owner.load() != 0) fail(CK_MUTEX_EXCL, "%s: owner word %d left at the end", o->name, o->owner.load());
       int rc = mx_acquire(o->obj(), o->kind, H_TRY, Deadline{});
-      if (rc != 0) fail(CK_PROGRESS, "%s is not free at the end: trylock returned %s", o->name, errname(rc));
+      if (rc != 0) fail(CK_PROGRESS, "%s is not free at the end: trylock returned %s", o->name, lstest::err_name(rc));
       else mx_release(o->obj(), o->kind);
     }
   for (RwObj* o : g_rw) {
@@ -2714,7 +2666,7 @@ void final_checks() {
     if (o->readers.load() != 0 || o->writer.load() != 0)
       fail(CK_RW_EXCL, "%s: %d readers / writer %d left at the end", o->name, o->readers.load(), o->writer.load());
     int rc = pthread_rwlock_trywrlock(&o->rw);
-    if (rc != 0) fail(CK_PROGRESS, "%s is not free at the end: trywrlock returned %s", o->name, errname(rc));
+    if (rc != 0) fail(CK_PROGRESS, "%s is not free at the end: trywrlock returned %s", o->name, lstest::err_name(rc));
     else pthread_rwlock_unlock(&o->rw);
   }
   for (auto* list : {&g_cond, &g_c11c})
@@ -2763,7 +2715,7 @@ void on_fatal(int sig, siginfo_t* si, void*) {
   }
   if (TState* ts = t_ts) {  // what the crashing thread was doing
     int kind = ts->wkind.load();
-    n = snprintf(buf, sizeof buf, "torture: the crashing thread: %s (tid %d), op \"%s\"%s%s%s\n", ts->name, my_tid(),
+    n = snprintf(buf, sizeof buf, "torture: the crashing thread: %s (tid %d), op \"%s\"%s%s%s\n", ts->name, current_tid(),
                  ts->op.load(), kind != W_NONE ? ", waiting in \"" : "", kind != W_NONE ? ts->wwhat.load() : "",
                  kind != W_NONE ? "\"" : "");
     if (n > 0) {

@@ -1,5 +1,5 @@
-// preload/cli/test/symbols_fixture.cpp — a program that is never run: it only
-// gives preload/cli/test/report_test.py an ELF file with debug info whose
+// tests/tools/symbols_fixture.cpp — a program that is never run: it only
+// gives tests/tools/report_test.py an ELF file with debug info whose
 // functions have known names, so a hand-written statistics fixture can point
 // its `map` and `site` records into it and `lockswap report` must name them
 // (through addr2line -f -C -i) when it ranks the sites.

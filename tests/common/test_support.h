@@ -1,7 +1,8 @@
-// tests/behaviour/test_util.h — helpers shared by the preload test programs
-// (behaviour/, stress/, cxx/): clocks, a coordination semaphore that is NOT a
-// lock under test, a lock-holding helper thread, and a per-test watchdog so a
-// deadlock fails the test instead of hanging ctest.
+// tests/common/test_support.h — what every test program shares, gtest or not
+// (behaviour/, stress/, cxx/, torture/, differential/, core/): clocks and
+// time budgets, errno names, mutex initialisation by type, a coordination
+// semaphore that is NOT a lock under test, a lock-holding helper thread,
+// bounded joins, /proc task states and children of fork() with a watchdog.
 //
 // Coordination between test threads uses raw futexes (lstest::Sem), never a
 // primitive lockswap interposes, so the scaffolding keeps working when the
@@ -11,6 +12,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +30,8 @@
 #include <string>
 #include <thread>
 
-#include <gtest/gtest.h>
+#include "tests/common/task_state.h"
+
 
 namespace lstest {
 
@@ -70,6 +74,8 @@ inline bool env_is_native(const char* var) {
 inline bool native_mutex() { return env_is_native("LOCKSWAP_MUTEX"); }
 inline bool native_rwlock() { return env_is_native("LOCKSWAP_RWLOCK"); }
 
+// The name of an errno value (or of a thrd_* result mapped to -1), for
+// messages and transcripts.
 inline const char* err_name(int e) {
   switch (e) {
     case 0: return "0";
@@ -79,12 +85,54 @@ inline const char* err_name(int e) {
     case EPERM: return "EPERM";
     case ETIMEDOUT: return "ETIMEDOUT";
     case EAGAIN: return "EAGAIN";
+    case EINTR: return "EINTR";
     case EOWNERDEAD: return "EOWNERDEAD";
     case ENOTRECOVERABLE: return "ENOTRECOVERABLE";
     case ENOMEM: return "ENOMEM";
     case ENOTSUP: return "ENOTSUP";
-    default: return "E?";
+    case EOVERFLOW: return "EOVERFLOW";
+    case ESRCH: return "ESRCH";
+    case -1: return "thrd_error";
   }
+  static thread_local char buf[24];
+  snprintf(buf, sizeof buf, "errno-%d", e);
+  return buf;
+}
+
+// ------------------------------------------------------------ mutex types
+
+// pthread_mutex_init with a mutex of `type` (PTHREAD_MUTEX_NORMAL, ...).
+inline int init_mutex_of_type(pthread_mutex_t* m, int type) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, type);
+  int rc = pthread_mutex_init(m, &a);
+  pthread_mutexattr_destroy(&a);
+  return rc;
+}
+
+inline const char* mutex_type_name(int type) {
+  switch (type) {
+    case PTHREAD_MUTEX_NORMAL: return "Normal";
+    case PTHREAD_MUTEX_RECURSIVE: return "Recursive";
+    case PTHREAD_MUTEX_ERRORCHECK: return "Errorcheck";
+    case PTHREAD_MUTEX_ADAPTIVE_NP: return "Adaptive";
+  }
+  return "Unknown";
+}
+
+// pthread_create of a SCHED_FIFO thread of priority `prio` running fn(arg).
+inline int start_fifo_thread(pthread_t* t, int prio, void* (*fn)(void*), void* arg) {
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED);
+  pthread_attr_setschedpolicy(&a, SCHED_FIFO);
+  sched_param sp{};
+  sp.sched_priority = prio;
+  pthread_attr_setschedparam(&a, &sp);
+  int rc = pthread_create(t, &a, fn, arg);
+  pthread_attr_destroy(&a);
+  return rc;
 }
 
 // ---------------------------------------------------------- coordination
@@ -123,24 +171,10 @@ class Sem {
 inline pid_t current_tid() { return static_cast<pid_t>(gettid()); }
 
 // The state field ('R', 'S', ...) of a /proc .../stat file, or 0.
-inline char stat_file_state(const char* path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[512];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = strrchr(buf, ')');
-  return (p != nullptr && p[1] == ' ') ? p[2] : 0;
-}
+inline char stat_file_state(const char* path) { return lstest_stat_file_state(path); }
 
 // Scheduler state of a thread of this process ('R', 'S', ...), or 0.
-inline char thread_state(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-  return stat_file_state(path);
-}
+inline char thread_state(pid_t tid) { return lstest_thread_state(tid); }
 
 // Waits (bounded) until thread `tid` sleeps in the kernel, i.e. is blocked in
 // the lock it was about to take. Used only to make a scenario more likely to
@@ -228,6 +262,23 @@ auto on_other_thread(F&& f) -> decltype(f()) {
   return r;
 }
 
+// ------------------------------------------------------------ time budgets
+
+// A stress test's time (per test, on top of thread start-up) and the bound on
+// joining its threads.
+inline constexpr int64_t kBudgetMs = 800;
+inline constexpr int64_t kJoinMs = 30'000;
+
+// Set when the time budget is used up; workers stop at their next check.
+class Budget {
+ public:
+  explicit Budget(int64_t ms = kBudgetMs) : end_(now_ns(CLOCK_MONOTONIC) + ms * 1'000'000) {}
+  bool over() const { return now_ns(CLOCK_MONOTONIC) >= end_; }
+
+ private:
+  int64_t end_;
+};
+
 // --------------------------------------------------------------- watchdog
 
 inline constexpr unsigned kWatchdogSeconds = 60;
@@ -278,26 +329,80 @@ class PThread {
   bool joined_ = false;
 };
 
-inline void on_watchdog(int) {
-  static const char head[] = "\n*** lockswap test watchdog: test did not finish in time: ";
-  (void)!write(2, head, sizeof head - 1);
-  (void)!write(2, g_current_test, strlen(g_current_test));
-  (void)!write(2, "\n", 1);
-  _exit(124);
+// ------------------------------------------------------ children of fork()
+
+// Checks inside a forked child count here; the child's exit status says
+// whether any failed (gtest's own assertions do not cross fork()).
+inline std::atomic<int> g_child_failures{0};
+
+// Forks a child that runs `body` under a watchdog of its own (SIGALRM after
+// `watchdog_s`: a deadlock in the child kills it); returns its pid, or -1.
+inline pid_t start_child(const std::function<void()>& body, unsigned watchdog_s = 30) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGALRM, SIG_DFL);  // the parent's reporter would blame the test
+    alarm(watchdog_s);
+    g_child_failures = 0;
+    body();
+    fflush(stderr);
+    _exit(g_child_failures == 0 ? 0 : 1);
+  }
+  return pid;
 }
 
-class WatchdogListener : public testing::EmptyTestEventListener {
-  void OnTestStart(const testing::TestInfo& info) override {
-    snprintf(g_current_test, sizeof g_current_test, "%s.%s", info.test_suite_name(), info.name());
-    signal(SIGALRM, on_watchdog);
-    alarm(kWatchdogSeconds);
+// The exit status of a child (0: every child check passed), or 128+signal
+// with a line saying whether its watchdog or a crash ended it.
+inline int child_result(int status) {
+  if (WIFSIGNALED(status)) {
+    fprintf(stderr, "child killed by signal %d (%s)\n", WTERMSIG(status),
+            WTERMSIG(status) == SIGALRM ? "watchdog: the child hung" : "crash or timeout");
+    return 128 + WTERMSIG(status);
   }
-  void OnTestEnd(const testing::TestInfo&) override { alarm(0); }
-};
+  return WEXITSTATUS(status);
+}
 
-inline const bool g_watchdog_installed = [] {
-  testing::UnitTest::GetInstance()->listeners().Append(new WatchdogListener);
-  return true;
-}();
+// Waits at most `ms` for the child; kills it when it is late. Returns its
+// child_result, or -1 for no child.
+inline int finish_child(pid_t pid, int64_t ms = 30'000) {
+  if (pid < 0) return -1;
+  int status = 0;
+  bool exited = eventually(
+      [&] {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        return r == pid || (r < 0 && errno != EINTR);
+      },
+      ms);
+  if (!exited) {
+    fprintf(stderr, "child %d did not finish within %lld ms: killed\n", pid, static_cast<long long>(ms));
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  return child_result(status);
+}
+
+// Runs `body` in a forked child and waits for it (its watchdog ends it first).
+inline int run_in_child(const std::function<void()>& body, unsigned watchdog_s = 20) {
+  return finish_child(start_child(body, watchdog_s), (watchdog_s + 10) * int64_t{1000});
+}
 
 }  // namespace lstest
+
+#define CHILD_EXPECT_EQ(a, b)                                                                        \
+  do {                                                                                               \
+    long long va_ = static_cast<long long>(a), vb_ = static_cast<long long>(b);                      \
+    if (va_ != vb_) {                                                                                \
+      fprintf(stderr, "child %s:%d: %s == %lld, expected %s == %lld (errno %s)\n", __FILE__, __LINE__, \
+              #a, va_, #b, vb_, strerrorname_np(errno));                                             \
+      ++lstest::g_child_failures;                                                                    \
+    }                                                                                                \
+  } while (0)
+
+#define CHILD_CHECK(cond)                                                            \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "child %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++lstest::g_child_failures;                                                    \
+    }                                                                                \
+  } while (0)

@@ -1,4 +1,4 @@
-// preload/cli/oncpu/oncpu.bpf.c — the one sched_switch program of the machine:
+// tools/oncpu/oncpu.bpf.c — the one sched_switch program of the machine:
 // records, per host thread id, whether that thread is on a CPU right now
 // (layout: core/oncpu_map.h; design and security: core/oncpu.h).
 //

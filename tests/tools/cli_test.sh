@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# preload/cli/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
+# tests/tools/cli_test.sh LOCKSWAP — smoke test of the `lockswap` command.
 set -euo pipefail
 CLI=${1:?usage: cli_test.sh path/to/lockswap}
-# shellcheck source=test/expect.sh
-source "$(dirname "${BASH_SOURCE[0]}")/test/expect.sh"
+# shellcheck source=expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 expect help 0 'usage: lockswap' -- "$CLI" --help
 expect list 0 'LOCKSWAP_MUTEX = glibc .*futex' -- "$CLI" --list
@@ -35,6 +35,15 @@ expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$'
   env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
 expect percid-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant percid -- true
+# --variant NAME is the column of that name in the library's one list
+# (preload/variant_columns.def), printed by --list; explicit options win.
+expect list-columns 0 'rwsem-rspin LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin' -- "$CLI" --list
+expect variant-column 0 '^LOCKSWAP_CID=percpu$' -- "$CLI" --variant percid-percpu -- env
+expect variant-oncpu-off 0 '^LOCKSWAP_ONCPU=off$' -- "$CLI" --variant rwsem-oncpu-off -- env
+expect variant-lockref-mutex 0 '^LOCKSWAP_MUTEX=futex$' -- "$CLI" --variant lockref -- env
+expect variant-then-mutex 0 '^LOCKSWAP_MUTEX=glibc$' -- "$CLI" --mutex glibc --variant rwsem -- env
+expect variant-then-cid 0 '^LOCKSWAP_CID=global$' -- "$CLI" --cid global --variant percid -- env
+expect bad-column 2 "unknown variant 'nope'" -- "$CLI" --variant nope -- true
 expect cid 0 '^LOCKSWAP_CID=global$' -- "$CLI" --rwlock percid --cid global -- env
 # LOCKSWAP_ONCPU (core/oncpu.h): checked like every setting; bpf never
 # falls back silently when the map is not there.

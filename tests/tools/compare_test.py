@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""preload/cli/test/compare_test.py LOCKSWAP — `lockswap compare` with tiny deterministic
+"""tests/tools/compare_test.py LOCKSWAP — `lockswap compare` with tiny deterministic
 commands and a fake core-to-core probe: the rows (none, glibc, the variants), the rotation of the
 order across rounds, the verdicts (faster, slower, no significant difference, not enough runs),
 dropped unsteady rounds, metric extraction, the CSV, failed runs, the baseline rules, statistics

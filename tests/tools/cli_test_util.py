@@ -1,4 +1,4 @@
-"""preload/cli/test/cli_test_util.py — shared by report_test.py and compare_test.py.
+"""tests/tools/cli_test_util.py — shared by report_test.py and compare_test.py.
 
 Both take the path of the configured `lockswap` script as their first argument
 (ctest passes ${CMAKE_BINARY_DIR}/bin/lockswap), the rest goes to unittest.

@@ -1,4 +1,4 @@
-# preload/cli/test/expect.sh — the check the shell tests of the command and
+# tests/tools/expect.sh — the check the shell tests of the command and
 # of the eBPF loader share: run a command, compare its exit status, grep its
 # output. Source it; it counts failures in `fails`.
 # shellcheck shell=bash

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""preload/cli/test/report_test.py LOCKSWAP SYMBOLS_FIXTURE — `lockswap report` on hand-written
+"""tests/tools/report_test.py LOCKSWAP SYMBOLS_FIXTURE — `lockswap report` on hand-written
 statistics files (fixtures/, format version 1 of the library's statistics records) and on one
 generated at test time whose addresses point into SYMBOLS_FIXTURE (symbols_fixture.cpp built with
 debug info), so the report must name its functions."""

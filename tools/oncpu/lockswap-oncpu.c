@@ -1,4 +1,4 @@
-// preload/cli/oncpu/lockswap-oncpu.c — the privileged loader of the owner-on-CPU
+// tools/oncpu/lockswap-oncpu.c — the privileged loader of the owner-on-CPU
 // map (design and security argument: core/oncpu.h; layout: core/oncpu_map.h).
 //
 //   lockswap-oncpu start            load + attach the sched_switch program,

@@ -1,16 +1,16 @@
 #!/usr/bin/python3
-"""preload/cli/test/report_fuzz_test.py LOCKSWAP LOCKSWAP_CLI_PY SYMBOLS_FIXTURE — `lockswap report`
+"""tests/tools/report_fuzz_test.py LOCKSWAP LOCKSWAP_CLI SYMBOLS_FIXTURE — `lockswap report`
 against malformed input: mutated copies of the fixture dumps (byte flips, truncations, duplicated
 and huge numbers, random records, binary garbage, huge lines) and dumps whose mappings name
 malformed ELF files (empty, truncated, a header promising more than the file holds, a directory).
 
 Deterministic: a fixed seed and a fixed number of cases. Most cases call the report in-process
-(LOCKSWAP_CLI_PY imported as a module, stdout a strict UTF-8 stream like a real pipe) so a few
+(the LOCKSWAP_CLI package imported, stdout a strict UTF-8 stream like a real pipe) so a few
 hundred fit in seconds; a sample also runs through the real command. Every case must end with
 exit status 0 or 1, print no traceback and no "internal error", and finish in bounded time.
-Give LOCKSWAP_CLI_PY of an older tree to see what this finds there."""
+Give LOCKSWAP_CLI of an older tree to see what this finds there."""
 import contextlib
-import importlib.util
+import importlib
 import io
 import os
 import random
@@ -41,10 +41,9 @@ NASTY_NUMBERS = ("-1", "0x", "0xZZ", "1e9", "18446744073709551616", "9" * 400, "
 
 
 def load_cli(path):
-    spec = importlib.util.spec_from_file_location("lockswap_cli_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The package at PATH (a lockswap_cli directory), imported as itself."""
+    sys.path.insert(0, os.path.dirname(path.rstrip("/")))
+    return importlib.import_module(os.path.basename(path.rstrip("/")) + ".main")
 
 
 def strict_stream():
@@ -260,7 +259,7 @@ class ReportFuzzTest(unittest.TestCase):
 
 if __name__ == "__main__":
     if len(sys.argv) < 4:
-        sys.exit(f"usage: {sys.argv[0]} path/to/lockswap path/to/lockswap_cli.py SYMBOLS_FIXTURE [unittest args]")
+        sys.exit(f"usage: {sys.argv[0]} path/to/lockswap path/to/lockswap_cli SYMBOLS_FIXTURE [unittest args]")
     CLI, CLI_PY, SYMBOLS = (os.path.abspath(a) for a in sys.argv[1:4])
     del sys.argv[1:4]
     unittest.main(verbosity=2)

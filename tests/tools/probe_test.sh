@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# preload/cli/probe/probe_test.sh PROBE WRAPPER — the output formats other
+# tests/tools/probe_test.sh PROBE WRAPPER — the output formats other
 # tools parse (lockswap_stats.probe_c2c, table headers, lockswap doctor).
 set -euo pipefail
 probe=$1 wrapper=$2

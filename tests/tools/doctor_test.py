@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""preload/cli/probe/doctor_test.py — lockswap_doctor's warnings from given
+"""tests/tools/doctor_test.py — lockswap_doctor's warnings from given
 facts (the machine these tests run on has whatever facts it has)."""
 import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import lockswap_doctor  # noqa: E402
 
 QUIET = """cpus_online=2

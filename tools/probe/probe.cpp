@@ -1,4 +1,4 @@
-// preload/cli/probe/probe.cpp — lockswap-probe: the facts about this machine
+// tools/probe/probe.cpp — lockswap-probe: the facts about this machine
 // that decide whether a lock benchmark measures the lock or the machine
 // (docs/measuring.md). Standalone: no lockswap code, no LD_PRELOAD needed.
 //

@@ -1,0 +1,513 @@
+"""`lockswap compare`: a command as it is and under each variant, in rotated rounds."""
+
+import argparse
+import csv
+import os
+import re
+import shlex
+import signal
+import statistics
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from .common import PROG, import_pyplot, table, warn
+
+
+REFERENCE = "none"   # the command as it is: no LD_PRELOAD, no LOCKSWAP_* variable
+
+COMPARE_EPILOG = f"""\
+Rows: `none` (COMMAND run as it is: no LD_PRELOAD, no LOCKSWAP_* variable; the
+reference unless --baseline names another row), `glibc` (through lockswap with
+glibc's own locks: what the interposition alone costs) and the listed variants;
+none and glibc are added when not listed (--no-glibc leaves glibc out).
+
+Rounds: each repetition is a round that runs every row once, in the listed order
+rotated by the round's number, so drift (a warming cache, a noisy neighbour)
+does not always hit the same row. Before and after each round the core-to-core
+probe (`lockswap-probe c2c`, next to the lockswap command; --probe PATH) is
+read; a round whose two readings differ by more than lockswap_stats.PROBE_TOLERANCE
+(the host moved the vCPUs) is dropped, unless --keep-unsteady, and the table
+says how many rounds were kept. Without the probe every round counts.
+
+Verdicts: per kept round the ratio row/reference; a row's ratio is the median of
+those, with the sign test's distribution-free confidence interval (--level,
+95% by default), stated as hyperfine does: "rwsem is 1.23 [1.19, 1.27] times
+faster than none". A difference is called only when the interval excludes 1:
+faster, slower, no significant difference, or "not enough runs" when there are
+too few rounds for the level at all (fewer than 6 for 95%: the default --repeat).
+
+Every row runs in an environment computed once by the lockswap command
+(`{PROG} [--lib L] <variant options> [--set ...] -- env -0`), so every row,
+none included, starts COMMAND the same way. LOCKSWAP_* variables of the calling
+environment are not passed on: settings come from --set only. Measured runs
+never run the profiler: --stats gives them counts-only statistics (contract:
+LOCKSWAP_STATS=counts, files in --stats-dir); --profile-run adds one separate
+run per row under the profiler, labelled "profile", never in the table, and
+prints where its dump is for `{PROG} report`.
+
+Variants: the names of `{PROG} --variant` (glibc, futex, rwsem, rwsem-rspin,
+lockref, percid), percid-ALLOCATOR (--variant percid --cid ALLOCATOR), or
+MUTEX/RWLOCK (--mutex MUTEX --rwlock RWLOCK).
+
+The metric is the command's wall time in seconds (--time, the default), or with
+--metric REGEX the first number in the first group of the first match of REGEX
+in the command's stdout+stderr (the whole match if the regex has no group).
+Direction: --time is lower-is-better; --metric defaults to higher-is-better
+(throughput) -- pass --lower-is-better for latencies.
+
+A run that exits non-zero, times out or prints no metric is reported with its
+exit status and the tail of its output, and compare exits 1 at the end.
+
+examples:
+  {PROG} compare --variants futex,rwsem --metric 'events per second: *([0-9.]+)' \\
+      -- sysbench mutex --threads=16 run
+  {PROG} compare --variants rwsem,rwsem-rspin --time --csv t.csv --png t.png -- ./app
+  {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --baseline glibc --profile-run -- ./bench
+"""
+
+
+def stats_module():
+    """lockswap_stats.py, installed next to this package: the one implementation of the verdicts."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import lockswap_stats
+    return lockswap_stats
+
+
+def compare_parser(ls):
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} compare", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage=f"{PROG} compare [options] -- COMMAND [ARGS...]",
+        description="Run a command as it is and under several lock variants, in interleaved "
+                    "rounds with rotated order, and state per variant how many times faster or "
+                    "slower it is, with a confidence interval, or that the runs cannot tell.",
+        epilog=COMPARE_EPILOG)
+    p.add_argument("--variants", default="glibc,futex,rwsem", metavar="V1,V2,...",
+                   help="comma-separated variants (default: glibc,futex,rwsem; none is always a row)")
+    p.add_argument("--baseline", default=REFERENCE, metavar="V",
+                   help=f"the reference row of the ratios (default: {REFERENCE}, the command without lockswap)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help=f"rounds (default {ls.runs_needed()}: the fewest that can reach 95%%)")
+    p.add_argument("--level", type=float, default=ls.DEFAULT_LEVEL, metavar="P",
+                   help="confidence level of the intervals (default 0.95)")
+    m = p.add_mutually_exclusive_group()
+    m.add_argument("--metric", metavar="REGEX", help="extract the metric from the output")
+    m.add_argument("--time", action="store_true", help="measure wall time (the default)")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--higher-is-better", dest="higher", action="store_true", default=None)
+    d.add_argument("--lower-is-better", dest="higher", action="store_false")
+    p.add_argument("--no-glibc", action="store_true", help="do not add the glibc row")
+    p.add_argument("--probe", metavar="PATH",
+                   help="the core-to-core probe (default: lockswap-probe next to the lockswap command)")
+    p.add_argument("--keep-unsteady", action="store_true",
+                   help="keep rounds whose before/after probes disagree (default: dropped)")
+    p.add_argument("--stats", action="store_true",
+                   help="counts-only statistics of every measured run (never the profiler), in --stats-dir")
+    p.add_argument("--profile-run", action="store_true",
+                   help="one extra profiled run per row, labelled profile, not in the table")
+    p.add_argument("--stats-dir", metavar="DIR", help="where --stats and --profile-run write (default: a new "
+                                                      "directory under $TMPDIR)")
+    p.add_argument("--csv", metavar="FILE", help="write every run and the summary as CSV")
+    p.add_argument("--png", metavar="FILE", help="plot every run and the medians per variant")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a LOCKSWAP_* setting for every run (repeatable), as `lockswap --set`")
+    p.add_argument("--lib", metavar="PATH", help="liblockswap.so to use (passed to the wrapper)")
+    p.add_argument("--timeout", type=float, metavar="S", help="kill a run after S seconds (a failure)")
+    p.add_argument("--tail", type=int, default=15, metavar="LINES",
+                   help="output lines shown for a failed run (default 15)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    return p
+
+
+def variant_options(v):
+    """A MUTEX/RWLOCK pair, or a column of the library's matrix (the wrapper looks it up)."""
+    if "/" in v:
+        mutex, rwlock = v.split("/", 1)
+        return ["--mutex", mutex, "--rwlock", rwlock]
+    return ["--variant", v]
+
+
+def number_in(text):
+    m = re.search(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", text.replace(",", ""))
+    return float(m.group(0)) if m else None
+
+
+def extract_metric(regex, output):
+    m = regex.search(output)
+    if not m:
+        return None
+    return number_in(m.group(1) if regex.groups else m.group(0))
+
+
+class Run:
+    def __init__(self, index, round_no, position, variant):
+        self.index, self.round, self.position, self.variant = index, round_no, position, variant
+        self.rc = None
+        self.value = None
+        self.wall_s = None
+        self.error = None
+        self.output = ""
+
+    @property
+    def ok(self):
+        return self.error is None
+
+
+class Round:
+    def __init__(self, number):
+        self.number = number
+        self.probe_before = self.probe_after = None
+        self.kept = True
+        self.steady = True
+        self.runs = []
+
+    def values(self):
+        return {r.variant: r.value for r in self.runs if r.ok}
+
+
+def execute(run, argv, env, args, regex):
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        run.error, run.rc = f"cannot start: {e.strerror}", 127
+        return
+    try:
+        out, _ = proc.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        run.error = f"timed out after {args.timeout:g}s"
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    run.wall_s = time.monotonic() - start
+    run.rc = proc.returncode
+    run.output = out.decode("utf-8", errors="replace")
+    if run.error:
+        return
+    if run.rc != 0:
+        run.error = f"exit status {run.rc}" if run.rc > 0 else f"killed by signal {-run.rc}"
+        return
+    run.value = run.wall_s if regex is None else extract_metric(regex, run.output)
+    if run.value is None:
+        run.error = f"metric /{regex.pattern}/ not found in the output"
+
+
+def clean_environ(keep=()):
+    """The caller's environment without LD_PRELOAD and LOCKSWAP_* but KEEP: what `none` runs
+    in, and (keeping the wrapper's own LOCKSWAP_LIB) what the wrapper starts from."""
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and (not k.startswith("LOCKSWAP_") or k in keep)}
+
+
+def file_label(v):
+    return re.sub(r"[^A-Za-z0-9_.+-]", "+", v)
+
+
+class Environments:
+    """Each row's environment, computed once by the lockswap command (which also checks the
+    settings: a bad one stops compare here, before any run)."""
+
+    def __init__(self, wrapper, args, stats_dir):
+        self.wrapper, self.args, self.stats_dir = wrapper, args, stats_dir
+        self.common = (["--lib", args.lib] if args.lib else [], [x for s in args.set for x in ("--set", s)])
+
+    def measured(self, v):
+        if v == REFERENCE:
+            return clean_environ()
+        if not self.args.stats:
+            return self.capture(v, [])
+        return self.capture(v, ["--stats"], os.path.join(self.stats_dir, f"{file_label(v)}.%p"))
+
+    def profiled(self, v):
+        return self.capture(v, ["--profile"], os.path.join(self.stats_dir, f"{file_label(v)}.profile.%p"))
+
+    def capture(self, v, extra, stats_file=None):
+        """`lockswap <options> -- env -0` -> the environment COMMAND would get. With statistics,
+        the env process's own dump goes to a scratch file, and the row's file is put in after."""
+        scratch = tempfile.mkdtemp(prefix="lockswap-env-") if stats_file else None
+        opts = extra + (["--stats-file", os.path.join(scratch, "env.%p")] if scratch else [])
+        argv = [self.wrapper, *self.common[0], *variant_options(v), *self.common[1], *opts, "--", "env", "-0"]
+        try:
+            p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+        if p.returncode != 0:
+            sys.stderr.write(p.stderr.decode("utf-8", errors="replace"))
+            raise SystemExit(2)
+        env = dict(item.split("=", 1) for item in os.fsdecode(p.stdout).split("\0") if "=" in item)
+        if stats_file:
+            env["LOCKSWAP_STATS_FILE"] = stats_file
+        return env
+
+
+def probe_path(args, wrapper):
+    if args.probe is not None:
+        return args.probe
+    return os.path.join(os.path.dirname(os.path.realpath(wrapper)), "lockswap-probe")
+
+
+def loadavg_text():
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def plan_variants(args, parser):
+    listed = [v for v in (x.strip() for x in args.variants.split(",")) if v]
+    if len(set(listed)) != len(listed):
+        parser.error(f"--variants lists a variant twice: {args.variants}")
+    rows = [REFERENCE] + ([] if args.no_glibc or "glibc" in listed else ["glibc"])
+    rows += [v for v in listed if v != REFERENCE]
+    if args.no_glibc and "glibc" in rows:
+        rows.remove("glibc")
+    if args.baseline not in rows:
+        parser.error(f"--baseline {args.baseline} is not one of the rows: {', '.join(rows)}")
+    return rows
+
+
+def summarize(ls, rounds, variants, baseline, higher, level):
+    kept = [rd.values() for rd in rounds if rd.kept]
+    rows = []
+    for v in variants:
+        vals = sorted(values[v] for values in kept if v in values)
+        runs = [r for rd in rounds for r in rd.runs if r.variant == v]
+        row = {"variant": v, "n": len(vals), "failed": sum(1 for r in runs if not r.ok)}
+        if vals:
+            row.update(median=statistics.median(vals), min=vals[0], max=vals[-1])
+        if v == baseline:
+            row["verdict"] = "reference"
+        else:
+            row["result"] = ls.Verdict(ls.paired_ratios(kept, v, baseline), higher, level)
+            row["verdict"] = row["result"].word
+        rows.append(row)
+    return rows
+
+
+def fmt_val(x):
+    if x is None:
+        return "-"
+    return f"{x:.4g}" if abs(x) < 1e5 else f"{x:.0f}"
+
+
+def fmt_ratio(x):
+    return "-" if x is None else f"{x:.3f}"
+
+
+def compare_table(rows, baseline, level):
+    head = ["variant", "runs", "median", "min", "max", f"x-vs-{baseline}", f"{level:.0%}.low", f"{level:.0%}.high",
+            "failed", "verdict"]
+    table_rows = [head]
+    for r in rows:
+        res = r.get("result")
+        speed = (1.0, None, None) if r["variant"] == baseline else (
+            (res.speed, res.lo, res.hi) if res else (None, None, None))
+        table_rows.append([r["variant"], r["n"], fmt_val(r.get("median")), fmt_val(r.get("min")),
+                           fmt_val(r.get("max")), *[fmt_ratio(x) for x in speed], r["failed"] or "",
+                           r["verdict"]])
+    return table(table_rows, right_from=1)
+
+
+def compare_header(info, args, baseline, level, ls):
+    out = [f"{PROG} compare: {shlex.join(info['cmd'])}",
+           info["env_line"] or f"env: probe unavailable ({info['probe'] or 'no probe'})",
+           f"load average (1/5/15 min): before {info['load_before']}, after {info['load_after']}"]
+    total, kept = len(info["rounds"]), sum(1 for rd in info["rounds"] if rd.kept)
+    unsteady = sum(1 for rd in info["rounds"] if not rd.steady)
+    if not info["probe_ok"]:
+        why = ("the probe gave no reading: one CPU?" if os.access(info["probe"] or "", os.X_OK)
+               else "probe unavailable")
+        out.append(f"rounds: {kept} of {total} kept ({why}: every round counted as steady)")
+    elif args.keep_unsteady:
+        out.append(f"rounds: {kept} of {total} kept ({unsteady} unsteady kept by --keep-unsteady)")
+    else:
+        out.append(f"rounds: {kept} of {total} kept" + (
+            f" ({unsteady} dropped: the core-to-core probe changed by more than {ls.PROBE_TOLERANCE:g}x "
+            "across it; --keep-unsteady keeps them)" if unsteady else " (all steady)"))
+    ref = f"{baseline} (the command without lockswap)" if baseline == REFERENCE else f"{baseline} (--baseline)"
+    out.append(f"metric: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better; "
+               f"reference: {ref}")
+    out.append(f"x-vs-{baseline} = how many times faster than {baseline} (>1 faster): the median of the per-round "
+               f"ratios, with its {level:.0%} sign-test interval [low, high]")
+    return out
+
+
+def write_csv(path, rounds, rows, profile_runs, info, baseline):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["record", "variant", "round", "position", "status", "exit_status", "value", "wall_s",
+                    "probe_before_ns", "probe_after_ns", "kept", "n", "median", "min", "max", "ratio",
+                    "ratio_low", "ratio_high", "verdict", "rounds_kept", "baseline", "metric", "direction",
+                    "stats_file"])
+        direction = "higher" if info["higher"] else "lower"
+        tail = [baseline, info["metric_name"], direction]
+        opt = lambda x: "" if x is None else repr(x)
+        for rd in rounds:
+            for r in rd.runs:
+                w.writerow(["run", r.variant, rd.number, r.position, "ok" if r.ok else r.error,
+                            "" if r.rc is None else r.rc, opt(r.value),
+                            "" if r.wall_s is None else f"{r.wall_s:.6f}", opt(rd.probe_before),
+                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, ""])
+        kept = sum(1 for rd in rounds if rd.kept)
+        for s in rows:
+            res = s.get("result")
+            ratio = (1.0, None, None) if s["variant"] == baseline else (
+                (res.speed, res.lo, res.hi) if res else (None, None, None))
+            w.writerow(["summary", s["variant"], "", "", "", "", "", "", "", "", "", s["n"],
+                        *[opt(s.get(k)) for k in ("median", "min", "max")], *[opt(x) for x in ratio],
+                        s["verdict"], kept, *tail, ""])
+        for r, dump in profile_runs:
+            w.writerow(["profile", r.variant, "", "", "ok" if r.ok else r.error, "" if r.rc is None else r.rc,
+                        opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump])
+
+
+def compare_png(path, rounds, rows, info, baseline):
+    plt, why = import_pyplot()
+    if plt is None:
+        warn(f"compare: PNG {path} skipped: {why}")
+        return
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rows) + 2), 5))
+    for x, s in enumerate(rows):
+        pts = [r.value for rd in rounds if rd.kept for r in rd.runs if r.variant == s["variant"] and r.ok]
+        n = max(len(pts), 1)
+        ax.scatter([x + 0.25 * (i / n - 0.5) for i in range(len(pts))], pts, s=18, alpha=0.7, color="C0")
+        if "median" in s:
+            ax.hlines(s["median"], x - 0.3, x + 0.3, color="C3", linewidth=2)
+            res = s.get("result")
+            label = (f"{res.speed:.3f}x\n{res.word}" if res and res.speed is not None
+                     else s["verdict"] if s["variant"] == baseline else "")
+            ax.annotate(label, (x, s["median"]), textcoords="offset points", xytext=(0, 6),
+                        ha="center", fontsize=7)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([s["variant"] for s in rows])
+    ax.set_ylabel(info["metric_name"])
+    ax.set_title(f"lockswap compare: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better\n"
+                 f"points = runs of kept rounds, bar = median, label = times faster than {baseline}", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"{PROG}: compare: wrote {path}", file=sys.stderr)
+
+
+def failure_report(run, tail, label=None):
+    lines = run.output.rstrip("\n").splitlines()[-tail:]
+    out = [f"FAILED [{run.index}] {run.variant} {label or f'round {run.round}'}: {run.error}"
+           + (f" (exit status {run.rc})" if run.rc not in (None, 0) and "exit status" not in run.error else "")]
+    out += [f"    | {line}" for line in lines] or ["    (no output)"]
+    return out
+
+
+def run_rounds(ls, variants, envs, cmd, args, regex, probe):
+    """The measured rounds: every row once per round, order rotated, probes around each."""
+    rounds, total, index = [], args.repeat * len(variants), 0
+    try:
+        for number in range(1, args.repeat + 1):
+            rd = Round(number)
+            rounds.append(rd)
+            rd.probe_before = ls.probe_c2c(probe)
+            k = (number - 1) % len(variants)
+            for pos, v in enumerate(variants[k:] + variants[:k], 1):
+                index += 1
+                run = Run(index, number, pos, v)
+                print(f"[{index}/{total}] {v} round {number} ...", end="", file=sys.stderr, flush=True)
+                execute(run, cmd, envs[v], args, regex)
+                status = fmt_val(run.value) if run.ok else f"FAILED: {run.error}"
+                print(f" {status}  ({run.wall_s or 0:.2f}s)", file=sys.stderr, flush=True)
+                rd.runs.append(run)
+            rd.probe_after = ls.probe_c2c(probe)
+            rd.steady = ls.steady_round(rd.probe_before, rd.probe_after)
+            rd.kept = rd.steady or args.keep_unsteady
+    except KeyboardInterrupt:
+        print("\ninterrupted: summary of the completed runs", file=sys.stderr)
+        return rounds, True
+    return rounds, False
+
+
+def profile_runs(variants, env_maker, cmd, args, regex):
+    """One run per row under the profiler (none has no library to profile): never in the table."""
+    done = []
+    for i, v in enumerate(v for v in variants if v != REFERENCE):
+        env = env_maker.profiled(v)
+        run = Run(i + 1, 0, 0, v)
+        print(f"[profile {i + 1}] {v} ...", end="", file=sys.stderr, flush=True)
+        execute(run, cmd, env, args, regex)
+        print(" done" if run.ok else f" FAILED: {run.error}", file=sys.stderr, flush=True)
+        done.append((run, env["LOCKSWAP_STATS_FILE"]))
+    return done
+
+
+def profile_lines(done):
+    out = ["", "profile runs (one per row, under the profiler: not timed, not in the table):"]
+    for run, dump in done:
+        status = "ok" if run.ok else f"FAILED: {run.error}"
+        out.append(f"  profile {run.variant}: {status}; {PROG} report {dump.replace('%p', '*')}")
+    return out
+
+
+def cmd_compare(argv, wrapper):
+    ls = stats_module()
+    parser = compare_parser(ls)
+    args = parser.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        parser.error("no command given (put it after --)")
+    if not 0.5 <= args.level < 1:
+        parser.error("--level must be in [0.5, 1)")
+    args.repeat = ls.runs_needed(args.level) if args.repeat is None else args.repeat
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if not wrapper:
+        parser.error("internal: run through the lockswap command (no --wrapper)")
+    regex = None
+    if args.metric:
+        try:
+            regex = re.compile(args.metric, re.M)
+        except re.error as e:
+            parser.error(f"--metric: bad regular expression: {e}")
+    higher = args.higher if args.higher is not None else regex is not None
+    variants = plan_variants(args, parser)
+    stats_dir = None
+    if args.stats or args.profile_run:
+        stats_dir = args.stats_dir or tempfile.mkdtemp(prefix="lockswap-compare-")
+        os.makedirs(stats_dir, exist_ok=True)
+    env_maker = Environments(wrapper, args, stats_dir)
+    envs = {v: env_maker.measured(v) for v in variants}
+    if args.profile_run and len(variants) > 1:
+        env_maker.profiled(variants[-1])   # the wrapper knows --profile: checked before any run
+
+    probe = probe_path(args, wrapper)
+    info = {"cmd": cmd, "probe": probe, "env_line": ls.probe_summary(probe), "higher": higher,
+            "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text()}
+    info["probe_ok"] = ls.probe_c2c(probe) is not None
+    print(f"{PROG} compare: {len(variants)} rows x {args.repeat} rounds = {len(variants) * args.repeat} runs of: "
+          f"{shlex.join(cmd)}" + ("" if info["probe_ok"] else " (probe unavailable)"), file=sys.stderr)
+    rounds, interrupted = run_rounds(ls, variants, envs, cmd, args, regex, probe if info["probe_ok"] else None)
+    profiled = [] if interrupted or not args.profile_run else profile_runs(variants, env_maker, cmd, args, regex)
+    info.update(load_after=loadavg_text(), rounds=rounds)
+
+    rows = summarize(ls, rounds, variants, args.baseline, higher, args.level)
+    out = compare_header(info, args, args.baseline, args.level, ls) + compare_table(rows, args.baseline, args.level)
+    out += [""] + [r["result"].sentence(r["variant"], args.baseline) for r in rows if "result" in r]
+    if args.stats:
+        out.append(f"counts-only statistics of the measured runs: {stats_dir}/ ({PROG} report {stats_dir}/<row>.*)")
+    if profiled:
+        out += profile_lines(profiled)
+    print("\n".join(out))
+    if args.csv:
+        write_csv(args.csv, rounds, rows, profiled, info, args.baseline)
+        print(f"{PROG}: compare: wrote {args.csv}", file=sys.stderr)
+    if args.png:
+        compare_png(args.png, rounds, rows, info, args.baseline)
+    failed = [r for rd in rounds for r in rd.runs if not r.ok] + [r for r, _ in profiled if not r.ok]
+    if failed:
+        total = sum(len(rd.runs) for rd in rounds) + len(profiled)
+        print(f"\n{len(failed)} of {total} runs failed:")
+        for f in failed:
+            print("\n".join(failure_report(f, args.tail, "profile run" if f.round == 0 else None)))
+    return 1 if failed or interrupted else 0

@@ -1,0 +1,346 @@
+"""`lockswap report`: the table (or JSON, PNG) of the most contended locks and call sites."""
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from .common import PROG, import_pyplot, shown, table, warn
+from .merge import merge, site_frames, sort_key
+from .statsfile import COUNTERS, FAMILIES, HIST_BUCKETS, VARIANT_KEYS, last_dump_per_process, read_dumps
+from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text
+
+
+SORT_KEYS = ("wait", "contended", "hold", "acq")
+PERCENTILE_NOTE = ("percentiles (p50, p99) come from log2 histograms: the value shown is the upper "
+                   "bound 2^(i+1)-1 ns of the bucket holding that rank, capped at the observed max, "
+                   "so it over-states by at most 2x")
+
+
+REPORT_EPILOG = f"""\
+Input: files written by the library with LOCKSWAP_STATS=profile (`{PROG} --profile`;
+counts-only dumps, LOCKSWAP_STATS=counts, give the calls and events only) and
+LOCKSWAP_STATS_FILE (`%p` in the name gives one file per process), or captured
+stderr. Paths are percent-decoded (%XX). Lines that
+are not `lockswap-v1` records are skipped, as are unknown record types and keys.
+The last dump of each process (pid + start time; a dump on the statistics signal
+and another at exit) is used; processes are summed into totals.
+
+Times: wait = start of a contended acquisition to success (so its average is
+over contended acquisitions); hold = acquisition to release of exclusive holds.
+{PERCENTILE_NOTE}.
+Backtraces are symbolized with `addr2line -f -C -i` on the files named by the
+dump's `map` records; a file without debug info gives a function name only, a
+missing file gives file+offset. Input is untrusted: a malformed record is
+skipped with a warning naming file:line, a mapped file that is not a complete
+ELF file is skipped with a warning, and addr2line is bounded: only the sites
+shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run,
+{ADDR2LINE_TIMEOUT_S:g} s a run and --symbol-budget in all.
+
+--json schema ("schema": "lockswap-report-v1"): files; percentile_method;
+profiled (false: counts-only dumps, no per-lock data);
+processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
+stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
+totals {{processes, calls, events, dropped, acq, contended}};
+locks_total, sites_total (before --top); sort;
+locks[] {{addr, kind, exe, pids[], acq, contended, contended_pct, rd_acq,
+rd_contended, wait, hold}}; sites[] {{rank, op, addr, module, offset, lock_addrs[],
+lock_kind, pids[], acq, contended, contended_pct, wait, hold, where, backtrace[],
+backtrace_pid}}; cond_locks[], cond_sites[] (same shapes: condition
+variables and their wait sites, ranked apart because a condition wait is idle
+time, not contention), cond_locks_total, cond_sites_total. wait/hold = {{count, total_ns, avg_ns, p50_ns, p99_ns, max_ns,
+hist[48]}} with hist[i] = samples in [2^i, 2^(i+1)) ns (bucket 0 also holds 0).
+A frame (where, backtrace[]) = {{addr, module, offset, function, source,
+inlined[]}}; function/source are null when unknown.
+
+examples:
+  {PROG} --stats-file /tmp/st.%p -- ./server ...; {PROG} report /tmp/st.*
+  {PROG} report --top 5 --sort contended --png waits.png /tmp/st.*
+  {PROG} report --json /tmp/st.* | jq '.sites[0].where'
+"""
+
+
+def report_parser():
+    p = argparse.ArgumentParser(
+        prog=f"{PROG} report", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Merge lockswap statistics files (one per process) into a table of the "
+                    "most contended locks and call sites, in the spirit of mutrace and "
+                    "/proc/lock_stat.", epilog=REPORT_EPILOG)
+    p.add_argument("files", nargs="+", metavar="FILE", help="statistics file(s)")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="locks and sites to show (default 10; 0 = all)")
+    p.add_argument("--sort", choices=SORT_KEYS, default="wait",
+                   help="rank by total wait time (default), contended acquisitions, "
+                        "total hold time or acquisitions")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--png", metavar="FILE", help="plot the wait-time histograms of the top sites")
+    p.add_argument("--per-process", action="store_true",
+                   help="list every process (default: only when there are at most 16)")
+    p.add_argument("--symbol-budget", type=float, default=SYMBOLIZE_BUDGET_S, metavar="S",
+                   help=f"seconds addr2line may take in all (default {SYMBOLIZE_BUDGET_S:g}; 0: no symbols)")
+    return p
+
+
+def fmt_ns(ns):
+    if ns < 1000:
+        return f"{ns}ns"
+    for unit, scale in (("us", 1e3), ("ms", 1e6), ("s", 1e9)):
+        v = ns / scale
+        if v < 1000 or unit == "s":
+            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
+    return f"{ns}ns"
+
+
+def variant_text(v):
+    return " ".join(f"{k}={v[k]}" for k in VARIANT_KEYS)
+
+
+def build_report(args):
+    dumps = last_dump_per_process(read_dumps(args.files))
+    totals, locks, sites = merge(dumps)
+    key = sort_key(args.sort)
+    locks.sort(key=key, reverse=True)
+    sites.sort(key=key, reverse=True)
+    top = args.top if args.top > 0 else None
+    # A condition wait is idle time, not contention: ranked on its own.
+    cond_locks = [s for s in locks if s["kind"] == "cond"]
+    locks = [s for s in locks if s["kind"] != "cond"]
+    cond_sites = [s for s in sites if is_cond_site(s)]
+    sites = [s for s in sites if not is_cond_site(s)]
+    symbolizer = Symbolizer(args.symbol_budget)
+    for s in sites[:top] + cond_sites[:top]:   # only what is shown: addr2line is the slow part
+        symbolizer.want(s["module"], s["offset"])
+        for _, mod, off in s["bt"]:
+            symbolizer.want(mod, off)
+    symbolizer.resolve()
+    procs = []
+    for d in dumps:
+        lock_vals = d.locks.values()
+        procs.append({"pid": d.pid, "start_ns": d.start_ns, "seq": d.seq, "complete": d.complete,
+                      "file": d.path, "exe": d.exe, "variants": d.variants,
+                      "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
+                      "events": d.events, "dropped": d.dropped,
+                      "stats": d.stats,
+                      "acq": sum(rec["acq"] for rec in lock_vals),
+                      "contended": sum(rec["contended"] for rec in lock_vals)})
+    totals.update(processes=len(procs), acq=sum(p["acq"] for p in procs),
+                  contended=sum(p["contended"] for p in procs))
+    # counts-only dumps (LOCKSWAP_STATS=counts) carry events and calls, no per-lock records
+    profiled = bool(locks or sites or cond_locks or cond_sites or any(d.stats != "counts" for d in dumps))
+    return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
+            "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
+            "locks_total": len(locks), "sites_total": len(sites),
+            "cond_locks_total": len(cond_locks), "cond_sites_total": len(cond_sites),
+            "locks": locks[:top], "sites": out_sites(sites[:top], symbolizer),
+            "cond_locks": cond_locks[:top], "cond_sites": out_sites(cond_sites[:top], symbolizer)}
+
+
+def is_cond_site(site):
+    return site["lock_kind"] == "cond" or (site["lock_kind"] is None and site["op"] == "wait")
+
+
+def out_sites(sites, symbolizer):
+    result = []
+    for rank, s in enumerate(sites, 1):
+        where, frames = site_frames(s, symbolizer)
+        result.append({"rank": rank, "op": s["op"], "addr": s["ip"], "module": s["module"],
+                       "offset": s["offset"], "lock_addrs": s["lock_addrs"],
+                       "lock_kind": s["lock_kind"], "pids": s["pids"],
+                       **{k: s[k] for k in COUNTERS}, "contended_pct": s["contended_pct"],
+                       "wait": s["wait"], "hold": s["hold"], "where": where,
+                       "backtrace": frames, "backtrace_pid": s["bt_pid"]})
+    return result
+
+
+def side_cols(side):
+    return [fmt_ns(side["total_ns"]), fmt_ns(side["avg_ns"]), fmt_ns(side["p50_ns"]),
+            fmt_ns(side["p99_ns"]), fmt_ns(side["max_ns"])]
+
+
+def header_lines(rep):
+    procs, totals = rep["processes"], rep["totals"]
+    out = [f"lockswap report: {len(rep['files'])} file(s), {len(procs)} process(es)"
+           + (f" (pids {', '.join(str(p['pid']) for p in procs[:12])}"
+              + (", ..." if len(procs) > 12 else "") + ")" if procs else "")]
+    variants = {}
+    for p in procs:
+        variants.setdefault(variant_text(p["variants"]), []).append(p["pid"])
+    for text, pids in variants.items():
+        out.append(f"  variants: {shown(text)}  ({len(pids)} process(es))")
+    calls = totals["calls"]
+    out.append("  calls: " + shown(", ".join(f"{f} {calls.get(f, 0)}" for f in calls)))
+    if procs and all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
+        out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
+                   "the mutex and rwlock variants cannot change this program")
+    else:
+        idle = [f for f in FAMILIES if calls.get(f, 0) == 0]
+        if procs and idle:
+            out.append(f"  no calls of: {', '.join(idle)}")
+    out.append(f"  lock objects: {rep['locks_total']} (+{rep['cond_locks_total']} condition variables), "
+               f"call sites: {rep['sites_total']} (+{rep['cond_sites_total']} condition waits), "
+               f"acquisitions {totals['acq']}, contended {totals['contended']}")
+    dropped = totals["dropped"]
+    if dropped["locks"] or dropped["sites"]:
+        out.append(f"  DROPPED (tables full, not in this report): {dropped['locks']} locks, "
+                   f"{dropped['sites']} sites")
+    incomplete = [p["pid"] for p in procs if not p["complete"]]
+    if incomplete:
+        out.append(f"  truncated dumps (no end record) used for pids {incomplete}")
+    out += textwrap.wrap(PERCENTILE_NOTE, width=100, initial_indent="  ", subsequent_indent="    ")
+    return out
+
+
+def process_lines(rep):
+    rows = [["pid", "exe", "variants", *FAMILIES, "acq", "contended", "file"]]
+    for p in rep["processes"]:
+        rows.append([p["pid"], os.path.basename(p["exe"]), variant_text(p["variants"]),
+                     *[p["calls"].get(f, 0) for f in FAMILIES], p["acq"], p["contended"], p["file"]])
+    return ["", "processes:"] + table(rows, right_from=3)
+
+
+def event_lines(rep):
+    events = rep["totals"]["events"]
+    if not events:
+        return ["", "lock events: none (only slow-path events are counted; glibc counts none)"]
+    rows = [[name, n] for name, n in sorted(events.items(), key=lambda kv: -kv[1])]
+    return ["", "lock events (all processes):"] + table(rows, right_from=1)
+
+
+TIME_HEAD = ["total", "avg", "p50", "p99", "max"]
+
+
+def lock_lines(rep):
+    if not rep["locks"]:
+        return ["", "locks: none recorded"]
+    rows = [["addr", "kind", "procs", "acq", "contended", "%cont", *[f"wait.{h}" for h in TIME_HEAD],
+             *[f"hold.{h}" for h in TIME_HEAD]]]
+    for s in rep["locks"]:
+        rows.append([f"{s['addr']:#x}", s["kind"], len(s["pids"]), s["acq"], s["contended"],
+                     f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
+    return ["", f"top {len(rep['locks'])} of {rep['locks_total']} locks by {rep['sort']}:"] + \
+        table(rows, right_from=2)
+
+
+def cond_lines(rep):
+    """Condition waits are idle time (a thread waiting for work), so they are not ranked with
+    contention; shown with their wait-time columns only."""
+    if not rep["cond_sites"]:
+        return []
+    rows = [["#", "site", "cond", "waits", *[f"wait.{h}" for h in TIME_HEAD]]]
+    for s in rep["cond_sites"]:
+        lock = ",".join(f"{a:#x}" for a in s["lock_addrs"][:2])
+        rows.append([s["rank"], site_name(s), lock or "?", s["acq"], *side_cols(s["wait"])])
+    return ["", f"condition waits (idle time, not contention; top {len(rep['cond_sites'])} of "
+                f"{rep['cond_sites_total']} by {rep['sort']}):"] + table(rows, right_from=3)
+
+
+def site_name(s):
+    fr = s["where"]
+    nearest = fr["function"] and not fr["source"]  # no debug info: the nearest (exported) symbol
+    return ((("~" if nearest else "") + fr["function"] if fr["function"] else None) or
+            (f"{os.path.basename(fr['module'])}+{fr['offset']:#x}"
+                               if fr["module"] else f"{s['addr']:#x}"))[:48]
+
+
+def site_lines(rep):
+    if not rep["sites"]:
+        return ["", "call sites: none recorded"]
+    out = ["", f"top {len(rep['sites'])} of {rep['sites_total']} call sites by {rep['sort']}:"]
+    rows = [["#", "site", "op", "lock", "acq", "contended", "%cont",
+             *[f"wait.{h}" for h in TIME_HEAD], *[f"hold.{h}" for h in TIME_HEAD]]]
+    for s in rep["sites"]:
+        name = site_name(s)
+        lock = ",".join(f"{a:#x}" for a in s["lock_addrs"][:2]) + ("..." if len(s["lock_addrs"]) > 2 else "")
+        rows.append([s["rank"], name, s["op"], lock or "?", s["acq"], s["contended"],
+                     f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
+    out += table(rows, right_from=4)
+    out += ["", "call sites with backtraces (innermost first; ~name: no debug info there, the nearest "
+            "symbol, which may not be the real function):"]
+    for s in rep["sites"]:
+        out.append(f"  #{s['rank']} {shown(s['op'])} at {frame_text(s['where'], s['addr'])}  "
+                   f"[{s['addr']:#x}]")
+        if s["backtrace"]:
+            out.append(f"     sampled backtrace (pid {s['backtrace_pid']}):")
+            for fr in s["backtrace"]:
+                out.append(f"       {fr['addr']:#014x} {frame_text(fr, fr['addr'])}")
+        else:
+            out.append("     (no backtrace sampled: backtraces are taken on contended acquisitions)")
+    return out
+
+
+NO_PROFILE_LINE = ("no per-lock data: the profiler was off (run with LOCKSWAP_STATS=profile / "
+                   f"{PROG} --profile)")
+
+
+def text_report(rep, per_process):
+    out = header_lines(rep)
+    if per_process or len(rep["processes"]) <= 16:
+        out += process_lines(rep)
+    out += event_lines(rep)
+    if rep["profiled"]:
+        out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
+    else:
+        out += ["", NO_PROFILE_LINE]
+    return "\n".join(out)
+
+
+def report_png(rep, path):
+    plt, why = import_pyplot()
+    if plt is None:
+        warn(f"report: PNG {path} skipped: {why}")
+        return
+    sites = [s for s in rep["sites"] if sum(s["wait"]["hist"])][:8]
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    if not sites:
+        ax.text(0.5, 0.5, "no contended acquisitions recorded", ha="center", va="center")
+    for s in sites:
+        hist = s["wait"]["hist"]
+        total = sum(hist)
+        xs = [1 << i for i in range(HIST_BUCKETS)]
+        name = site_name(s)
+        ax.step(xs, [100.0 * n / total for n in hist], where="post",
+                label=f"#{s['rank']} {name[:40]} {s['op']} (n={total}, total {fmt_ns(s['wait']['total_ns'])})")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("wait time, ns (log2 buckets: [2^i, 2^(i+1)))")
+    ax.set_ylabel("% of the site's contended acquisitions")
+    ax.set_title(f"lockswap: wait-time distribution of the top call sites ({len(rep['processes'])} processes)")
+    if sites:
+        lo = min(min(i for i, n in enumerate(s["wait"]["hist"]) if n) for s in sites)
+        hi = max(max(i for i, n in enumerate(s["wait"]["hist"]) if n) for s in sites)
+        ax.set_xlim(1 << max(lo - 1, 0), 1 << min(hi + 2, HIST_BUCKETS))
+        ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"{PROG}: report: wrote {path}", file=sys.stderr)
+
+
+def write_json(rep, out):
+    """REP as JSON: one top-level key a line, a list's items one a line. Each value goes through
+    the C encoder (json's indent= runs the pure-Python one: minutes for 100k sites). ASCII only:
+    undecodable bytes of names come out as \\udcXX."""
+    out.write("{\n")
+    for i, (key, value) in enumerate(rep.items()):
+        sep = "," if i + 1 < len(rep) else ""
+        if isinstance(value, list) and value:
+            items = ",\n  ".join(json.dumps(v) for v in value)
+            out.write(f" {json.dumps(key)}: [\n  {items}\n ]{sep}\n")
+        else:
+            out.write(f" {json.dumps(key)}: {json.dumps(value)}{sep}\n")
+    out.write("}\n")
+
+
+def cmd_report(argv):
+    args = report_parser().parse_args(argv)
+    rep = build_report(args)
+    if not rep["processes"]:
+        raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
+                               "(run with --stats and --stats-file)"))
+    if args.json:
+        write_json(rep, sys.stdout)
+    else:
+        # surrogate-escaped bytes of file names left in the text: as \xNN, never an encoding error
+        print(text_report(rep, args.per_process).encode("utf-8", "backslashreplace").decode("utf-8"))
+    if args.png:
+        report_png(rep, args.png)
+    return 0
