@@ -8,6 +8,7 @@
 // never a silent fallback.
 #include "preload/config.h"
 
+#include <gnu/libc-version.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "core/nocancel_io.h"
 #include "core/oncpu.h"
 #include "core/rwsem.h"
+#include "preload/glibc_facts.h"
 
 extern char** environ;
 
@@ -31,6 +33,8 @@ namespace lockswap {
 Config g_config;
 
 namespace {
+
+bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
 
 // Tunables: X(ENV_NAME, min, max, "meaning", apply-statement using `v`)
 #define LOCKSWAP_TUNABLES(X)                                                                        \
@@ -53,7 +57,9 @@ namespace {
   X(LOCKSWAP_STATS_LOCK_SLOTS, 64, 32768, "profile, for tests: slots of the per-lock table (rounded down to a power of two; default 32768)", \
     g_config.stats_lock_slots = static_cast<uint32_t>(v))                                            \
   X(LOCKSWAP_ONCPU_STRICT, 0, 1, "0 (set by `lockswap --oncpu`): LOCKSWAP_ONCPU=bpf without its map falls back to rseq with one line on stderr", \
-    g_config.oncpu_strict = v != 0)
+    g_config.oncpu_strict = v != 0)                                                                 \
+  X(LOCKSWAP_GLIBC_UNCHECKED, 0, 1, "1: run on a glibc version lockswap has not been checked against (preload/glibc_facts.h), at the risk of corrupted locks", \
+    g_glibc_unchecked = v != 0)
 
 // API families (and the concurrency-id allocator of the percid rwlock).
 // Parsing, the list of valid choices and the names in statistics are
@@ -337,6 +343,25 @@ void read_stats_signal() {
 
 std::atomic<int> g_loading{0};
 std::atomic<bool> g_loaded{false};
+// lockswap overlays its state on glibc's lock objects; on a glibc whose
+// layouts it was not checked against (glibc_facts.h) that could corrupt
+// locks without a word, so it stops instead, unless told to run anyway.
+void refuse_unchecked_glibc() {
+  const char* version = gnu_get_libc_version();
+  if (glibc_facts::version_checked(version) || g_glibc_unchecked) return;
+  say("lockswap: glibc ");
+  say_untrusted(version, strlen(version));
+  say(" is not a version lockswap has been checked against (checked:");
+  for (std::string_view v : glibc_facts::kCheckedVersions) {
+    say(" ");
+    diag(v.data(), v.size());
+  }
+  say("); its lock layouts may differ and locks could be corrupted silently.\n"
+      "  Check this glibc with lockswap's glibc tier (docs/glibc-versions.md), or set\n"
+      "  LOCKSWAP_GLIBC_UNCHECKED=1 to run anyway at your own risk.\n");
+  _exit(2);
+}
+
 }  // namespace
 
 void load_config() {
@@ -356,6 +381,7 @@ void load_config() {
   }
   LOCKSWAP_TUNABLES(X)
 #undef X
+  refuse_unchecked_glibc();
   read_stats_file();
   read_stats_mode();
   read_stats_signal();
