@@ -77,6 +77,7 @@ ensure() {
 
 run_inside() {
   ensure
+  [[ $(id -u) -eq 0 ]] || skip "entering the $SUITE root file system needs root (unshare, mount, chroot)"
   local build=${BUILD_DIR:-$ROOT/build}
   build=$(realpath -m "$build")
   export GLIBC_TIER_CWD=$PWD GLIBC_TIER_REPO=$ROOT GLIBC_TIER_BUILD=$build
