@@ -35,10 +35,13 @@ tier_filter=(-LE glibc241_full)
 
 # The second compiler: the library and core tests built with clang (any
 # warning fails the step) and the core tests run.
+# ccache, where installed, keeps the objects between clean clones (about
+# 4.5 minutes of compiling on a loaded 2-CPU machine, seconds when cached).
 clang_build_and_test() {
-  local dir=${CLANG_BUILD_DIR:-$ROOT/build-clang} log
+  local dir=${CLANG_BUILD_DIR:-$ROOT/build-clang} log launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSWAP_TESTS=ON \
-    -DCMAKE_C_FLAGS="-Wall -Wextra" -DCMAKE_CXX_FLAGS="-Wall -Wextra" >/dev/null || return 1
+    -DCMAKE_C_FLAGS="-Wall -Wextra" -DCMAKE_CXX_FLAGS="-Wall -Wextra" "${launcher[@]}" >/dev/null || return 1
   log=$(cmake --build "$dir" -j"$JOBS" --target lockswap core_tests 2>&1) || { echo "$log"; return 1; }
   if grep -q 'warning:' <<<"$log"; then
     grep -A3 'warning:' <<<"$log"
