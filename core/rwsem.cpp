@@ -123,7 +123,7 @@ void give_back_shared_record(void* mem) {
 
 bool is_shared_record(const void* mem) {
   auto* p = static_cast<const unsigned char*>(mem);
-  return p >= g_shared_records[0] && p < g_shared_records[kSharedRecords];
+  return p >= g_shared_records[0] && p < g_shared_records[0] + sizeof g_shared_records;
 }
 
 // The slot's record; for a thread on the shared slot one from the static

@@ -27,6 +27,8 @@
 // initializers and zero-filled memory work without an init call.
 // Objects glibc must own (robust, priority-inherit/protect, process-shared)
 // are recognised from __kind / __shared and delegated to glibc whole.
+// The glibc versions these layouts were checked on, and every other glibc
+// fact lockswap relies on: preload/glibc_facts.h.
 #pragma once
 #include <pthread.h>
 #include <semaphore.h>

@@ -8,6 +8,7 @@
 // never a silent fallback.
 #include "preload/config.h"
 
+#include <gnu/libc-version.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "core/nocancel_io.h"
 #include "core/oncpu.h"
 #include "core/rwsem.h"
+#include "preload/glibc_facts.h"
 
 extern char** environ;
 
@@ -31,6 +33,8 @@ namespace lockswap {
 Config g_config;
 
 namespace {
+
+bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
 
 // Tunables: X(ENV_NAME, min, max, "meaning", apply-statement using `v`)
 #define LOCKSWAP_TUNABLES(X)                                                                        \
@@ -48,7 +52,7 @@ namespace {
     g_rwsem_tunables.spin_lost_races = static_cast<uint32_t>(v))                                      \
   X(LOCKSWAP_RWSEM_BARGE, 0, 1, "1 (default): a writer entering the slow path takes a free lock before spinning or queueing; 0: only spinners may (kernel)", \
     g_rwsem_tunables.barge = v != 0)                                                                 \
-  X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer that finds the lock free just before sleeping leaves it to the releaser (0 = retry at once, as the kernel; default 50)", \
+  X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer that lost the lock to a thread that did not queue, or found it free just before sleeping, leaves it to that thread before retrying (0 = at once, as the kernel; default 50)", \
     g_rwsem_tunables.polite_ns = v * 1000)                                                           \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \
     g_rwsem_tunables.drop_bias_early = v != 0)                                                       \
@@ -61,7 +65,9 @@ namespace {
   X(LOCKSWAP_ONCPU_STRICT, 0, 1, "0 (set by `lockswap --oncpu`): LOCKSWAP_ONCPU=bpf without its map falls back to rseq with one line on stderr", \
     g_config.oncpu_strict = v != 0)                                                                 \
   X(LOCKSWAP_CID_SWITCH, 0, 1, "1: every thread holds a concurrency id while it runs and gives it up or parks it (per LOCKSWAP_CID) when it blocks in a wait lockswap sees (default 0)", \
-    g_config.cid_switch = v != 0)
+    g_config.cid_switch = v != 0)                                                                  \
+  X(LOCKSWAP_GLIBC_UNCHECKED, 0, 1, "1: run on a glibc version lockswap has not been checked against (preload/glibc_facts.h), at the risk of corrupted locks", \
+    g_glibc_unchecked = v != 0)
 
 // API families (and the concurrency-id allocator of the percid rwlock).
 // Parsing, the list of valid choices and the names in statistics are
@@ -380,6 +386,26 @@ void list_and_exit_if_asked() {
   }
   _exit(0);
 }
+
+// lockswap overlays its state on glibc's lock objects; on a glibc whose
+// layouts it was not checked against (glibc_facts.h) that could corrupt
+// locks without a word, so it stops instead, unless told to run anyway.
+void refuse_unchecked_glibc() {
+  const char* version = gnu_get_libc_version();
+  if (glibc_facts::version_checked(version) || g_glibc_unchecked) return;
+  say("lockswap: glibc ");
+  say_untrusted(version, strlen(version));
+  say(" is not a version lockswap has been checked against (checked:");
+  for (std::string_view v : glibc_facts::kCheckedVersions) {
+    say(" ");
+    diag(v.data(), v.size());
+  }
+  say("); its lock layouts may differ and locks could be corrupted silently.\n"
+      "  Check this glibc with lockswap's glibc tier (docs/glibc-versions.md), or set\n"
+      "  LOCKSWAP_GLIBC_UNCHECKED=1 to run anyway at your own risk.\n");
+  _exit(2);
+}
+
 }  // namespace
 
 void load_config() {
@@ -400,6 +426,7 @@ void load_config() {
   }
   LOCKSWAP_TUNABLES(X)
 #undef X
+  refuse_unchecked_glibc();
   read_stats_file();
   read_stats_mode();
   read_stats_signal();

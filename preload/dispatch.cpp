@@ -883,9 +883,15 @@ LOCKSWAP_EXPORT void cnd_destroy(cnd_t* c) { pthread_cond_destroy(reinterpret_ca
 // that calls them must reach lockswap too, or two implementations would share
 // one lock word.
 // copy(): the alias carries the target's declared attributes (glibc's
-// headers say nothrow), as -Wmissing-attributes asks.
+// headers say nothrow), as gcc's -Wmissing-attributes asks. clang has no
+// copy attribute (and no such warning).
+#if __has_attribute(copy)
+#define LOCKSWAP_ALIAS_ATTRIBUTES(target) alias(#target), copy(target)
+#else
+#define LOCKSWAP_ALIAS_ATTRIBUTES(target) alias(#target)
+#endif
 #define LOCKSWAP_ALIAS(old_name, target) \
-  LOCKSWAP_EXPORT __typeof__(target) old_name __attribute__((alias(#target), copy(target)));
+  LOCKSWAP_EXPORT __typeof__(target) old_name __attribute__((LOCKSWAP_ALIAS_ATTRIBUTES(target)));
 LOCKSWAP_ALIAS(__pthread_mutex_init, pthread_mutex_init)
 LOCKSWAP_ALIAS(__pthread_mutex_destroy, pthread_mutex_destroy)
 LOCKSWAP_ALIAS(__pthread_mutex_lock, pthread_mutex_lock)

@@ -22,6 +22,7 @@ PACKAGES=(
   clang libclang-rt-14-dev               # tests/fuzz: libFuzzer (runtime is only a Recommends of clang)
   libbpf-dev bpftool                     # tools/oncpu: the owner-on-CPU eBPF program (clang -target bpf above)
   g++-aarch64-linux-gnu qemu-user-static # tests/aarch64: cross build, run under qemu
+  debootstrap                            # tests/glibc_tier: the Debian 13 (glibc 2.41) root file system
 )
 
 # The runners' servers (examples/servers/) run as this system account when

@@ -15,30 +15,8 @@ set -u
 prog=${1:?usage: good_guest.sh <guest-program>}
 preload=${LD_PRELOAD:?good_guest.sh must run with LD_PRELOAD set}
 unset LD_PRELOAD
-expected='lockswap good guest: main ran'
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  echo "  --- stdout ---"; sed 's/^/  | /' "$work/out"
-  echo "  --- stderr ---"; sed 's/^/  | /' "$work/err"
-  failures=$((failures + 1))
-}
-
-# run VAR=value... : the guest under the preload with extra settings.
-run() {
-  timeout 60 env "$@" LD_PRELOAD="$preload" "$prog" >"$work/out" 2>"$work/err"
-  status=$?
-}
-
-check_clean_run() {
-  local label=$1
-  [ "$status" -eq 0 ] || fail "$label: exit status $status, expected 0"
-  [ "$(cat "$work/out")" = "$expected" ] && [ "$(wc -l <"$work/out")" -eq 1 ] ||
-    fail "$label: stdout is not exactly the program's own line"
-}
+# expected, work, failures, fail, run, check_clean_run
+source "$(dirname "${BASH_SOURCE[0]}")/guest_lib.sh"
 
 check_rejected() {
   local label=$1

@@ -39,7 +39,6 @@ std::string rwlock_variant() {
   const char* v = getenv("LOCKSWAP_RWLOCK");
   return (v != nullptr && getenv("LD_PRELOAD") != nullptr) ? v : "glibc";
 }
-bool rwsem_rwlock() { return rwlock_variant() == "rwsem" || rwlock_variant() == "rwsem-rspin"; }
 
 int64_t ms_since(int64_t t0) { return (lstest::now_ns(CLOCK_MONOTONIC) - t0) / 1'000'000; }
 
@@ -408,8 +407,6 @@ struct AsyncWaiter {
   }
 };
 
-int op_rd(void* l) { return pthread_rwlock_rdlock(static_cast<pthread_rwlock_t*>(l)); }
-int op_wr(void* l) { return pthread_rwlock_wrlock(static_cast<pthread_rwlock_t*>(l)); }
 int op_timedrd(void* l) {
   timespec d = deadline_in(CLOCK_REALTIME, 60'000);
   return pthread_rwlock_timedrdlock(static_cast<pthread_rwlock_t*>(l), &d);

@@ -5,12 +5,15 @@
 # variant's LOCKSWAP_* settings are in the environment. Runs the scenario
 # twice: without any preload (plain glibc: the reference transcript) and with
 # the preload and the variant's settings, then compares the transcripts.
-# Any difference fails the test and is printed as a unified diff.
+# Any difference fails the test and is printed as a unified diff. The
+# reference is the glibc the test runs on (2.36 on the host, 2.41 in the
+# glibc241 tier), named in the diff and the closing line.
 set -u
 prog=${1:?usage: run_differential.sh <scenario-program> <scenario>}
 scenario=${2:?usage: run_differential.sh <scenario-program> <scenario>}
 preload=${LD_PRELOAD:?run_differential.sh must run with LD_PRELOAD set}
 unset LD_PRELOAD
+glibc_version=$(getconf GNU_LIBC_VERSION)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -24,7 +27,7 @@ if [ "$ref_status" -ne 0 ]; then
   cat "$work/glibc.err"
   exit 1
 fi
-if ! diff -u --label "glibc (no preload)" --label "lockswap (${LOCKSWAP_MUTEX:-}/${LOCKSWAP_RWLOCK:-})" \
+if ! diff -u --label "$glibc_version (no preload)" --label "lockswap (${LOCKSWAP_MUTEX:-}/${LOCKSWAP_RWLOCK:-})" \
     "$work/glibc.txt" "$work/lockswap.txt"; then
   echo "transcripts differ for scenario '$scenario' (lines with - are glibc's, + lockswap's)"
   [ -s "$work/lockswap.err" ] && { echo "--- stderr under the preload ---"; cat "$work/lockswap.err"; }
@@ -35,4 +38,4 @@ if [ "$status" -ne 0 ]; then
   cat "$work/lockswap.err"
   exit 1
 fi
-echo "scenario '$scenario': $(wc -l <"$work/glibc.txt") lines identical"
+echo "scenario '$scenario': $(wc -l <"$work/glibc.txt") lines identical to $glibc_version's"
