@@ -332,17 +332,17 @@ void wake_parked(ThreadSlot& s) {
 
 // Not in the kernel: a queued writer that is awake (no sleep token) is not
 // sent a wakeup. It re-checks the lock after publishing its token
-// (park_sleep()'s `free_lock`), so this is a Dekker pair: the waker's count
-// change, a full fence, then its read of `blocked`; the sleeper's token store,
-// then its read of the count — one of the two sees the other. The kernel's
-// wake_up_process() of a running task is nearly free; here every unlock that
-// finds WAITERS would bump the park word, and a writer that read the word
-// before its attempt then never sleeps at all: it spins through the wait_lock
-// against the owner (sysbench mutex, 2 threads: 58k "sleeps", 284 context
-// switches per 2 M lock pairs). Slots shared by several threads are always woken.
+// (park_sleep()'s `free_lock`), so this is a Dekker pair, all four accesses
+// seq_cst: the waker's count change (the slow unlocks' release RMW, or the
+// WOKEN fetch_or of mark_wake()), then its read of `blocked`; the sleeper's
+// token store, then its read of the count — one of the two sees the other.
+// The kernel's wake_up_process() of a running task is nearly free; here every
+// unlock that finds WAITERS would bump the park word, and a writer that read
+// the word before its attempt then never sleeps at all: it spins through the
+// wait_lock against the owner (docs/measurements.md, "One contended lock").
+// Slots shared by several threads are always woken.
 void wake_writer(ThreadSlot& s) {
   if (!is_shared(s)) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (s.blocked.load(arch::mo_dekker) == 0) {
       lockevent_inc(LockEvent::rwsem_wake_awake);
       return;
@@ -550,7 +550,7 @@ void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
       // The lock is free for it now: a reader-preference batch may pass it
       // again only in a later read phase (see read_pref_queued()).
       first->pref_blocked.store(false, arch::mo_hint);
-      if (!(r.count.load(arch::mo_hint) & kFlagWoken)) r.count.fetch_or(kFlagWoken, arch::mo_hint);
+      if (!(r.count.load(arch::mo_hint) & kFlagWoken)) r.count.fetch_or(kFlagWoken, arch::mo_dekker);
       q.add_writer(first->slot);
       lockevent_inc(LockEvent::rwsem_wake_writer);
     }
@@ -624,7 +624,7 @@ void read_unlock_ref(const WordRefs& r) {
   WakeQ q;
   {
     WaitList wl(r);
-    c = r.count.fetch_sub(kReaderBias, arch::mo_unlock) - kReaderBias;
+    c = r.count.fetch_sub(kReaderBias, arch::mo_dekker) - kReaderBias;  // seq_cst: see wake_writer()
     if ((c & (kLockMask | kFlagWaiters)) == kFlagWaiters) {
       clear_nonspinnable<P>(r);
       if (!wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
@@ -649,7 +649,7 @@ bool write_unlock_ref(const WordRefs& r) {
   uint64_t old;
   {
     WaitList wl(r);
-    old = r.count.fetch_and(~kWriterLocked, arch::mo_unlock);
+    old = r.count.fetch_and(~kWriterLocked, arch::mo_dekker);  // seq_cst: see wake_writer()
     if ((old & kWriterLocked) && (old & kFlagWaiters) && !wl.empty()) mark_wake<P>(r, wl, WakeType::any, q);
   }
   q.wake();
