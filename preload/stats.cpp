@@ -74,8 +74,8 @@ uint32_t generation() { return g_generation.load(std::memory_order_relaxed); }
 
 __thread bool t_inside __attribute__((tls_model("initial-exec")));
 
-real::Functions g_inner;     // the variant's functions
-real::Functions g_wrappers;  // what g_ops points at while statistics are on
+OpsTable g_inner;     // the variant's functions
+OpsTable g_wrappers;  // what g_ops points at while statistics are on
 
 // Sets the "inside statistics" flag for a scope.
 struct Inside {
@@ -97,7 +97,7 @@ void count_call(Family f) {
 // wrapper is published; a racing first call on another CPU that sees the
 // wrapper early waits for it.
 template <class Fn>
-Fn inner(Fn real::Functions::*slot) {
+Fn inner(Fn OpsTable::*slot) {
   Fn f;
   while ((f = __atomic_load_n(&(g_inner.*slot), __ATOMIC_ACQUIRE)) == nullptr) sched_yield();
   return f;
@@ -412,7 +412,7 @@ int errno_of(int rc) { return rc == 0 ? 0 : errno; }
 
 // ---------------------------------------------------------------- wrappers
 
-using F = real::Functions;
+using F = OpsTable;
 
 int supported_clock(clockid_t clock) { return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC; }
 
@@ -639,7 +639,7 @@ struct Counted<Slot, Fam> {
 };
 
 void fill_wrappers() {
-#define X(name, ret, args) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
+#define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   g_wrappers.pthread_mutex_lock = w_mutex_lock;
@@ -697,17 +697,17 @@ bool set_up() {
 
 }  // namespace
 
-void install(real::Functions& ops) {
+void install(OpsTable& ops) {
   // LOCKSWAP_STATS=counts (and a bare LOCKSWAP_STATS_FILE): the lock event
   // counters are all there is, and the variant's table stays untouched.
   if (!g_config.profile || !set_up()) return;
   // Every inner pointer first, then the wrappers: a wrapper reached through
   // g_ops never finds its inner slot unset on this CPU's order of stores.
-#define X(name, ret, args) \
+#define X(name, ret, params, args, sleeps) \
   if (ops.name != g_wrappers.name) __atomic_store_n(&g_inner.name, ops.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
-#define X(name, ret, args) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
+#define X(name, ret, params, args, sleeps) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 }
