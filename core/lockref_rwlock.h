@@ -3,7 +3,7 @@
 // Design
 // ------
 // The kernel has no lockref rwlock; this is one built from the lockref idea
-// (core/lockref.h, ../shared/docs/kernel-algorithms.md §2): readers enter with
+// (core/lockref.h, docs/kernel-algorithms.md §3): readers enter with
 // a lockref get — a bounded lock-free CAS that succeeds only while the lock
 // half is clear — and leave with a put; a writer takes the lock half, which
 // stops new lock-free readers, and then waits for the count to drain to 0.
