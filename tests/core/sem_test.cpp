@@ -474,11 +474,11 @@ TEST(LockrefSemShared, CallsAreCountedAsDelegatedToGlibc) {
   EXPECT_EQ(s.post(), 0);
   EXPECT_EQ(s.trywait(), 0);
   EXPECT_EQ(s.wait(WaitCtx::try_once()), EAGAIN);
-  if (kEvents) EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u);
+  if (kEvents) { EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u); }
   LockrefSem::init(w, 0, 0);
   Events private_ev;
   EXPECT_EQ(s.post(), 0);
-  if (kEvents) EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u);
+  if (kEvents) { EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u); }
 }
 
 }  // namespace
