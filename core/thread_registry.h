@@ -148,7 +148,6 @@ inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSh
 struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
-  uint32_t read_held;   // read locks this thread holds on recursion-tolerant rwlocks
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.
