@@ -118,14 +118,11 @@
 // call (attaching it to the registry is a call). preload keeps its own
 // rare work out of line too: the recursive-read lookup runs only in the slow
 // path, and the last reader out with a drainer asleep wakes it through
-// wake_drainer() (read_unlock_fast() only tests kDrainer). What made the
-// difference: every idle read used to call the whole bounded loop out of
-// line (a frame, the retry bookkeeping, the event counted through
-// self_slot(), which may attach and so is a call), plus the recursive-read
-// lookup and two loads in write_locked(): 130 instructions per rdlock pair,
-// now 71 (glibc 2.36: 73). write_locked() tests the writer bit first (one
-// load, one bit test when clear): the write pair went from 81 to 78 (glibc:
-// 89).
+// wake_drainer() (read_unlock_fast() only tests kDrainer). Calling the whole
+// bounded loop out of line on every idle read would cost a frame, the retry
+// bookkeeping and a call to count the event; write_locked() tests the writer
+// bit first (one load, one bit test when clear). docs/measurements.md,
+// "Frame-free fast paths", has the counts.
 //
 // Deviations from the kernel lockref: the lock half is not a spinlock but the
 // bits above; readers' fallback takes a reader-only bit (kReaderLock) instead
