@@ -178,7 +178,7 @@ TEST_P(LockCancelTest, CancelOfABlockedThreadLeavesTheLockUsable) {
   std::vector<Scenario> all = scenarios(objects_);
   const Scenario& s = all[static_cast<size_t>(index)];
   ASSERT_EQ(s.hold(), 0) << s.name;
-  Worker w{&s.call, async};
+  Worker w{&s.call, async, {}};
   pthread_t t;
   ASSERT_EQ(pthread_create(&t, nullptr, worker_main, &w), 0);
   ASSERT_TRUE(w.about_to_block.wait());
