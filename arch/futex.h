@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <ctime>
 
-#include "core/trace.h"
+#include "arch/usdt.h"
 
 namespace lockswap::arch {
 

@@ -220,7 +220,7 @@ uint32_t reclaim_dead_owners() {
 
 // ---------------------------------------------------------- percpu (v6.4)
 
-// The per-process bitmap and its forward-progress lock (§3.5: cid_lock and
+// The per-process bitmap and its forward-progress lock (docs/kernel-algorithms.md §4.3: cid_lock and
 // use_cid_lock), plus the scan clock.
 struct PrivateIds {
   Bitmap bits;

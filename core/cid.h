@@ -5,8 +5,8 @@
 // A concurrency id (cid) is a small integer per thread running lock code, so
 // that per-reader state can be sharded into "as many slots as threads run at
 // once" instead of one per thread or per possible CPU (core/percid_rwlock.h is
-// the user). Written from ../shared/docs/kernel-algorithms.md §3; the contract
-// is the kernel's (§3.0): ids are < kMaxCids, compact toward 0, and two
+// the user). The kernel facts it follows are in docs/kernel-algorithms.md §4;
+// the contract is the kernel's (§4.1): ids are < kMaxCids, compact toward 0, and two
 // threads never hold the same id at once — for `global` and `thread` exactly,
 // for `percpu` and `rseq` among threads that are running at the same instant
 // (a thread preempted between reading its id and using it may share it, as
@@ -16,7 +16,7 @@
 //
 // LOCKSWAP_CID selects one allocator for the process (CidMode):
 //
-//   global  v6.3 (af7f588d8f73, §3.2): one lock (the cid_lock) and one bitmap.
+//   global  v6.3 (af7f588d8f73, §4.2): one lock (the cid_lock) and one bitmap.
 //           A thread takes the lowest free id, under the lock, the first time
 //           it needs one after a sleep in lockswap, and gives it back, under
 //           the lock, when it goes to sleep again (WaitCtx's before-sleep
@@ -24,22 +24,22 @@
 //           pids live in a MAP_SHARED page created before the first fork, so
 //           a forking server's children allocate from the same space and
 //           contend on the same lock, as the seed's postgres backends did.
-//   percpu  v6.4 (223baf9d17f2, §3.5): a per-process array of per-CPU slots,
+//   percpu  v6.4 (223baf9d17f2, §4.3): a per-process array of per-CPU slots,
 //           each caching the id last used on that CPU. Fast path: read the CPU
 //           (rseq cpu_id), read its slot, done — no lock, no shared write.
 //           A slot that is unset or lazily put takes the lowest free id from
 //           a private bitmap (lock-free test-and-set; the forward-progress
-//           lock only after a lost race, §3.5 step 2-3). Ids stay cached when
+//           lock only after a lost race, §4.3, allocation). Ids stay cached when
 //           threads stop; a periodic scan (every kScanPeriodNs, by whichever
 //           thread notices on its kUsesPerClockCheck-th use) frees the ids of
 //           CPU slots idle for a whole epoch and asks slots holding an id
 //           >= popcount(bitmap) to give theirs back (lazy put) so the ids
-//           re-converge toward 0 (§3.5 "periodic compaction").
+//           re-converge toward 0 (§4.3, periodic compaction).
 //   rseq    the kernel's own mm_cid, read from the rseq area glibc registered.
 //           When the kernel or libc does not provide it (auxv feature size <
 //           28, or rseq registration off), the process uses `percpu` instead,
 //           counts one cid_fallback event and says so in the statistics.
-//   thread  v6.19 per-task mode (§3.7, §3.8): the id of the thread's registry
+//   thread  v6.19 per-task mode (§4.4, §4.5): the id of the thread's registry
 //           slot (core/thread_registry.h), taken at its first lockswap slow
 //           path, kept for life, recycled when the thread exits. Dense over
 //           live threads that used lockswap, not over running ones.
@@ -58,7 +58,7 @@
 // the id (seq_cst) whenever the stamp is stale; the scan advances the epoch,
 // CASes valid -> lazy (seq_cst), then re-reads the stamp: if the slot was used
 // in this or the previous epoch it leaves the lazy flag for the user to
-// resolve (the kernel's rq->curr Dekker pair, §3.5/§3.8, with "used during
+// resolve (the kernel's rq->curr Dekker pair, §4.3/§4.5, with "used during
 // the last epoch" standing in for "running now"). Either the scan sees the
 // fresh stamp or the user sees the lazy flag. Epochs are >= kScanPeriodNs
 // apart, so only a thread stalled that long between reading and using its id

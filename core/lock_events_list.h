@@ -78,7 +78,9 @@ LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain
 LOCK_EVENT(registry_shared_slot, "a thread got no slot of its own (address space exhausted): it shares one")
 LOCK_EVENT(rwsem_shared_wait,   "a thread on the shared slot queued on an rwsem (no spinning, wake-all park)")
 
-// --- dispatch (preload/) ---
+// --- objects left to glibc's own algorithm: preload hands robust, PI, PP and
+// process-shared objects to glibc; core/sem.h runs a process-shared lockref
+// semaphore on glibc's word (FutexSem) ---
 LOCK_EVENT(delegated_to_glibc,  "robust/PI/PP/process-shared object handed to glibc")
 
 // --- lockref (core/lockref.h, core/lockref_rwlock.h, core/sem.h) ---

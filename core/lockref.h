@@ -3,7 +3,7 @@
 //
 // Design
 // ------
-// Written from ../shared/docs/kernel-algorithms.md §2. The point of a lockref
+// The kernel facts it follows are in docs/kernel-algorithms.md §3. The point of a lockref
 // is that a lock-free update succeeds only if its compare-and-swap saw the lock
 // *unlocked in the same word*, so a lock holder sees a perfectly stable count.
 // core/lockref_rwlock.h and core/sem.h build on the same word and loop.

@@ -3,7 +3,7 @@
 // Design
 // ------
 // The kernel has no lockref rwlock; this is one built from the lockref idea
-// (core/lockref.h, ../shared/docs/kernel-algorithms.md §2): readers enter with
+// (core/lockref.h, docs/kernel-algorithms.md §3): readers enter with
 // a lockref get — a bounded lock-free CAS that succeeds only while the lock
 // half is clear — and leave with a put; a writer takes the lock half, which
 // stops new lock-free readers, and then waits for the count to drain to 0.
@@ -118,14 +118,11 @@
 // call (attaching it to the registry is a call). preload keeps its own
 // rare work out of line too: the recursive-read lookup runs only in the slow
 // path, and the last reader out with a drainer asleep wakes it through
-// wake_drainer() (read_unlock_fast() only tests kDrainer). What made the
-// difference: every idle read used to call the whole bounded loop out of
-// line (a frame, the retry bookkeeping, the event counted through
-// self_slot(), which may attach and so is a call), plus the recursive-read
-// lookup and two loads in write_locked(): 130 instructions per rdlock pair,
-// now 71 (glibc 2.36: 73). write_locked() tests the writer bit first (one
-// load, one bit test when clear): the write pair went from 81 to 78 (glibc:
-// 89).
+// wake_drainer() (read_unlock_fast() only tests kDrainer). Calling the whole
+// bounded loop out of line on every idle read would cost a frame, the retry
+// bookkeeping and a call to count the event; write_locked() tests the writer
+// bit first (one load, one bit test when clear). docs/measurements.md,
+// "Frame-free fast paths", has the counts.
 //
 // Deviations from the kernel lockref: the lock half is not a spinlock but the
 // bits above; readers' fallback takes a reader-only bit (kReaderLock) instead

@@ -1,26 +1,23 @@
-// core/sem.h — POSIX semaphores over glibc's sem_t layout: a futex reference
-// (FutexSem) and a lockref semaphore (LockrefSem).
+// core/sem.h — POSIX semaphores on a 64-bit word plus a futex-kind field: a
+// futex reference (FutexSem) and a lockref semaphore (LockrefSem).
 //
 // Design
 // ------
-// Written from ../shared/docs/peers-and-glibc-abi.md §10 (glibc's layout and
-// behaviour) and kernel-algorithms.md §2 (lockref). One body of code,
+// glibc's semaphore behaviour is in docs/glibc-abi.md ("Semaphores"), the
+// lockref in docs/kernel-algorithms.md §3. One body of code,
 // `Semaphore<Word>`, serves both; a Word policy says how one unit is taken or
 // given on the 64-bit word and where the waiter count lives.
 //
-// Storage (SemWords, laid over a 32-byte sem_t by preload):
+// Storage (SemWords; preload lays it over sem_t, preload/abi.h):
 //   offset 0  u64 data     value in bits 0..31 (a futex word of its own at
 //                          offset 0: waiters sleep there for value != 0),
 //                          the policy's bits in 32..63
-//   offset 8  i32 private  glibc's field, decides the futex kind: 0 =
-//                          process-private (glibc's LLL_PRIVATE), 128 =
-//                          process-shared (LLL_SHARED: glibc XORs this value,
-//                          FUTEX_PRIVATE_FLAG, into its futex op). Measured
-//                          on glibc 2.36: sem_init(s, 0, v) stores 0,
-//                          sem_init(s, 1, v) stores 128.
-// Valid initial states: glibc's sem_init/sem_open (value in the low half,
-// zero high half, private 0 or 128) and all-zero memory (value 0, private
-// futexes — as glibc would treat it).
+//   offset 8  i32 private  the futex kind: 0 = process-private, any other
+//                          value = process-shared. Which non-zero value is
+//                          the caller's to choose (init()'s argument): preload
+//                          writes the one glibc writes.
+// Valid initial states: value in the low half, zero high half, any private
+// field; and all-zero memory (value 0, private futexes).
 //
 // FutexSem — glibc's algorithm, written by us (the reference):
 //   bits 32..63  nwaiters  threads registered as (about to be) sleeping
@@ -45,7 +42,7 @@
 //   lock held with value 0 (trywait) or SEM_VALUE_MAX (post) answers at once:
 //   the value read is a valid linearization point.
 //
-// Process-shared semaphores (private = 128) use FutexSem's word and algorithm,
+// Process-shared semaphores (private != 0) use FutexSem's word and algorithm,
 // which are glibc's bit for bit, under both variants; LockrefSem hands each
 // call on one to FutexSem and counts it as delegated_to_glibc. Two reasons:
 //   - a peer process running glibc's semaphore (not preloaded, or
@@ -100,15 +97,10 @@ namespace lockswap {
 
 struct SemWords {
   std::atomic<uint64_t> data;  // value (low 32) | policy bits (high 32)
-  int32_t private_flag;        // glibc's `private`: 0 = private futexes, kSemSharedFlag = shared
+  int32_t private_flag;        // 0 = private futexes, anything else = shared
   uint32_t reserved;
 };
-// What glibc stores in `private` for a process-shared semaphore (LLL_SHARED).
-inline constexpr int32_t kSemSharedFlag = 128;
-static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into the futex op");
-static_assert(sizeof(SemWords) <= sizeof(sem_t), "fits glibc's 32-byte sem_t");
-static_assert(alignof(SemWords) <= alignof(sem_t), "no stricter alignment than sem_t");
-static_assert(offsetof(SemWords, data) == 0 && offsetof(SemWords, private_flag) == 8, "glibc's field offsets");
+static_assert(offsetof(SemWords, data) == 0 && offsetof(SemWords, private_flag) == 8, "the offsets above");
 static_assert(std::is_standard_layout_v<SemWords>);
 
 // The plain futex sleep: 0 (woken / spurious), EAGAIN (value moved),
@@ -260,9 +252,11 @@ class Semaphore {
 
   explicit Semaphore(SemWords& w) : w_(w) {}
 
-  // Value above kValueMax (EINVAL) is the caller's check. Returns 0.
-  static int init(SemWords& w, unsigned value, bool shared) {
-    w.private_flag = shared ? kSemSharedFlag : 0;
+  // Value above kValueMax (EINVAL) is the caller's check. `private_flag`:
+  // 0 for a process-private semaphore, the caller's ABI's non-zero value for a
+  // shared one. Returns 0.
+  static int init(SemWords& w, unsigned value, int32_t private_flag) {
+    w.private_flag = private_flag;
     w.reserved = 0;
     w.data.store(value, arch::mo_unlock);
     return 0;
@@ -389,7 +383,7 @@ class LockrefSem {
 
   explicit LockrefSem(SemWords& w) : w_(w) {}
 
-  static int init(SemWords& w, unsigned value, bool shared) { return FutexSem::init(w, value, shared); }
+  static int init(SemWords& w, unsigned value, int32_t private_flag) { return FutexSem::init(w, value, private_flag); }
 
   int trywait() { return shared() ? glibc_word().trywait() : lockref_word().trywait(); }
   template <class Sleeper = SemPlainSleeper>

@@ -26,7 +26,7 @@
 //
 // Address-space exhaustion: no lock, wait or semaphore call may exit or fail
 // for lack of memory, yet a thread's first slow path may come after RLIMIT_AS
-// is reached or malloc fails (issue 8). Two layers:
+// is reached or malloc fails. Two layers:
 // * Reservation. Chunk 0 (1024 slots) is mapped by a constructor, before main
 //   can lower a limit, and chunk k+1 is mapped ahead when chunk k hands out its
 //   middle slot, so attaching normally only touches memory mapped long before
@@ -148,7 +148,6 @@ inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSh
 struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
-  uint32_t read_held;   // read locks this thread holds on recursion-tolerant rwlocks
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.

@@ -21,7 +21,8 @@
 //    8   i32  private: glibc stores 0 (private futexes) for pshared=0 and 128
 //             (LLL_SHARED: shared futexes) for pshared!=0 and for sem_open
 //   A semaphore glibc's sem_open initialised is therefore a valid fresh
-//   semaphore for every variant (core/sem.h keeps this layout).
+//   semaphore for every variant (core/sem.h keeps this layout, and
+//   preload/variants/sem.h asserts it).
 //
 // All-zero bytes mean "unlocked, default kind" for every variant, so static
 // initializers and zero-filled memory work without an init call.
@@ -31,6 +32,7 @@
 // fact lockswap relies on: preload/glibc_facts.h.
 #pragma once
 #include <pthread.h>
+#include <linux/futex.h>
 #include <semaphore.h>
 
 #include <atomic>
@@ -95,7 +97,11 @@ static_assert(alignof(pthread_rwlock_t) >= alignof(RwlockObject));
 // sem_t: value at 0, `private` at 8 (glibc nptl/semaphoreP.h, new_sem).
 inline constexpr std::size_t kSemValueOffset = 0;
 inline constexpr std::size_t kSemPrivateOffset = 8;
-inline constexpr int32_t kSemSharedFlag = 128;  // glibc LLL_SHARED; 0 = LLL_PRIVATE
+// What glibc stores in `private` for a process-shared semaphore (LLL_SHARED;
+// 0 = LLL_PRIVATE). Observed on glibc 2.36: sem_init(s, 0, v) stores 0,
+// sem_init(s, 1, v) stores 128.
+inline constexpr int32_t kSemSharedFlag = 128;
+static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into its futex op");
 static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 
 inline MutexObject& obj(pthread_mutex_t* m) { return *reinterpret_cast<MutexObject*>(m); }

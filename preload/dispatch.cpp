@@ -209,7 +209,7 @@ int mutex_init_native(pthread_mutex_t* m, const pthread_mutexattr_t* attr) {
 // ------------------------------------------------------------ dispatch table
 
 // One pointer per interposed function (see the file comment).
-extern real::Functions g_ops;
+extern OpsTable g_ops;
 
 // ----------------------------------------------------------------- rwlock
 
@@ -591,7 +591,7 @@ struct NativeCond {
 
 // ------------------------------------------------------------- the table
 
-void install_glibc_mutex_and_cond(real::Functions& t, const real::Functions& g) {
+void install_glibc_mutex_and_cond(OpsTable& t, const OpsTable& g) {
 #define COPY(fn) t.fn = g.fn;
   COPY(pthread_mutex_init) COPY(pthread_mutex_destroy) COPY(pthread_mutex_lock) COPY(pthread_mutex_trylock)
   COPY(pthread_mutex_timedlock) COPY(pthread_mutex_clocklock) COPY(pthread_mutex_unlock) COPY(pthread_mutex_consistent)
@@ -600,7 +600,7 @@ void install_glibc_mutex_and_cond(real::Functions& t, const real::Functions& g) 
 #undef COPY
 }
 
-void install_glibc_rwlock(real::Functions& t, const real::Functions& g) {
+void install_glibc_rwlock(OpsTable& t, const OpsTable& g) {
 #define COPY(fn) t.fn = g.fn;
   COPY(pthread_rwlock_init) COPY(pthread_rwlock_destroy) COPY(pthread_rwlock_rdlock) COPY(pthread_rwlock_tryrdlock)
   COPY(pthread_rwlock_timedrdlock) COPY(pthread_rwlock_clockrdlock) COPY(pthread_rwlock_wrlock)
@@ -610,7 +610,7 @@ void install_glibc_rwlock(real::Functions& t, const real::Functions& g) {
 }
 
 template <class V>
-void install_mutex(real::Functions& t) {
+void install_mutex_and_cond(OpsTable& t) {
   if constexpr (V::forwards_to_glibc) {
     install_glibc_mutex_and_cond(t, real::glibc());
   } else {
@@ -634,7 +634,7 @@ void install_mutex(real::Functions& t) {
 }
 
 template <class V>
-void install_rwlock(real::Functions& t) {
+void install_rwlock(OpsTable& t) {
   if constexpr (V::forwards_to_glibc) {
     install_glibc_rwlock(t, real::glibc());
   } else {
@@ -653,7 +653,7 @@ void install_rwlock(real::Functions& t) {
   }
 }
 
-void install_glibc_sem(real::Functions& t, const real::Functions& g) {
+void install_glibc_sem(OpsTable& t, const OpsTable& g) {
 #define COPY(fn) t.fn = g.fn;
   COPY(sem_init) COPY(sem_destroy) COPY(sem_wait) COPY(sem_trywait) COPY(sem_timedwait) COPY(sem_clockwait)
   COPY(sem_post) COPY(sem_getvalue)
@@ -661,7 +661,7 @@ void install_glibc_sem(real::Functions& t, const real::Functions& g) {
 }
 
 template <class V>
-void install_sem(real::Functions& t) {
+void install_sem(OpsTable& t) {
   if constexpr (V::forwards_to_glibc) {
     install_glibc_sem(t, real::glibc());
   } else {
@@ -686,11 +686,11 @@ std::atomic<bool> g_ops_installed{false};
 // statistics on: a variant's function where the wrapper belongs).
 __attribute__((noinline)) void install_ops() {
   if (g_ops_installed.load(std::memory_order_acquire)) return;
-  real::Functions t = {};
+  OpsTable t = {};
   switch (mutex_variant()) {
 #define X(id, name, type, desc) \
   case MutexVariant::id:        \
-    install_mutex<type>(t);     \
+    install_mutex_and_cond<type>(t); \
     break;
     LOCKSWAP_MUTEX_VARIANTS(X)
 #undef X
@@ -721,7 +721,7 @@ __attribute__((noinline)) void install_ops() {
   // wrappers (preload/stats.cpp). Off or counts, nothing here or on any lock
   // path changes.
   if (g_config.profile) stats::install(t);
-#define X(name, ret, args) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
+#define X(name, ret, params, args, sleeps) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   g_ops_installed.store(true, std::memory_order_release);
@@ -730,7 +730,7 @@ __attribute__((noinline)) void install_ops() {
 // First-call stubs: read the configuration, fill the table, call through it.
 template <auto Slot>
 struct FirstCall;
-template <class R, class... A, R (*real::Functions::*Slot)(A...)>
+template <class R, class... A, R (*OpsTable::*Slot)(A...)>
 struct FirstCall<Slot> {
   static R call(A... args) {
     install_ops();
@@ -738,8 +738,8 @@ struct FirstCall<Slot> {
   }
 };
 
-real::Functions g_ops = {
-#define X(name, ret, args) &FirstCall<&real::Functions::name>::call,
+OpsTable g_ops = {
+#define X(name, ret, params, args, sleeps) &FirstCall<&OpsTable::name>::call,
     LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 };
@@ -788,59 +788,23 @@ LOCKSWAP_EXPORT int pthread_setcanceltype(int type, int* oldtype) {
   return rc;
 }
 
-// Calls that never sleep. Not declared noexcept although nothing they reach
-// throws: a noexcept function may not tail-call a pointer that is not
-// noexcept itself (the call needs a terminate region), so each forwarder
-// would keep a frame and a call (3 more instructions on every unlock and
-// try); without it each is one indirect jump.
-#define LOCKSWAP_FORWARD(name, ret, params, args) \
+// One forwarder per interposed function, generated from the list
+// (preload/real.h): a tail jump through the table. Not declared noexcept
+// although nothing the non-sleeping calls reach throws: a noexcept function
+// may not tail-call a pointer that is not noexcept itself (the call needs a
+// terminate region), so each forwarder would keep a frame and a call (more
+// instructions on every unlock and try); without it each is one indirect
+// jump. The calls that may sleep must not be noexcept anyway: a cancellation
+// unwinds through them — deferred at the cancellation points (cond and
+// semaphore waits), and asynchronous from any sleep when the caller enabled
+// that (glibc's locks let such a thread be cancelled where it waits; the
+// native entry points run such a caller's acquisition deferred with only the
+// futex sleep asynchronous, core/cancel.h, and the variants' unwind guards
+// leave the lock consistent).
+#define X(name, ret, params, args, sleeps) \
   LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
-// Calls that may sleep: no noexcept either. A cancellation unwinds through them —
-// deferred at the cancellation points (cond and semaphore waits), and
-// asynchronous from any sleep when the caller enabled that (glibc's locks
-// let such a thread be cancelled where it waits; the native entry points run
-// such a caller's acquisition deferred with only the futex sleep
-// asynchronous, core/cancel.h, and the variants' unwind guards leave the
-// lock consistent).
-#define LOCKSWAP_FORWARD_CANCEL(name, ret, params, args) \
-  LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
-
-LOCKSWAP_FORWARD(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a))
-LOCKSWAP_FORWARD(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD_CANCEL(pthread_mutex_lock, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD_CANCEL(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t))
-LOCKSWAP_FORWARD_CANCEL(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t c, const timespec* t), (m, c, t))
-LOCKSWAP_FORWARD(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m))
-LOCKSWAP_FORWARD(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a))
-LOCKSWAP_FORWARD(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t))
-LOCKSWAP_FORWARD_CANCEL(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t c, const timespec* t), (l, c, t))
-LOCKSWAP_FORWARD(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l))
-LOCKSWAP_FORWARD(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a))
-LOCKSWAP_FORWARD(pthread_cond_destroy, int, (pthread_cond_t* c), (c))
-LOCKSWAP_FORWARD(pthread_cond_signal, int, (pthread_cond_t* c), (c))
-LOCKSWAP_FORWARD(pthread_cond_broadcast, int, (pthread_cond_t* c), (c))
-LOCKSWAP_FORWARD_CANCEL(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mutex_t* m), (c, m))
-LOCKSWAP_FORWARD_CANCEL(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t))
-LOCKSWAP_FORWARD_CANCEL(pthread_cond_clockwait, int,
-                        (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t))
-
-LOCKSWAP_FORWARD(sem_init, int, (sem_t* s, int pshared, unsigned value), (s, pshared, value))
-LOCKSWAP_FORWARD(sem_destroy, int, (sem_t* s), (s))
-LOCKSWAP_FORWARD(sem_trywait, int, (sem_t* s), (s))
-LOCKSWAP_FORWARD(sem_post, int, (sem_t* s), (s))
-LOCKSWAP_FORWARD(sem_getvalue, int, (sem_t* s, int* value), (s, value))
-LOCKSWAP_FORWARD_CANCEL(sem_wait, int, (sem_t* s), (s))
-LOCKSWAP_FORWARD_CANCEL(sem_timedwait, int, (sem_t* s, const timespec* t), (s, t))
-LOCKSWAP_FORWARD_CANCEL(sem_clockwait, int, (sem_t* s, clockid_t c, const timespec* t), (s, c, t))
+LOCKSWAP_REAL_FUNCTIONS(X)
+#undef X
 
 // glibc's C11 functions call internal aliases that bypass the symbols above,
 // so they are interposed too, with glibc's mapping of error codes.

@@ -6,7 +6,7 @@
 
 namespace lockswap::real {
 
-Functions g_functions;
+OpsTable g_functions;
 bool g_resolved;
 
 namespace {
@@ -35,9 +35,9 @@ void* lookup(const char* name) {
 }
 }  // namespace
 
-const Functions& resolve_slow() {
+const OpsTable& resolve_slow() {
   // Idempotent: racing threads store the same pointers.
-#define X(name, ret, args) g_functions.name = reinterpret_cast<ret(*) args>(lookup(#name));
+#define X(name, ret, params, args, sleeps) g_functions.name = reinterpret_cast<ret(*) params>(lookup(#name));
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   __atomic_store_n(&g_resolved, true, __ATOMIC_RELEASE);

@@ -11,58 +11,69 @@
 #include <semaphore.h>
 #include <time.h>
 
-namespace lockswap::real {
+// Every function lockswap interposes, one line each:
+//   X(name, return type, (parameters), (arguments), sleeps | returns)
+// `sleeps`: the call may block (a lock, a condition or semaphore wait);
+// `returns`: it never sleeps. The dispatch table type, glibc's table, the
+// exported forwarders (preload/dispatch.cpp) and the statistics wrappers
+// (preload/stats.cpp) are all generated from this list.
+namespace lockswap {
 
-#define LOCKSWAP_REAL_FUNCTIONS(X)                                                                       \
-  X(pthread_mutex_init, int, (pthread_mutex_t*, const pthread_mutexattr_t*))                             \
-  X(pthread_mutex_destroy, int, (pthread_mutex_t*))                                                      \
-  X(pthread_mutex_lock, int, (pthread_mutex_t*))                                                         \
-  X(pthread_mutex_trylock, int, (pthread_mutex_t*))                                                      \
-  X(pthread_mutex_timedlock, int, (pthread_mutex_t*, const timespec*))                                   \
-  X(pthread_mutex_clocklock, int, (pthread_mutex_t*, clockid_t, const timespec*))                        \
-  X(pthread_mutex_unlock, int, (pthread_mutex_t*))                                                       \
-  X(pthread_mutex_consistent, int, (pthread_mutex_t*))                                                   \
-  X(pthread_rwlock_init, int, (pthread_rwlock_t*, const pthread_rwlockattr_t*))                          \
-  X(pthread_rwlock_destroy, int, (pthread_rwlock_t*))                                                    \
-  X(pthread_rwlock_rdlock, int, (pthread_rwlock_t*))                                                     \
-  X(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t*))                                                  \
-  X(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t*, const timespec*))                               \
-  X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t*, clockid_t, const timespec*))                    \
-  X(pthread_rwlock_wrlock, int, (pthread_rwlock_t*))                                                     \
-  X(pthread_rwlock_trywrlock, int, (pthread_rwlock_t*))                                                  \
-  X(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t*, const timespec*))                               \
-  X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t*, clockid_t, const timespec*))                    \
-  X(pthread_rwlock_unlock, int, (pthread_rwlock_t*))                                                     \
-  X(pthread_cond_init, int, (pthread_cond_t*, const pthread_condattr_t*))                                \
-  X(pthread_cond_destroy, int, (pthread_cond_t*))                                                        \
-  X(pthread_cond_wait, int, (pthread_cond_t*, pthread_mutex_t*))                                         \
-  X(pthread_cond_timedwait, int, (pthread_cond_t*, pthread_mutex_t*, const timespec*))                   \
-  X(pthread_cond_clockwait, int, (pthread_cond_t*, pthread_mutex_t*, clockid_t, const timespec*))        \
-  X(pthread_cond_signal, int, (pthread_cond_t*))                                                         \
-  X(pthread_cond_broadcast, int, (pthread_cond_t*))                                                     \
-  X(sem_init, int, (sem_t*, int, unsigned))                                                              \
-  X(sem_destroy, int, (sem_t*))                                                                          \
-  X(sem_wait, int, (sem_t*))                                                                             \
-  X(sem_trywait, int, (sem_t*))                                                                          \
-  X(sem_timedwait, int, (sem_t*, const timespec*))                                                       \
-  X(sem_clockwait, int, (sem_t*, clockid_t, const timespec*))                                            \
-  X(sem_post, int, (sem_t*))                                                                             \
-  X(sem_getvalue, int, (sem_t*, int*))
+#define LOCKSWAP_REAL_FUNCTIONS(X)                                                                                              \
+  X(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a), returns)                               \
+  X(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m), returns)                                                             \
+  X(pthread_mutex_lock, int, (pthread_mutex_t* m), (m), sleeps)                                                                 \
+  X(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m), returns)                                                             \
+  X(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t), sleeps)                                      \
+  X(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t k, const timespec* t), (m, k, t), sleeps)                      \
+  X(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m), returns)                                                              \
+  X(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m), returns)                                                          \
+  X(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a), returns)                            \
+  X(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l), returns)                                                           \
+  X(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l), sleeps)                                                             \
+  X(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l), returns)                                                         \
+  X(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps)                                  \
+  X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps)                  \
+  X(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l), sleeps)                                                             \
+  X(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l), returns)                                                         \
+  X(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps)                                  \
+  X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps)                  \
+  X(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l), returns)                                                            \
+  X(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a), returns)                                  \
+  X(pthread_cond_destroy, int, (pthread_cond_t* c), (c), returns)                                                               \
+  X(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mutex_t* m), (c, m), sleeps)                                            \
+  X(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t), sleeps)                 \
+  X(pthread_cond_clockwait, int, (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t), sleeps) \
+  X(pthread_cond_signal, int, (pthread_cond_t* c), (c), returns)                                                                \
+  X(pthread_cond_broadcast, int, (pthread_cond_t* c), (c), returns)                                                             \
+  X(sem_init, int, (sem_t* s, int pshared, unsigned value), (s, pshared, value), returns)                                       \
+  X(sem_destroy, int, (sem_t* s), (s), returns)                                                                                 \
+  X(sem_wait, int, (sem_t* s), (s), sleeps)                                                                                     \
+  X(sem_trywait, int, (sem_t* s), (s), returns)                                                                                 \
+  X(sem_timedwait, int, (sem_t* s, const timespec* t), (s, t), sleeps)                                                          \
+  X(sem_clockwait, int, (sem_t* s, clockid_t k, const timespec* t), (s, k, t), sleeps)                                          \
+  X(sem_post, int, (sem_t* s), (s), returns)                                                                                    \
+  X(sem_getvalue, int, (sem_t* s, int* value), (s, value), returns)
 
-struct Functions {
-#define X(name, ret, args) ret(*name) args;
+// One pointer per interposed function: the type of every ops table (the
+// dispatch table, glibc's functions, the statistics wrappers).
+struct OpsTable {
+#define X(name, ret, params, args, sleeps) ret(*name) params;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 };
 
-const Functions& resolve_slow();
-extern Functions g_functions;
+namespace real {
+
+const OpsTable& resolve_slow();
+extern OpsTable g_functions;
 extern bool g_resolved;
 
 // glibc's implementation of every function lockswap interposes.
-inline const Functions& glibc() {
+inline const OpsTable& glibc() {
   if (__builtin_expect(__atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE), 1)) return g_functions;
   return resolve_slow();
 }
 
-}  // namespace lockswap::real
+}  // namespace real
+}  // namespace lockswap

@@ -27,22 +27,22 @@
 #include "preload/variants/rwsem.h"
 
 #define LOCKSWAP_MUTEX_VARIANTS(X)                                                              \
-  X(glibc, "glibc", GlibcForward, "glibc's own pthread_mutex (the control of every experiment)") \
+  X(glibc, "glibc", GlibcVariant, "glibc's own pthread_mutex (the control of every experiment)") \
   X(futex, "futex", FutexMutexVariant, "reference three-state futex mutex")                      \
   X(rwsem, "rwsem", RwsemMutexVariant, "Linux v5.11+ rw_semaphore write side: spinning + handoff")
 
 #define LOCKSWAP_RWLOCK_VARIANTS(X)                                                               \
-  X(glibc, "glibc", GlibcForward, "glibc's own pthread_rwlock (the control of every experiment)") \
+  X(glibc, "glibc", GlibcVariant, "glibc's own pthread_rwlock (the control of every experiment)") \
   X(futex, "futex", FutexRwlockVariant, "reference reader-preferring futex rwlock")               \
-  X(rwsem, "rwsem", RwsemStealRwlock, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
-  X(rwsem_rspin, "rwsem-rspin", RwsemRspinRwlock, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
+  X(rwsem, "rwsem", RwsemStealRwlockVariant, "Linux v5.11+ rw_semaphore: reader lock stealing")          \
+  X(rwsem_rspin, "rwsem-rspin", RwsemRspinRwlockVariant, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
   X(lockref, "lockref", LockrefRwlockVariant, "lockref word: bounded lock-free reader count, writer takes the lock half") \
   X(percid, "percid", PercidRwlockVariant, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
 
 // POSIX semaphores (sem_*). Process-shared ones keep glibc's word under every
 // variant (core/sem.h), so processes sharing them may run different variants.
 #define LOCKSWAP_SEM_VARIANTS(X)                                                                 \
-  X(glibc, "glibc", GlibcForward, "glibc's own sem_* (the control of every experiment)")          \
+  X(glibc, "glibc", GlibcVariant, "glibc's own sem_* (the control of every experiment)")          \
   X(futex, "futex", FutexSemVariant, "reference value+waiters word, unbounded compare-and-swap")  \
   X(lockref, "lockref", LockrefSemVariant, "lockref word: bounded compare-and-swap, then the lock half")
 

@@ -24,7 +24,8 @@
 //   sem:      sem_trywait first, then the timed wait; shared, so atomics.
 //
 // Re-entry: `t_inside` (thread-local) is set around everything the
-// statistics themselves call that may take a lock (libunwind) and around
+// statistics themselves call that may take a lock (libunwind,
+// preload/stats_backtrace.cpp) and around
 // condition waits; a wrapper that finds it set goes straight to the variant.
 // No wrapper allocates: entries live in the tables of preload/stats_table.h.
 //
@@ -52,12 +53,9 @@
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/stats_backtrace.h"
 #include "preload/stats_table.h"
 
-#ifdef LOCKSWAP_LIBUNWIND_SONAME
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>  // types and names only: the library is dlopen()ed
-#endif
 
 
 namespace lockswap::stats {
@@ -74,8 +72,8 @@ uint32_t generation() { return g_generation.load(std::memory_order_relaxed); }
 
 __thread bool t_inside __attribute__((tls_model("initial-exec")));
 
-real::Functions g_inner;     // the variant's functions
-real::Functions g_wrappers;  // what g_ops points at while statistics are on
+OpsTable g_inner;     // the variant's functions
+OpsTable g_wrappers;  // what g_ops points at while statistics are on
 
 // Sets the "inside statistics" flag for a scope.
 struct Inside {
@@ -88,7 +86,7 @@ struct Inside {
 
 uint64_t now_ns() { return arch::monotonic_ns(); }
 
-void count_call(Family f) {
+void count_call(Kind f) {
   uint32_t stripe = static_cast<uint32_t>(current_tid()) & (kCallStripes - 1);
   g_calls[stripe].calls[static_cast<unsigned>(f)].fetch_add(1, std::memory_order_relaxed);
 }
@@ -97,7 +95,7 @@ void count_call(Family f) {
 // wrapper is published; a racing first call on another CPU that sees the
 // wrapper early waits for it.
 template <class Fn>
-Fn inner(Fn real::Functions::*slot) {
+Fn inner(Fn OpsTable::*slot) {
   Fn f;
   while ((f = __atomic_load_n(&(g_inner.*slot), __ATOMIC_ACQUIRE)) == nullptr) sched_yield();
   return f;
@@ -222,49 +220,19 @@ __thread LastEntries t_last __attribute__((tls_model("initial-exec")));
 
 // -------------------------------------------------------------- backtraces
 
-#ifdef LOCKSWAP_LIBUNWIND_SONAME
-// libunwind's local unwinding calls, from load_unwinder(); null: no
-// backtraces. Not unw_backtrace(): its per-thread trace cache lives in TLS
-// of a dlopen()ed library, which glibc allocates with malloc in each thread
-// on first use — on a lock path.
-struct Unwinder {
-  decltype(&unw_tdep_getcontext) getcontext;
-  decltype(&unw_init_local) init_local;
-  decltype(&unw_step) step;
-  decltype(&unw_get_reg) get_reg;
-};
-Unwinder g_unwinder_fns;
-std::atomic<const Unwinder*> g_unwinder{nullptr};
-
-// Return addresses from the caller of this function outwards.
-int unwind(const Unwinder& u, uintptr_t* frames, int max) {
-  unw_context_t context;
-  unw_cursor_t cursor;
-  if (u.getcontext(&context) != 0 || u.init_local(&cursor, &context) != 0) return 0;
-  int n = 0;
-  do {
-    unw_word_t ip;
-    if (u.get_reg(&cursor, UNW_REG_IP, &ip) != 0 || ip == 0) break;
-    frames[n++] = ip;
-  } while (n < max && u.step(&cursor) > 0);
-  return n;
-}
-#endif
 
 // Sampled: the first contended acquisition of a site, then 1 in
 // LOCKSWAP_STATS_BACKTRACE. Innermost frame first, starting at the caller of
 // the lock function when it is found in the trace.
-__attribute__((noinline)) void sample_backtrace([[maybe_unused]] SiteEntry& s, [[maybe_unused]] uintptr_t ip) {
-#ifdef LOCKSWAP_LIBUNWIND_SONAME
-  const Unwinder* u = g_unwinder.load(std::memory_order_acquire);
+__attribute__((noinline)) void sample_backtrace(SiteEntry& s, uintptr_t ip) {
   uint32_t every = g_config.stats_backtrace;
-  if (u == nullptr || every == 0 || s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0) return;
+  if (!have_unwinder() || every == 0 || s.bt_ticket.fetch_add(1, std::memory_order_relaxed) % every != 0) return;
   constexpr int kOwnFrames = 4;  // this function, the wrapper, slack
   uintptr_t frames[kBacktraceDepth + kOwnFrames];
   int n;
   {
     Inside guard;  // libunwind takes locks of its own
-    n = unwind(*u, frames, static_cast<int>(kBacktraceDepth + kOwnFrames));
+    n = unwind_frames(frames, static_cast<int>(kBacktraceDepth + kOwnFrames));
   }
   int first = 0;
   for (int i = 0; i < n && i < kOwnFrames; ++i)
@@ -273,7 +241,6 @@ __attribute__((noinline)) void sample_backtrace([[maybe_unused]] SiteEntry& s, [
   s.bt_len.store(0, std::memory_order_relaxed);
   for (int i = first; i < n && len < kBacktraceDepth; ++i, ++len) s.bt[len].store(frames[i], std::memory_order_relaxed);
   s.bt_len.store(len, std::memory_order_release);
-#endif
 }
 
 // ------------------------------------------------------------ acquisitions
@@ -412,7 +379,7 @@ int errno_of(int rc) { return rc == 0 ? 0 : errno; }
 
 // ---------------------------------------------------------------- wrappers
 
-using F = real::Functions;
+using F = OpsTable;
 
 int supported_clock(clockid_t clock) { return clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC; }
 
@@ -427,7 +394,7 @@ bool probe_safe(pthread_mutex_t* m) {
 
 template <Op kOp, class Wait>
 int mutex_acquire(pthread_mutex_t* m, uintptr_t ip, Wait&& wait) {
-  count_call(Family::mutex);
+  count_call(Kind::mutex);
   if (t_inside) return wait();
   Attempt a{m, Kind::mutex, kOp, ip, Access::exclusive, kOp == Op::trylock, false, EBUSY, !probe_safe(m)};
   return acquire(a, [m] { return inner(&F::pthread_mutex_trylock)(m); }, wait);
@@ -446,13 +413,13 @@ int w_mutex_timedlock(pthread_mutex_t* m, const timespec* t) {
 int w_mutex_clocklock(pthread_mutex_t* m, clockid_t c, const timespec* t) {
   auto wait = [m, c, t] { return inner(&F::pthread_mutex_clocklock)(m, c, t); };
   if (!supported_clock(c)) {  // glibc checks the clock before anything else
-    count_call(Family::mutex);
+    count_call(Kind::mutex);
     return wait();
   }
   return mutex_acquire<Op::clocklock>(m, LOCKSWAP_CALLER(), wait);
 }
 int w_mutex_unlock(pthread_mutex_t* m) {
-  count_call(Family::mutex);
+  count_call(Kind::mutex);
   if (!t_inside) release(m);
   return inner(&F::pthread_mutex_unlock)(m);
 }
@@ -461,7 +428,7 @@ bool timeout_ok(const timespec* t) { return t->tv_nsec >= 0 && t->tv_nsec < 1'00
 
 template <Op kOp, bool kRead, class Wait>
 int rw_acquire(pthread_rwlock_t* l, uintptr_t ip, const timespec* abs, clockid_t clock, Wait&& wait) {
-  count_call(Family::rwlock);
+  count_call(Kind::rwlock);
   // glibc validates a timed call's clock and timeout before trying.
   if (t_inside || (abs != nullptr && (!supported_clock(clock) || !timeout_ok(abs)))) return wait();
   constexpr bool is_try = kOp == Op::tryrdlock || kOp == Op::trywrlock;
@@ -503,7 +470,7 @@ int w_clockwrlock(pthread_rwlock_t* l, clockid_t c, const timespec* t) {
                                             [l, c, t] { return inner(&F::pthread_rwlock_clockwrlock)(l, c, t); });
 }
 int w_rw_unlock(pthread_rwlock_t* l) {
-  count_call(Family::rwlock);
+  count_call(Kind::rwlock);
   if (!t_inside) release(l);  // closes a write hold only: readers never own
   return inner(&F::pthread_rwlock_unlock)(l);
 }
@@ -537,7 +504,7 @@ struct HoldPause {
 
 template <Op kOp, class Wait>
 int cond_wait(pthread_cond_t* c, pthread_mutex_t* m, uintptr_t ip, Wait&& wait) {
-  count_call(Family::cond);
+  count_call(Kind::cond);
   if (t_inside) return wait();
   LockEntry* l = lock_entry(c, Kind::cond, true);
   SiteEntry* s = l ? site_entry(l, ip, kOp) : nullptr;
@@ -577,7 +544,7 @@ int w_cond_clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const t
 // wait leaves errno as the caller had it (the failed try set EAGAIN).
 template <Op kOp, class Wait>
 int sem_acquire(sem_t* s, uintptr_t ip, bool checks_cancel, Wait&& wait) {
-  count_call(Family::sem);
+  count_call(Kind::sem);
   if (t_inside) return wait();
   int saved = errno;
   if (checks_cancel) pthread_testcancel();  // glibc: even when a unit is available
@@ -601,7 +568,7 @@ int w_sem_trywait(sem_t* s) {
 int w_sem_timedwait(sem_t* s, const timespec* t) {
   auto wait = [s, t] { return inner(&F::sem_timedwait)(s, t); };
   if (!timeout_ok(t)) {  // glibc validates before the cancellation check
-    count_call(Family::sem);
+    count_call(Kind::sem);
     return wait();
   }
   return sem_acquire<Op::sem_timedwait>(s, LOCKSWAP_CALLER(), true, wait);
@@ -609,28 +576,28 @@ int w_sem_timedwait(sem_t* s, const timespec* t) {
 int w_sem_clockwait(sem_t* s, clockid_t c, const timespec* t) {
   auto wait = [s, c, t] { return inner(&F::sem_clockwait)(s, c, t); };
   if (!supported_clock(c) || !timeout_ok(t)) {
-    count_call(Family::sem);
+    count_call(Kind::sem);
     return wait();
   }
   return sem_acquire<Op::sem_clockwait>(s, LOCKSWAP_CALLER(), false, wait);
 }
 
 // Every other function: counted, then the variant's.
-constexpr Family family_of(const char* name) {
+constexpr Kind family_of(const char* name) {
   auto starts = [](const char* s, const char* p) {
     while (*p)
       if (*s++ != *p++) return false;
     return true;
   };
-  if (starts(name, "pthread_mutex_")) return Family::mutex;
-  if (starts(name, "pthread_rwlock_")) return Family::rwlock;
-  if (starts(name, "pthread_cond_")) return Family::cond;
-  return Family::sem;
+  if (starts(name, "pthread_mutex_")) return Kind::mutex;
+  if (starts(name, "pthread_rwlock_")) return Kind::rwlock;
+  if (starts(name, "pthread_cond_")) return Kind::cond;
+  return Kind::sem;
 }
 
-template <auto Slot, Family Fam>
+template <auto Slot, Kind Fam>
 struct Counted;
-template <class R, class... A, R (*F::*Slot)(A...), Family Fam>
+template <class R, class... A, R (*F::*Slot)(A...), Kind Fam>
 struct Counted<Slot, Fam> {
   static R call(A... args) {
     count_call(Fam);
@@ -639,7 +606,7 @@ struct Counted<Slot, Fam> {
 };
 
 void fill_wrappers() {
-#define X(name, ret, args) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
+#define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   g_wrappers.pthread_mutex_lock = w_mutex_lock;
@@ -697,42 +664,19 @@ bool set_up() {
 
 }  // namespace
 
-void install(real::Functions& ops) {
+void install(OpsTable& ops) {
   // LOCKSWAP_STATS=counts (and a bare LOCKSWAP_STATS_FILE): the lock event
   // counters are all there is, and the variant's table stays untouched.
   if (!g_config.profile || !set_up()) return;
   // Every inner pointer first, then the wrappers: a wrapper reached through
   // g_ops never finds its inner slot unset on this CPU's order of stores.
-#define X(name, ret, args) \
+#define X(name, ret, params, args, sleeps) \
   if (ops.name != g_wrappers.name) __atomic_store_n(&g_inner.name, ops.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
-#define X(name, ret, args) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
+#define X(name, ret, params, args, sleeps) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
-}
-
-void load_unwinder() {
-#ifdef LOCKSWAP_LIBUNWIND_SONAME
-#define LOCKSWAP_NAME_OF(fn) LOCKSWAP_NAME_OF2(fn)  // the macro's expansion: _ULx86_64_step, ...
-#define LOCKSWAP_NAME_OF2(fn) #fn
-  if (!g_config.profile || g_config.stats_backtrace == 0 || g_unwinder.load() != nullptr) return;
-  void* lib = dlopen(LOCKSWAP_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
-  Unwinder& u = g_unwinder_fns;
-  if (lib != nullptr) {
-    u.getcontext = reinterpret_cast<decltype(u.getcontext)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_tdep_getcontext)));
-    u.init_local = reinterpret_cast<decltype(u.init_local)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_init_local)));
-    u.step = reinterpret_cast<decltype(u.step)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_step)));
-    u.get_reg = reinterpret_cast<decltype(u.get_reg)>(dlsym(lib, LOCKSWAP_NAME_OF(unw_get_reg)));
-  }
-  if (lib == nullptr || !u.getcontext || !u.init_local || !u.step || !u.get_reg) {
-    diag("lockswap: cannot load " LOCKSWAP_LIBUNWIND_SONAME "; statistics without backtraces\n");
-    return;
-  }
-  g_unwinder.store(&u, std::memory_order_release);
-#undef LOCKSWAP_NAME_OF
-#undef LOCKSWAP_NAME_OF2
-#endif
 }
 
 void mark_start() {

@@ -19,7 +19,7 @@ namespace lockswap::stats {
 
 // With LOCKSWAP_STATS=profile: wrap every slot of `ops` (idempotent; racing
 // installers converge), mapping the tables on first use. Otherwise nothing.
-void install(real::Functions& ops);
+void install(OpsTable& ops);
 
 // A text buffer filled without allocation (the dump may run in a signal
 // handler); writes past `cap` are cut off and flagged.

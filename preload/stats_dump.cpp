@@ -313,12 +313,12 @@ void begin_record(Out& o, uint64_t seq, const DumpHeader& h, char* exe) {
 }
 
 void call_records(Out& o) {
-  for (unsigned f = 0; f < kFamilies; ++f) {
+  for (unsigned f = 0; f < kKinds; ++f) {
     uint64_t total = 0;
     for (const CallStripe& s : g_calls) total += load(s.calls[f]);
     record_start(o, "calls");
     o.put(" family=");
-    o.put(kFamilyNames[f]);
+    o.put(kKindNames[f]);
     o.key_dec("calls", total);
     o.put("\n");
   }

@@ -41,8 +41,10 @@ inline constexpr uint32_t kLockSlots = 1u << 15;
 inline constexpr uint32_t kSiteSlots = 1u << 16;
 inline constexpr uint32_t kMaxProbes = 64;
 
+// The API family of a lock entry and of a call (the "calls" records).
 enum class Kind : uint8_t { mutex, rwlock, cond, sem };
-inline constexpr const char* kKindNames[] = {"mutex", "rwlock", "cond", "sem"};
+inline constexpr unsigned kKinds = 4;
+inline constexpr const char* kKindNames[kKinds] = {"mutex", "rwlock", "cond", "sem"};
 
 #define LOCKSWAP_STATS_OPS(X)                                                                      \
   X(lock) X(trylock) X(timedlock) X(clocklock) X(rdlock) X(tryrdlock) X(timedrdlock) X(clockrdlock) \
@@ -128,14 +130,11 @@ struct SiteEntry {
   std::atomic<uintptr_t> bt[kBacktraceDepth] = {};
 };
 
-// Calls per API family, for the "calls" records: striped by thread id so
-// that threads seldom share a counter's cache line.
-enum class Family : uint8_t { mutex, rwlock, cond, sem };
-inline constexpr unsigned kFamilies = 4;
-inline constexpr const char* kFamilyNames[] = {"mutex", "rwlock", "cond", "sem"};
+// Calls per API family (Kind), for the "calls" records: striped by thread id
+// so that threads seldom share a counter's cache line.
 inline constexpr uint32_t kCallStripes = 64;
 struct alignas(64) CallStripe {
-  Counter calls[kFamilies] = {};
+  Counter calls[kKinds] = {};
 };
 
 struct Tables {

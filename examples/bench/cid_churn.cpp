@@ -1,6 +1,6 @@
 // examples/bench/cid_churn.cpp — the mm_cid regression's shape, in userspace.
 //
-// The seed (../shared/seeds/mm-cid-postgres-sysbench-regression.txt): under
+// The seed (docs/seeds.md §4): under
 // sysbench + PostgreSQL, backend *processes* forked from one postmaster kept
 // replacing each other on the CPUs, and every switch took and gave back a
 // concurrency id under one lock. This program builds the same traffic: a

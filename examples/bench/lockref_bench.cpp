@@ -1,7 +1,7 @@
 // examples/bench/lockref_bench.cpp — the open/close analog for core/lockref.h.
 //
-// The kernel's lockref retry bound (893a7d32e8e0, ../shared/seeds/
-// lockref-limit-cmpxchg-retries.txt) was measured with an open/close test:
+// The kernel's lockref retry bound (893a7d32e8e0; docs/seeds.md §3) was
+// measured with an open/close test:
 // every open takes a reference on the same dentry (lockref get), every close
 // drops it (dput: lockref put). Here N threads do exactly that on --objects K
 // shared objects (K=1: one hot object; K=4: a few hot ones), each object a

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """examples/bench/lockref_sweep.py — the lockref retry-bound sweep (the
-open/close analog of ../shared/seeds/lockref-limit-cmpxchg-retries.txt).
+open/close analog of the kernel's measurement, docs/seeds.md §3).
 
 For every cell (threads x objects) it runs lockref_bench once per variant:
 lockref with each retry bound (0 = unbounded, the kernel before 893a7d32e8e0;

@@ -3,8 +3,8 @@
 
 namespace lockswap {
 // Marker type: dispatch.cpp forwards whole calls (object layout included) to
-// real::glibc() when a variant's adapter is GlibcForward.
-struct GlibcForward {
+// real::glibc() when a variant's adapter is GlibcVariant.
+struct GlibcVariant {
   static constexpr bool forwards_to_glibc = true;
 };
 }  // namespace lockswap

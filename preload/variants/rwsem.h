@@ -107,7 +107,7 @@ struct RwsemRwlockVariant {
     return rc;
   }
 };
-using RwsemStealRwlock = RwsemRwlockVariant<RwsemSteal>;
-using RwsemRspinRwlock = RwsemRwlockVariant<RwsemRspin>;
+using RwsemStealRwlockVariant = RwsemRwlockVariant<RwsemSteal>;
+using RwsemRspinRwlockVariant = RwsemRwlockVariant<RwsemRspin>;
 
 }  // namespace lockswap

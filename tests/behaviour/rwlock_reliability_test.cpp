@@ -107,7 +107,7 @@ TEST_P(ReaderWaitsForReader, CompletesWhileWritersKeepArriving) {
   int64_t t0 = lstest::now_ns(CLOCK_MONOTONIC);
   PThread t2([&] {
     for (int i = 0; i < kRounds; ++i) {
-      if (kind == WaitKind::kMutex) EXPECT_EQ(pthread_mutex_lock(&gate), 0);
+      if (kind == WaitKind::kMutex) { EXPECT_EQ(pthread_mutex_lock(&gate), 0); }
       ready.post();
       if (!go.wait()) return;
       EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);  // must get in while T1 holds it
@@ -193,7 +193,7 @@ TEST(RwlockReaderPreference, ReadersHandOverThroughACondvarWhileWritersHammer) {
       EXPECT_EQ(pthread_rwlock_rdlock(&l), 0);
       EXPECT_EQ(pthread_mutex_lock(&m), 0);
       done = consumer_stop;
-      if (!done) EXPECT_EQ(pthread_cond_wait(&c, &m), 0);
+      if (!done) { EXPECT_EQ(pthread_cond_wait(&c, &m), 0); }
       EXPECT_EQ(pthread_mutex_unlock(&m), 0);
       EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
       consumed.fetch_add(1);
@@ -233,7 +233,7 @@ int second_reader_while_the_holder_sleeps(const pthread_rwlock_t& initializer) {
     wtid = lstest::current_tid();
     timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
     wrc = pthread_rwlock_clockwrlock(&l, CLOCK_MONOTONIC, &d);
-    if (wrc == 0) EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+    if (wrc == 0) { EXPECT_EQ(pthread_rwlock_unlock(&l), 0); }
   });
   EXPECT_TRUE(lstest::eventually([&] { return wtid.load() != 0; }));
   lstest::settle_until_blocked(wtid.load());
@@ -241,7 +241,7 @@ int second_reader_while_the_holder_sleeps(const pthread_rwlock_t& initializer) {
   PThread second([&] {
     timespec d = deadline_in(CLOCK_MONOTONIC, 300);
     rc = pthread_rwlock_clockrdlock(&l, CLOCK_MONOTONIC, &d);
-    if (rc == 0) EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
+    if (rc == 0) { EXPECT_EQ(pthread_rwlock_unlock(&l), 0); }
   });
   EXPECT_EQ(pthread_mutex_lock(&m), 0);
   timespec d = deadline_in(CLOCK_REALTIME, 600);  // nobody signals: the holder sleeps it out

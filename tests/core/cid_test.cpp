@@ -280,7 +280,7 @@ TEST_F(CidTest, PercpuScanReclaimsIdleCpusAndCompactsTowardZero) {
   std::thread([&] { compacted = pin_to_cpu(0) ? cid::current() : ~0u; }).join();
   EXPECT_EQ(compacted, 0u);
   EXPECT_EQ(cid::ids_in_use(), 1u);
-  if (kEvents) EXPECT_GE(ev(LockEvent::cid_reclaim), 2u);
+  if (kEvents) { EXPECT_GE(ev(LockEvent::cid_reclaim), 2u); }
 }
 
 TEST_F(CidTest, PercpuForkChildStartsWithAnEmptyCache) {
@@ -302,7 +302,7 @@ TEST_F(CidTest, RseqUsesTheKernelsIdOrFallsBackToPercpuVisibly) {
   if (!arch::kernel_mm_cid_available()) {
     EXPECT_EQ(m, CidMode::percpu);
     EXPECT_TRUE(cid::rseq_fell_back());
-    if (kEvents) EXPECT_EQ(ev(LockEvent::cid_fallback), 1u);
+    if (kEvents) { EXPECT_EQ(ev(LockEvent::cid_fallback), 1u); }
     return;
   }
   EXPECT_EQ(m, CidMode::rseq);

@@ -177,7 +177,7 @@ TEST_P(PercidTest, ARecursiveReaderPassesAPendingWriter) {
   EXPECT_FALSE(writer.in()) << "one read is still held";
   Lock::read_unlock(w_);
   EXPECT_TRUE(eventually([&] { return writer.in(); }));
-  if (kEvents) EXPECT_EQ(ev(LockEvent::percid_rlock_recursive), 2u);
+  if (kEvents) { EXPECT_EQ(ev(LockEvent::percid_rlock_recursive), 2u); }
 }
 
 // The epoch a draining writer's CAS checks does not wrap where a 32-bit word
@@ -238,7 +238,7 @@ TEST_P(PercidTest, ReadersEnteringBehindAWriterAreCountedWhenItLeaves) {
   Lock::write_unlock(w_);
   for (auto& t : readers) t.join();
   EXPECT_EQ(percid::readers(w_.index.load()), 0u);
-  if (kEvents) EXPECT_EQ(ev(LockEvent::percid_rlock_slow), 3u);
+  if (kEvents) { EXPECT_EQ(ev(LockEvent::percid_rlock_slow), 3u); }
 }
 
 // Readers and writers on plain (non-atomic) data: a reader must see both
@@ -365,7 +365,7 @@ TEST_F(PercidArena, WhenBlocksRunOutLocksRunAsPlainRwsems) {
     Lock::write_unlock(w);
   }
   EXPECT_GE(plain, 20u);
-  if (kEvents) EXPECT_EQ(ev(LockEvent::percid_plain), plain);
+  if (kEvents) { EXPECT_EQ(ev(LockEvent::percid_plain), plain); }
   for (size_t i = 0; i < kLocks; ++i) Lock::destroy(locks[i]);
   EXPECT_EQ(percid::blocks_in_use(), base);
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "preload/abi.h"
 #include "tests/core/core_test_util.h"
 #include "tests/core/kill_test_util.h"
 
@@ -86,19 +87,19 @@ TYPED_TEST(SemTest, ZeroFilledIsAnEmptyPrivateSemaphore) {
 }
 
 TYPED_TEST(SemTest, InitSetsTheValueAndTheFutexKind) {
-  ASSERT_EQ(TypeParam::init(this->w(), 3, false), 0);
+  ASSERT_EQ(TypeParam::init(this->w(), 3, 0), 0);
   EXPECT_EQ(this->w().private_flag, 0);
   auto s = this->sem();
   EXPECT_FALSE(s.shared());
   EXPECT_EQ(s.value(), 3);
-  ASSERT_EQ(TypeParam::init(this->w(), 2, true), 0);
-  EXPECT_EQ(this->w().private_flag, kSemSharedFlag);
+  ASSERT_EQ(TypeParam::init(this->w(), 2, abi::kSemSharedFlag), 0);
+  EXPECT_EQ(this->w().private_flag, abi::kSemSharedFlag);
   EXPECT_TRUE(s.shared());
   EXPECT_EQ(s.value(), 2);
 }
 
 TYPED_TEST(SemTest, PostReportsEoverflowAtTheMaximum) {
-  TypeParam::init(this->w(), TypeParam::kValueMax, false);
+  TypeParam::init(this->w(), TypeParam::kValueMax, 0);
   auto s = this->sem();
   EXPECT_EQ(s.post(), EOVERFLOW);
   EXPECT_EQ(s.value(), SEM_VALUE_MAX);
@@ -109,7 +110,7 @@ TYPED_TEST(SemTest, PostReportsEoverflowAtTheMaximum) {
 }
 
 TYPED_TEST(SemTest, TimedWaitTimesOutAndNegativeSecondsNeverSleep) {
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   auto s = this->sem();
   for (clockid_t c : {CLOCK_MONOTONIC, CLOCK_REALTIME}) {
     timespec t = clock_in(c, 30ms);
@@ -131,7 +132,7 @@ TYPED_TEST(SemTest, TimedWaitTimesOutAndNegativeSecondsNeverSleep) {
 }
 
 TYPED_TEST(SemTest, ValueIsNeverNegativeWithSleepers) {
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   auto s = this->sem();
   uint64_t sleeps = lockevent_total(LockEvent::sem_wait_sleep);
   uint64_t wakes = lockevent_total(LockEvent::sem_post_wake);
@@ -196,7 +197,7 @@ void producer_consumer(SemWords& w, int per_consumer) {
 }
 
 TYPED_TEST(SemTest, ProducerConsumerExactCounts) {
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   producer_consumer<TypeParam>(this->w(), kUnits);
   EXPECT_EQ(this->word(), 0u);
 }
@@ -204,7 +205,7 @@ TYPED_TEST(SemTest, ProducerConsumerExactCounts) {
 TYPED_TEST(SemTest, ProducerConsumerRetriesOneAndZero) {
   for (uint32_t r : {1u, 0u}) {
     g_lockref_tunables.retries = r;
-    TypeParam::init(this->w(), 0, false);
+    TypeParam::init(this->w(), 0, 0);
     uint64_t fallbacks = lockevent_total(LockEvent::lockref_fallback);
     producer_consumer<TypeParam>(this->w(), kUnits / 4);
     EXPECT_EQ(this->word(), 0u);
@@ -219,7 +220,7 @@ TYPED_TEST(SemTest, ProducerConsumerRetriesOneAndZero) {
 TYPED_TEST(SemTest, LockrefFallbacksKeepExactCounts) {
   if (!std::is_same_v<TypeParam, LockrefSem>) GTEST_SKIP() << "lockref semaphore only";
   g_lockref_tunables.retries = 1;
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   auto s = this->sem();
   uint64_t fallbacks = lockevent_total(LockEvent::lockref_fallback);
   auto end = std::chrono::steady_clock::now() + 5s;
@@ -249,7 +250,7 @@ struct ThrowingSleeper {
 };
 
 TYPED_TEST(SemTest, ForcedUnwindDropsTheRegistration) {
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   auto s = this->sem();
   bool unwound = false;
   try {
@@ -268,7 +269,7 @@ std::atomic<int> g_signals{0};
 void count_signal(int) { g_signals.fetch_add(1); }
 
 TYPED_TEST(SemTest, SignalWithoutSaRestartMakesWaitReturnEintr) {
-  TypeParam::init(this->w(), 0, false);
+  TypeParam::init(this->w(), 0, 0);
   auto s = this->sem();
   struct sigaction sa {}, old {};
   sa.sa_handler = count_signal;
@@ -303,7 +304,7 @@ TYPED_TEST(SemTest, GlibcInitialisedSemaphoreWorks) {
     SemWords& w = *reinterpret_cast<SemWords*>(&gs);
     TypeParam s{w};
     EXPECT_EQ(s.shared(), pshared != 0);
-    EXPECT_EQ(w.private_flag, pshared != 0 ? kSemSharedFlag : 0) << "glibc's encoding";
+    EXPECT_EQ(w.private_flag, pshared != 0 ? abi::kSemSharedFlag : 0) << "glibc's encoding";
     EXPECT_EQ(s.value(), 2);
     EXPECT_EQ(s.trywait(), 0);
     EXPECT_EQ(s.wait(WaitCtx::blocking()), 0);
@@ -327,8 +328,8 @@ TYPED_TEST(SemTest, ProcessSharedAcrossFork) {
   ASSERT_NE(mem, MAP_FAILED);
   auto* ping = new (mem) SemWords{};
   auto* pong = new (static_cast<char*>(mem) + sizeof(sem_t)) SemWords{};
-  TypeParam::init(*ping, 0, true);
-  TypeParam::init(*pong, 0, true);
+  TypeParam::init(*ping, 0, abi::kSemSharedFlag);
+  TypeParam::init(*pong, 0, abi::kSemSharedFlag);
   pid_t pid = fork();
   ASSERT_NE(pid, -1);
   if (pid == 0) {
@@ -365,8 +366,8 @@ struct SharedPair {
     mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     a = new (mem) SemWords{};
     b = new (static_cast<char*>(mem) + sizeof(sem_t)) SemWords{};
-    S::init(*a, 0, true);
-    S::init(*b, 0, true);
+    S::init(*a, 0, abi::kSemSharedFlag);
+    S::init(*b, 0, abi::kSemSharedFlag);
   }
   ~SharedPair() { munmap(mem, 4096); }
   void* mem;
@@ -467,17 +468,17 @@ TYPED_TEST(SemTest, ProcessSharedInteroperatesWithGlibcsOwnSemaphore) {
 TEST(LockrefSemShared, CallsAreCountedAsDelegatedToGlibc) {
   sem_t storage{};
   auto& w = *reinterpret_cast<SemWords*>(&storage);
-  LockrefSem::init(w, 0, true);
+  LockrefSem::init(w, 0, abi::kSemSharedFlag);
   Events ev;
   LockrefSem s{w};
   EXPECT_EQ(s.post(), 0);
   EXPECT_EQ(s.trywait(), 0);
   EXPECT_EQ(s.wait(WaitCtx::try_once()), EAGAIN);
-  if (kEvents) EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u);
-  LockrefSem::init(w, 0, false);
+  if (kEvents) { EXPECT_EQ(ev(LockEvent::delegated_to_glibc), 3u); }
+  LockrefSem::init(w, 0, 0);
   Events private_ev;
   EXPECT_EQ(s.post(), 0);
-  if (kEvents) EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u);
+  if (kEvents) { EXPECT_EQ(private_ev(LockEvent::delegated_to_glibc), 0u); }
 }
 
 }  // namespace
