@@ -227,7 +227,9 @@ TEST_F(SwitchModel, PercpuSwitchOutKeepsTheIdCached) {
   Events ev;
   for (int i = 0; i < 10; ++i) lock_sleep();
   EXPECT_EQ(cid::ids_in_use(), before);
-  if (kEvents) EXPECT_EQ(ev(LockEvent::cid_free), 0u);
+  if (kEvents) {
+    EXPECT_EQ(ev(LockEvent::cid_free), 0u);
+  }
 }
 
 }  // namespace
