@@ -93,10 +93,21 @@ struct alignas(64) Waiter {
   // Set (under wait_lock) on the first waiter when it owns the HANDOFF bit; the
   // waiter itself reads it without the lock.
   std::atomic<bool> handoff_set{false};
-  // Writers (under wait_lock): a batch of readers already entered past this
-  // writer after the reader-preference bound; no second batch until the lock
-  // has been free for it (mark_wake() clears it when it wakes this writer).
-  std::atomic<bool> pref_blocked{false};
+  // Writers' flags, changed only under wait_lock (one byte: the record fills
+  // its slot line):
+  //   kPrefBlocked  a batch of readers already entered past this writer after
+  //                 the reader-preference bound; no second batch until the
+  //                 lock has been free for it (cleared when mark_wake() wakes it)
+  //   kWokenMark    the count's WOKEN bit was set for this (head) writer and it
+  //                 has not cleared it since; read without the lock by
+  //                 park_sleep()
+  static constexpr uint8_t kPrefBlocked = 1, kWokenMark = 2;
+  std::atomic<uint8_t> writer_flags{0};
+  bool has(uint8_t f) const { return (writer_flags.load(arch::mo_hint) & f) != 0; }
+  void set(uint8_t f, bool on, std::memory_order mo = arch::mo_hint) {
+    uint8_t v = writer_flags.load(arch::mo_hint);
+    writer_flags.store(on ? (v | f) : (v & ~f), mo);
+  }
   bool in_use = true;            // owner only: the slot's record is taken
 };
 static_assert(sizeof(Waiter) <= sizeof(ThreadSlot::rwsem_waiter), "the record fits its slot line");
@@ -284,7 +295,13 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 //
 // `free_lock` (queued writers): after publishing the token the sleeper looks
 // at the count once more and does not sleep if the lock is free. That makes
-// wakeups of a writer optional while it is awake (wake_writer()).
+// wakeups of a writer optional while it is awake (wake_writer()). A queued
+// writer also passes its Waiter's flags, whose kWokenMark says that the
+// count's WOKEN bit was set for it (mark_wake()) since it last cleared it:
+// unlocks then release without waking anyone, so it must not sleep on an old
+// `seen`. Threads of the shared slot publish no token but make the same two
+// checks: a release they miss here bumps their park word after `seen`.
+
 // The lock went free between a queued writer's failed attempt and its sleep.
 // Not in the kernel (whose woken writer tries again at once): a blocking
 // waiter sleeps up to polite_ns first, so that the thread that just released
@@ -303,18 +320,18 @@ int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
   return 0;
 }
 
-int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::atomic<uint64_t>* free_lock = nullptr) {
+// park_sleep(): see above polite_sleep().
+int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::atomic<uint64_t>* free_lock = nullptr,
+               const std::atomic<uint8_t>* writer_flags = nullptr) {
   read_pref::ReadHolderSleep holder_asleep;
   const bool shared = is_shared(me);
-  if (!shared) {
-    me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
-    if (free_lock != nullptr) {
-      uint64_t c = free_lock->load(arch::mo_dekker);
-      if (c & kFlagWoken) {  // marked woken since it cleared WOKEN: no unlock will wake it
-        me.blocked.store(0, arch::mo_hint);
-        return 0;
-      }
-      if (!(c & kLockMask)) return polite_sleep(me, seen, ctx);
+  if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
+  if (free_lock != nullptr) {
+    bool marked = (writer_flags->load(arch::mo_dekker) & Waiter::kWokenMark) != 0;
+    if (marked || !(free_lock->load(arch::mo_dekker) & kLockMask)) {
+      if (!marked && !shared) return polite_sleep(me, seen, ctx);
+      if (!shared) me.blocked.store(0, arch::mo_hint);
+      return 0;
     }
   }
   int rc = ctx.sleep(&me.park, seen);
@@ -549,7 +566,8 @@ void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q) {
     if (type == WakeType::any) {
       // The lock is free for it now: a reader-preference batch may pass it
       // again only in a later read phase (see read_pref_queued()).
-      first->pref_blocked.store(false, arch::mo_hint);
+      first->set(Waiter::kPrefBlocked, false);
+      first->set(Waiter::kWokenMark, true, arch::mo_dekker);  // Dekker pair with park_sleep()
       if (!(r.count.load(arch::mo_hint) & kFlagWoken)) r.count.fetch_or(kFlagWoken, arch::mo_dekker);
       q.add_writer(first->slot);
       lockevent_inc(LockEvent::rwsem_wake_writer);
@@ -1047,7 +1065,7 @@ Admit read_pref_queued(const WordRefs& r, Waiter& w, uint64_t now, WakeQ& q) {
   if (w.task.load(arch::mo_lock) == nullptr) return Admit::granted;
   if (why == Admit::waited) {
     Waiter* fw = first_writer(wl);
-    if (fw != nullptr && fw->pref_blocked.load(arch::mo_hint)) return Admit::none;
+    if (fw != nullptr && fw->has(Waiter::kPrefBlocked)) return Admit::none;
   }
   uint64_t c = r.count.load(arch::mo_hint);
   do {
@@ -1056,7 +1074,7 @@ Admit read_pref_queued(const WordRefs& r, Waiter& w, uint64_t now, WakeQ& q) {
   bool was_first = first_live(r, wl) == &w;
   if (why == Admit::waited) {
     wl.remove(&w);
-    if (Waiter* fw = first_writer(wl)) fw->pref_blocked.store(true, arch::mo_hint);
+    if (Waiter* fw = first_writer(wl)) fw->set(Waiter::kPrefBlocked, true);
     grant_readers(r, wl, 0, false, q);  // clears WAITERS (and HANDOFF) if the queue empties
   } else if (del_waiter(r, wl, &w) && was_first) {
     mark_wake<P>(r, wl, WakeType::read_owned, q);
@@ -1268,7 +1286,10 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
       wl.lock();
       continue;
     }
-    if (first_live(r, wl) == &w) clear_woken(r);  // unlocks must wake us again
+    if (w.has(Waiter::kWokenMark)) {  // unlocks must wake us again
+      w.set(Waiter::kWokenMark, false);
+      clear_woken(r);
+    }
     wl.unlock();
     if (timed_out) {
       wl.lock();
@@ -1282,7 +1303,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      timed_out = park_sleep(me, seen, ctx, &r.count) == ETIMEDOUT;
+      timed_out = park_sleep(me, seen, ctx, &r.count, &w.writer_flags) == ETIMEDOUT;
       woken = true;
       lockevent_inc(LockEvent::rwsem_sleep_writer);
     }
