@@ -5,6 +5,7 @@
 // kernel-named lock events. Stress tests check mutual exclusion with plain
 // (non-atomic) data, so the TSan build also checks the happens-before edges.
 #include "core/rwsem.h"
+#include "tests/common/task_state.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -1329,12 +1330,17 @@ TYPED_TEST(RwsemTest, TryReadSucceedsOnAFreeLockWithWaitersQueued) {
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
   std::atomic<bool> writer_in{false};
+  std::atomic<pid_t> writer_tid{0};
   std::thread wr([&] {
+    writer_tid = gettid();
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     writer_in = true;
     L::write_unlock(w);
   });
   ASSERT_TRUE(this->wait_queued(1));
+  // Asleep in the kernel, past its last look at the lock (a queued writer
+  // re-checks the count after publishing its sleep token).
+  ASSERT_TRUE(eventually([&] { return lstest_thread_state(writer_tid.load()) == 'S'; }));
   // Release without waking anyone: the state just after an unlock whose wakee
   // is not running yet.
   w.owner.store(0);
