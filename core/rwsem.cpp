@@ -308,12 +308,16 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // the lock, whose cache holds it and the data it guards, can take it again;
 // that thread's next unlock wakes us (our token is published). Timed waiters
 // retry at once.
+// Sleeps on the park word (while it reads `seen`) for at most polite_ns:
+// 0, or ETIMEDOUT.
+int sleep_polite_ns(ThreadSlot& me, uint32_t seen) {
+  timespec end = arch::timespec_at(now_ns() + tunables().polite_ns);
+  return WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
+}
+
 int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
-  int rc = 0;
   if (ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
-    uint64_t end_ns = now_ns() + tunables().polite_ns;
-    timespec end{static_cast<time_t>(end_ns / 1'000'000'000), static_cast<long>(end_ns % 1'000'000'000)};
-    rc = WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
+    int rc = sleep_polite_ns(me, seen);
     lockevent_inc(rc == ETIMEDOUT ? LockEvent::rwsem_polite_timeout : LockEvent::rwsem_polite_woken);
   }
   me.blocked.store(0, arch::mo_hint);
@@ -1247,9 +1251,7 @@ bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
 // which it sets after handoff_ns of waiting, still bounds how long it waits.
 void lost_to_barger(ThreadSlot& me) {
   read_pref::ReadHolderSleep holder_asleep;  // a sleep like park_sleep()'s
-  uint64_t end_ns = now_ns() + tunables().polite_ns;
-  timespec end{static_cast<time_t>(end_ns / 1'000'000'000), static_cast<long>(end_ns % 1'000'000'000)};
-  WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, me.park.load(arch::mo_lock));
+  sleep_polite_ns(me, me.park.load(arch::mo_lock));
   lockevent_inc(LockEvent::rwsem_polite_backoff);
 }
 
