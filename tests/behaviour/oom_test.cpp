@@ -255,7 +255,7 @@ struct Worker {
   int index;
   bool touch_first;
   lstest::Sem* ready;  // posted once the worker is parked at the gate
-  lstest::Sem* gate;   // posted once per worker when memory is out
+  lstest::Gate* gate;  // opened once memory is out
 };
 
 void* worker_main(void* p) {
@@ -282,7 +282,14 @@ void run_exhausted(int threads, bool touch_first) {
   for (int i = 0; i < groups; ++i) sets.push_back(std::make_unique<Group>());
   std::vector<Worker> workers(static_cast<size_t>(threads));
   std::vector<pthread_t> handles(static_cast<size_t>(threads));
-  lstest::Sem ready, gate;
+  lstest::Sem ready;
+  lstest::Gate gate;
+  // Every path out of this function opens the gate: stopped unless it was
+  // opened to go before, so no worker stays parked on objects about to be freed.
+  struct OpenOnExit {
+    lstest::Gate& g;
+    ~OpenOnExit() { g.open(false); }
+  } open_on_exit{gate};
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kWorkerStack);
@@ -295,7 +302,7 @@ void run_exhausted(int threads, bool touch_first) {
 
   AddressSpaceLimit limit;
   bool exhausted = limit.exhaust();
-  for (int i = 0; i < threads; ++i) gate.post();
+  gate.open(true);
   bool all_joined = true;
   for (int i = 0; i < threads; ++i) {
     timespec d = deadline_in(CLOCK_REALTIME, 4 * kGenerousMs);

@@ -168,6 +168,34 @@ class Sem {
   std::atomic<uint32_t> count_{0};
 };
 
+// A one-shot start line for many threads: they sleep (no polling, no bound)
+// until open() says go or stop. A starter that may fail part-way opens it with
+// go=false, so no thread is left parked; a bounded wait here would let a
+// thread that arrived early under load give up while its peers went on.
+class Gate {
+ public:
+  Gate() = default;
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  // The first call decides; later ones do nothing.
+  void open(bool go) {
+    uint32_t closed = kClosed;
+    if (!state_.compare_exchange_strong(closed, go ? kGo : kStop, std::memory_order_release)) return;
+    syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  }
+  // True for go, false for stop.
+  bool wait() {
+    uint32_t s;
+    while ((s = state_.load(std::memory_order_acquire)) == kClosed)
+      syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kClosed, nullptr, nullptr, 0);
+    return s == kGo;
+  }
+
+ private:
+  static constexpr uint32_t kClosed = 0, kGo = 1, kStop = 2;
+  std::atomic<uint32_t> state_{kClosed};
+};
+
 inline pid_t current_tid() { return static_cast<pid_t>(gettid()); }
 
 // The state field ('R', 'S', ...) of a /proc .../stat file, or 0.
