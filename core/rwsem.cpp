@@ -929,11 +929,18 @@ bool read_recursive(const WordRefs& r, uint64_t count, bool have_bias) {
 // (2f06f702925b): don't steal from a lock that is very likely reader-owned,
 // or a stream of stealers would keep the count above 0 and no waiter could
 // ever be woken to assert HANDOFF.
+// Deviation (steal_read_held, default-kind locks only): the reader steals
+// even then, as glibc's reader-preferring default does; the head writer's
+// bounded sleep (write_queue()) sets HANDOFF in its place.
 template <class P>
-bool read_steal(const WordRefs& r, uint64_t count, bool have_bias) {
+bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_pref) {
   uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
-  if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1 && !(count & kWriterLocked)) return false;
   if (count & (kWriterLocked | kFlagHandoff)) return false;
+  LockEvent ev = LockEvent::rwsem_rlock_steal;
+  if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1) {
+    if (!(reader_pref && tunables().steal_read_held)) return false;
+    ev = LockEvent::rwsem_rlock_steal_held;
+  }
   if (!have_bias) {  // drop_bias_early: take a bias back, on the same terms
     uint64_t c = r.count.load(arch::mo_hint);
     do {
@@ -943,7 +950,7 @@ bool read_steal(const WordRefs& r, uint64_t count, bool have_bias) {
     rcnt = reader_count(count);
   }
   set_reader_owned<P>(r.owner, owner_value(self_slot()));
-  lockevent_inc(LockEvent::rwsem_rlock_steal);
+  lockevent_inc(ev);
   // First reader in: bring the queued readers along.
   if (rcnt == 1 && (count & kFlagWaiters)) wake_readers_behind_me<P>(r);
   return true;
@@ -1255,6 +1262,42 @@ void lost_to_barger(ThreadSlot& me) {
   lockevent_inc(LockEvent::rwsem_polite_backoff);
 }
 
+// Deviation (steal_read_held): readers of a default-kind lock steal past
+// queued writers, so no reader unlock need ever find the count at zero and
+// wake the head writer. The head writer without HANDOFF therefore sleeps no
+// longer than its handoff deadline (or its own deadline, if earlier), then
+// sets HANDOFF itself (try_write_lock()), which ends the stealing. Only while
+// readers hold the lock: a writer owner's unlock wakes the head, and a mutex
+// (the write side alone) never arms the timer.
+bool needs_handoff_timer(const WaitCtx& ctx, const Waiter& w, bool first, uint64_t count) {
+  return first && ctx.may_block() && tunables().steal_read_held && reader_count(count) != 0 &&
+         !(count & (kWriterLocked | kFlagHandoff)) && !w.handoff_set.load(arch::mo_hint);
+}
+
+enum class WriterWake : uint8_t { woken, timed_out, handoff_due };
+
+// A queued writer's sleep, bounded by its handoff deadline when `handoff_timer`.
+WriterWake writer_sleep(const WordRefs& r, ThreadSlot& me, uint32_t seen, const Waiter& w, const WaitCtx& ctx,
+                        bool handoff_timer) {
+  if (handoff_timer) {
+    uint64_t now = now_ns();
+    uint64_t to_handoff = w.timeout >= now ? w.timeout - now + 1 : 1;
+    if (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > to_handoff) {
+      timespec due = arch::timespec_at(now + to_handoff);
+      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &r.count, &w.writer_flags) != ETIMEDOUT)
+        return WriterWake::woken;
+      lockevent_inc(LockEvent::rwsem_handoff_timer);
+      return WriterWake::handoff_due;
+    }
+  }
+  return park_sleep(me, seen, ctx, &r.count, &w.writer_flags) == ETIMEDOUT ? WriterWake::timed_out : WriterWake::woken;
+}
+
+// The polite backoff is for a writer that lost to another writer (a mutex's
+// releaser re-taking it): readers that stole the lock hold it until the last
+// one leaves, and that unlock wakes us; backing off from them only delays us.
+bool lost_to_writer(const WordRefs& r) { return (r.count.load(arch::mo_hint) & kWriterLocked) != 0; }
+
 template <class P>
 int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   ThreadSlot& me = self_slot();
@@ -1281,7 +1324,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
-    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
+    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0 && lost_to_writer(r)) {
       wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
       lost_to_barger(me);
@@ -1292,6 +1335,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
       w.set(Waiter::kWokenMark, false);
       clear_woken(r);
     }
+    const bool handoff_timer = needs_handoff_timer(ctx, w, first_live(r, wl) == &w, r.count.load(arch::mo_hint));
     wl.unlock();
     if (timed_out) {
       wl.lock();
@@ -1305,8 +1349,9 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      timed_out = park_sleep(me, seen, ctx, &r.count, &w.writer_flags) == ETIMEDOUT;
-      woken = true;
+      WriterWake why = writer_sleep(r, me, seen, w, ctx, handoff_timer);
+      timed_out = why == WriterWake::timed_out;
+      woken = why != WriterWake::handoff_due;
       lockevent_inc(LockEvent::rwsem_sleep_writer);
     }
     wl.lock();
@@ -1347,7 +1392,7 @@ int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags f
   if constexpr (P::reader_spinning) {
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {
-    if (read_steal<P>(r, count, have_bias)) return 0;
+    if (read_steal<P>(r, count, have_bias, flags & kReadReaderPref)) return 0;
   }
   if ((flags & kReadReaderPref) && read_pref_arrival<P>(r, count, have_bias)) return 0;
   return read_queue<P>(r, have_bias, last_rowner, ctx, flags);
@@ -1369,12 +1414,12 @@ __attribute__((noinline)) int SlowPaths<P>::read(const WordRefs& r, uint64_t cou
 // no WRITER, HANDOFF or READFAIL. v5.11: it steals unless the lock is very
 // likely reader-owned already; v5.10: it spins, unless reader spinning is off.
 template <class P>
-bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c) {
+bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c, bool reader_pref) {
   uint64_t o = r.owner.load(arch::mo_hint);
   if constexpr (P::reader_spinning)
     return tunables().writer_spin && !(o & P::kRdNonspinnable);
   else
-    return !((o & kReaderOwned) && reader_count(c) >= 1);
+    return !((o & kReaderOwned) && reader_count(c) >= 1) || (reader_pref && tunables().steal_read_held);
 }
 
 // down_read_trylock() (v5.16+: read the count first). Not in the kernel: it
@@ -1395,7 +1440,7 @@ __attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlag
     } else if (holds && read_held(c, 0)) {
       why = Why::recursive;
     } else if (!(c & (kWriterLocked | kFlagHandoff | kFlagReadFail)) && !(behind && (c & kFlagWaiters)) &&
-               unqueued_reader_would_get_it<P>(r, c)) {
+               unqueued_reader_would_get_it<P>(r, c, pref)) {
       why = Why::steal;
     } else if (pref && !(c & kFlagReadFail) && read_held(c, 0)) {
       if (pref_rule < 0)

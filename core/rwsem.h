@@ -175,13 +175,29 @@
 //         releases with one CAS, and readers of a read-mostly lock with a
 //         writer queued stop taking the wait_lock on every last unlock.
 //       - politeness (polite_ns, 50 us): a queued writer that was woken and
-//         still lost the lock to a thread that did not queue, or that finds
+//         still lost the lock to a writer that did not queue, or that finds
 //         it free just before sleeping, sleeps up to polite_ns before trying
-//         again (rwsem_polite_backoff / _woken / _timeout).
+//         again (rwsem_polite_backoff / _woken / _timeout). Not after losing
+//         to stealing readers: they hold it until the last one's unlock,
+//         which wakes the writer anyway (backing off from them cost read-
+//         mostly rwlocks 10-30% at 64 threads; docs/measurements.md,
+//         "Read-mostly rwlocks").
 //     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
 //     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US; 0 restores the
 //     kernel's rule); measurements in docs/measurements.md
 //     ("One contended lock").
+//   * read-mostly, more threads than CPUs (steal_read_held,
+//     LOCKSWAP_RWSEM_STEAL_READ_HELD, default-kind rwlocks only): a reader
+//     steals a read-held lock past a queued writer (rwsem_rlock_steal_held),
+//     as glibc's reader-preferring default lets it, where v5.11 refuses
+//     (2f06f702925b) so that a stream of stealers cannot keep the count
+//     above zero and leave the head writer unwoken forever. Here the head
+//     writer instead sleeps no longer than its handoff deadline while
+//     readers hold the lock, and then sets HANDOFF itself
+//     (rwsem_handoff_timer), which ends the stealing: the kernel's bound on
+//     a writer's wait, kept without a waker. On 2 CPUs with 16-64 threads
+//     the kernel rule queued readers behind every writer and left a CPU
+//     idle (docs/measurements.md, "Read-mostly rwlocks").
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -259,6 +275,11 @@ struct RwsemTunables {
   // only): a queued reader that waited this long while readers held the lock
   // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.
   uint64_t reader_pref_ns = 4'000'000;
+  // Not in the kernel (see "Deviations"): on a default-kind rwlock a reader
+  // steals a read-held lock past a queued writer (glibc's reader preference),
+  // and the head writer bounds its sleep by its handoff deadline so that it
+  // asserts HANDOFF, which ends the stealing, without a waker.
+  bool steal_read_held = true;
 };
 extern RwsemTunables g_rwsem_tunables;
 

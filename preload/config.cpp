@@ -54,6 +54,8 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
     g_rwsem_tunables.barge = v != 0)                                                                 \
   X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer that lost the lock to a thread that did not queue, or found it free just before sleeping, leaves it to that thread before retrying (0 = at once, as the kernel; default 50)", \
     g_rwsem_tunables.polite_ns = v * 1000)                                                           \
+  X(LOCKSWAP_RWSEM_STEAL_READ_HELD, 0, 1, "1 (default): on a default-kind rwlock a reader steals a read-held lock past a queued writer, whose head wakes at its handoff deadline to set HANDOFF; 0: kernel rule (no steal from a reader-owned lock)", \
+    g_rwsem_tunables.steal_read_held = v != 0)                                                       \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \
     g_rwsem_tunables.drop_bias_early = v != 0)                                                       \
   X(LOCKSWAP_LOCKREF_RETRIES, 0, 1000000, "lock-free compare-and-swap attempts before a lockref takes its lock (0 = unbounded; kernel: 100)", \

@@ -4,6 +4,7 @@
 // the wait_lock), then act and check the count word, the queue and the
 // kernel-named lock events. Stress tests check mutual exclusion with plain
 // (non-atomic) data, so the TSan build also checks the happens-before edges.
+#include "arch/clock.h"
 #include "core/rwsem.h"
 #include "tests/common/task_state.h"
 
@@ -1408,6 +1409,9 @@ TEST(ReadHolds, CountsPerLockBucketAndNeverGoesBelowZero) {
 TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  // The rule under test lets in readers that would otherwise queue: the
+  // kernel's no-steal rule puts them in the queue (steal_read_held would not).
+  g_rwsem_tunables.steal_read_held = false;
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   g_rwsem_tunables.reader_pref_ns = 10'000'000'000;  // rule (b) out of the way
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
@@ -1457,6 +1461,9 @@ TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
 TYPED_TEST(RwsemTest, ReaderPrefAfterTheBoundOneBatchThenTheWriter) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  // The rule under test lets in readers that would otherwise queue: the
+  // kernel's no-steal rule puts them in the queue (steal_read_held would not).
+  g_rwsem_tunables.steal_read_held = false;
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   // Long enough for both readers to queue first, even under a sanitizer.
   constexpr auto kBound = 300ms;
@@ -1529,6 +1536,53 @@ TYPED_TEST(RwsemTest, ReaderPrefDoesNotStarveWritersUnderAReaderStream) {
   for (auto& t : readers) t.join();
 }
 
+// steal_read_held (not in the kernel): on a read-held default-kind lock a
+// reader steals past the queued writer, a writer-nonrecursive reader does
+// not, and the head writer, never woken by a reader unlock while two readers
+// keep the lock held in turn, gets in through its own handoff deadline.
+TYPED_TEST(RwsemTest, StealReadHeldPassesAQueuedWriterWhoseHandoffTimerEndsIt) {
+  using L = typename TestFixture::L;
+  if (TestFixture::kReaderSpin) GTEST_SKIP() << "v5.10 readers spin instead of stealing";
+  auto& w = this->w;
+  g_rwsem_tunables.handoff_ns = 20'000'000;
+  g_rwsem_tunables.reader_pref_ns = 10'000'000'000;  // rule (b) out of the way
+  g_rwsem_tunables.writer_spin = false;
+  Events ev;
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+  ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);  // two holds: "very likely reader-owned"
+  std::atomic<bool> writer_in{false};
+  std::thread wr([&] {
+    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    writer_in = true;
+    L::write_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  std::thread([&] {  // a writer-nonrecursive reader keeps behind the writer
+    EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadBehindWriters), EBUSY);
+  }).join();
+  // Hand the read hold over between two holders so it never drops to zero.
+  const uint64_t t0 = arch::monotonic_ns();
+  int64_t stole = 0;
+  while (!writer_in.load() && arch::monotonic_ns() - t0 < 3'000'000'000) {
+    timespec d = monotonic_in(5ms);
+    if (L::read_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref) != 0) break;  // HANDOFF set
+    ++stole;
+    L::read_unlock(w);
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_GT(stole, 0) << "no reader stole past the queued writer";
+  EXPECT_FALSE(writer_in.load()) << "the writer got in while the lock was read-held";
+  L::read_unlock(w);
+  L::read_unlock(w);
+  wr.join();
+  EXPECT_TRUE(writer_in.load());
+  EXPECT_LT(arch::monotonic_ns() - t0, 2'000'000'000u) << "the writer waited far past its handoff deadline";
+  if (kEvents) {
+    EXPECT_GE(ev(LockEvent::rwsem_rlock_steal_held), 1u);
+    EXPECT_GE(ev(LockEvent::rwsem_handoff_timer), 1u);
+  }
+}
+
 // Rule (c), POSIX: a SCHED_FIFO reader above every blocked writer acquires a
 // read-held lock; one below a blocked writer does not.
 template <class L>
@@ -1554,6 +1608,9 @@ struct RtCase {
 TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  // The rule under test lets in readers that would otherwise queue: the
+  // kernel's no-steal rule puts them in the queue (steal_read_held would not).
+  g_rwsem_tunables.steal_read_held = false;
   g_rwsem_tunables.handoff_ns = 10'000'000'000;
   g_rwsem_tunables.reader_pref_ns = 10'000'000'000;
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
