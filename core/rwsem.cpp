@@ -1293,10 +1293,15 @@ WriterWake writer_sleep(const WordRefs& r, ThreadSlot& me, uint32_t seen, const 
   return park_sleep(me, seen, ctx, &r.count, &w.writer_flags) == ETIMEDOUT ? WriterWake::timed_out : WriterWake::woken;
 }
 
-// The polite backoff is for a writer that lost to another writer (a mutex's
-// releaser re-taking it): readers that stole the lock hold it until the last
-// one leaves, and that unlock wakes us; backing off from them only delays us.
-bool lost_to_writer(const WordRefs& r) { return (r.count.load(arch::mo_hint) & kWriterLocked) != 0; }
+// The polite backoff is for a writer that lost the lock to the thread that
+// released it (as on a mutex): to a writer, or to a lone reader while nobody
+// else waits (one thread taking turns with us). Readers that stole the lock
+// with others queued hold it until the last one leaves, and that unlock
+// wakes us; backing off from them only delays us and everyone queued behind.
+bool lost_to_the_releaser(const WordRefs& r, const WaitList& wl) {
+  uint64_t c = r.count.load(arch::mo_hint);
+  return (c & kWriterLocked) || (reader_count(c) == 1 && wl.singular());
+}
 
 template <class P>
 int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
@@ -1324,7 +1329,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
-    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0 && lost_to_writer(r)) {
+    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0 && lost_to_the_releaser(r, wl)) {
       wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
       lost_to_barger(me);

@@ -175,12 +175,13 @@
 //         releases with one CAS, and readers of a read-mostly lock with a
 //         writer queued stop taking the wait_lock on every last unlock.
 //       - politeness (polite_ns, 50 us): a queued writer that was woken and
-//         still lost the lock to a writer that did not queue, or that finds
-//         it free just before sleeping, sleeps up to polite_ns before trying
-//         again (rwsem_polite_backoff / _woken / _timeout). Not after losing
-//         to stealing readers: they hold it until the last one's unlock,
-//         which wakes the writer anyway (backing off from them cost read-
-//         mostly rwlocks 10-30% at 64 threads; docs/measurements.md,
+//         still lost the lock to the releaser (a writer, or a lone reader
+//         while nobody else waits), or that finds it free just before
+//         sleeping, sleeps up to polite_ns before trying again
+//         (rwsem_polite_backoff / _woken / _timeout). Not after losing to
+//         stealing readers with others queued: they hold it until the last
+//         one's unlock, which wakes the writer anyway (backing off from them
+//         cost read-mostly rwlocks 10-30% at 64 threads; docs/measurements.md,
 //         "Read-mostly rwlocks").
 //     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
 //     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US; 0 restores the

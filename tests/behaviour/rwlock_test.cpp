@@ -55,14 +55,6 @@ int kind_of(Origin o) {
   }
 }
 
-int init_with_kind(pthread_rwlock_t* l, int kind) {
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  int rc = pthread_rwlockattr_setkind_np(&a, kind);
-  if (rc == 0) rc = pthread_rwlock_init(l, &a);
-  pthread_rwlockattr_destroy(&a);
-  return rc;
-}
 
 class RwlockTest : public testing::TestWithParam<Origin> {
  protected:
@@ -77,7 +69,7 @@ class RwlockTest : public testing::TestWithParam<Origin> {
       case Origin::kMemsetZero: memset(static_cast<void*>(l_), 0, sizeof *l_); break;
       case Origin::kInitNullAttr: ASSERT_EQ(pthread_rwlock_init(l_, nullptr), 0); break;
       case Origin::kStaticWriterNonrecursive: *l_ = kWriterNonrecursive; break;
-      default: ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+      default: ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
     }
   }
   void TearDown() override {
@@ -432,7 +424,7 @@ TEST_P(RwlockTest, TimedWriteLockByAReaderOfTheSameThreadTimesOut) {
 
 TEST_P(RwlockTest, DestroyThenInitAgainWorks) {
   ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
-  ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
   EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
   EXPECT_EQ(other_try(false), EBUSY);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
@@ -512,7 +504,7 @@ TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
   EXPECT_EQ(other_try(true), EBUSY);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
   EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
-  ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
 }
@@ -520,7 +512,7 @@ TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
 TEST_P(RwlockTest, InitAgainWithoutDestroyGivesAFreeLock) {
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
-  ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
   EXPECT_EQ(other_try(false), EBUSY);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
@@ -535,13 +527,13 @@ TEST_P(RwlockTest, InitOverAHeldLockGivesAFreeLock) {
   for (bool write : {true, false}) {
     SCOPED_TRACE(write ? "write-held" : "read-held");
     ASSERT_EQ(write ? pthread_rwlock_wrlock(l_) : pthread_rwlock_rdlock(l_), 0);
-    ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);
+    ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
     EXPECT_EQ(other_try(true), 0) << "the re-initialised lock is still taken";
     EXPECT_EQ(other_try(false), 0);
     EXPECT_EQ(pthread_rwlock_tryrdlock(l_), 0);
     EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
     EXPECT_EQ(pthread_rwlock_unlock(l_), 0) << "the old holder's unlock";
-    ASSERT_EQ(init_with_kind(l_, kind_of(GetParam())), 0);  // a clean lock for the next round
+    ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);  // a clean lock for the next round
   }
 }
 

@@ -111,6 +111,16 @@ inline int init_mutex_of_type(pthread_mutex_t* m, int type) {
   return rc;
 }
 
+// pthread_rwlock_init with an rwlock of `kind` (PTHREAD_RWLOCK_PREFER_READER_NP, ...).
+inline int init_rwlock_of_kind(pthread_rwlock_t* l, int kind) {
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  int rc = pthread_rwlockattr_setkind_np(&a, kind);
+  if (rc == 0) rc = pthread_rwlock_init(l, &a);
+  pthread_rwlockattr_destroy(&a);
+  return rc;
+}
+
 inline const char* mutex_type_name(int type) {
   switch (type) {
     case PTHREAD_MUTEX_NORMAL: return "Normal";
