@@ -20,7 +20,7 @@ export BUILD_DIR JOBS
 
 start=$(date +%s)
 bash "$ROOT/scripts/setup.sh"
-bash "$ROOT/scripts/build.sh" -DLOCKSWAP_TESTS=ON
+bash "$ROOT/scripts/build.sh" -DLOCKSWAP_TESTS=ON -DLOCKSWAP_WERROR=ON  # a new warning fails CI
 built=$(date +%s)
 echo "test: built in $((built - start)) s"
 
