@@ -267,16 +267,16 @@ struct PercidRwlock {
     return false;
   }
 
-  // 0 or ctx.give_up_code(). caller_holds_reads / behind_writers as in Rwsem;
-  // reader_pref: read-slow case (e) (the default rwlock kinds).
-  static int read_lock(S& s, const WaitCtx& ctx, bool caller_holds_reads, bool behind_writers = false,
-                       bool reader_pref = false) {
+  // 0 or ctx.give_up_code(). The flags as in Rwsem (core/rwsem.h):
+  // kReadHoldsThis, kReadBehindWriters; kReadReaderPref selects read-slow
+  // case (e) (the default rwlock kinds).
+  static int read_lock(S& s, const WaitCtx& ctx, rwsem::ReadFlags flags = rwsem::kReadPlain) {
     if (read_fast(s)) return 0;
-    return read_slow(s, ctx, caller_holds_reads, behind_writers, reader_pref);
+    return read_slow(s, ctx, flags);
   }
 
-  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, bool caller_holds_reads, bool behind_writers,
-                                                 bool reader_pref) {
+  __attribute__((noinline)) static int read_slow(S& s, WaitCtx ctx, rwsem::ReadFlags flags) {
+    const bool caller_holds_reads = flags & rwsem::kReadHoldsThis, behind_writers = flags & rwsem::kReadBehindWriters;
     uint32_t index = s.index.load(arch::mo_lock);
     if (index == percid::kNoBlock) {
       index = percid::assign_block(s.index, &s);
@@ -286,7 +286,7 @@ struct PercidRwlock {
     if (caller_holds_reads && !behind_writers && enter_past_pending_writer(s, index)) return 0;
     if (ctx.may_block() && !behind_writers) {
       if (wait_out_short_writer(s)) return 0;
-      if (reader_pref) return read_past_pending_writer(s, index, ctx, caller_holds_reads);
+      if (flags & rwsem::kReadReaderPref) return read_past_pending_writer(s, index, ctx, caller_holds_reads);
     }
     return read_after_writer(s, index, ctx, caller_holds_reads, behind_writers);
   }
@@ -400,7 +400,8 @@ struct PercidRwlock {
         if (read_fast(s)) return 0;
         // An idle lock destroyed meanwhile (glibc's destroy leaves it usable)
         // has no block until its next first use.
-        if (!percid::has_block(s.index.load(arch::mo_lock))) return read_slow(s, ctx, caller_holds_reads, false, true);
+        if (!percid::has_block(s.index.load(arch::mo_lock)))
+          return read_slow(s, ctx, (caller_holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) | rwsem::kReadReaderPref);
         continue;
       }
       if (st & percid::kWriterOwns) {

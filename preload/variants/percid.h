@@ -66,7 +66,9 @@ struct PercidRwlockVariant {
  private:
   __attribute__((noinline)) static int rdlock_slow(abi::RwlockObject& o, WaitCtx ctx, bool writer_preferring) {
     bool holds_reads = !writer_preferring && read_pref::holds_read_of(&o);
-    int rc = Lock::read_slow(at(o), ctx, holds_reads, writer_preferring, !writer_preferring);
+    int rc = Lock::read_slow(at(o), ctx,
+                             (holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) |
+                                 (writer_preferring ? rwsem::kReadBehindWriters : rwsem::kReadReaderPref));
     if (rc == 0) read_pref::note_read_acquired(&o);
     return rc;
   }

@@ -33,11 +33,15 @@ struct Words {
 };
 using Lock = PercidRwlock<Words>;
 
+rwsem::ReadFlags flags_of(bool holds_reads, bool behind_writers) {
+  return (holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) |
+         (behind_writers ? rwsem::kReadBehindWriters : rwsem::kReadPlain);
+}
 int read_lock(Words& w, bool holds_reads = false, bool behind_writers = false) {
-  return Lock::read_lock(w, WaitCtx::blocking(), holds_reads, behind_writers);
+  return Lock::read_lock(w, WaitCtx::blocking(), flags_of(holds_reads, behind_writers));
 }
 int try_read(Words& w, bool holds_reads = false, bool behind_writers = false) {
-  return Lock::read_lock(w, WaitCtx::try_once(), holds_reads, behind_writers);
+  return Lock::read_lock(w, WaitCtx::try_once(), flags_of(holds_reads, behind_writers));
 }
 int try_write(Words& w) { return Lock::write_lock(w, WaitCtx::try_once()); }
 
@@ -110,7 +114,7 @@ TEST_P(PercidTest, APreferredReaderEntersPastAPendingWriterAfterTheBound) {
     std::thread([&] {
       timespec d = monotonic_in(2s);
       auto t0 = std::chrono::steady_clock::now();
-      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), 0);
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref), 0);
       EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(g_rwsem_tunables.reader_pref_ns));
       EXPECT_FALSE(writer.in()) << "the writer owns the lock while a second reader holds it";
       Lock::read_unlock(w_);
@@ -136,7 +140,7 @@ TEST_P(PercidTest, ATimedPreferredReaderGivesUpAtItsDeadline) {
     std::thread([&] {
       timespec d = monotonic_in(20ms);
       auto t0 = std::chrono::steady_clock::now();
-      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false, false, true), ETIMEDOUT);
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), rwsem::kReadReaderPref), ETIMEDOUT);
       EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "slept on past its deadline";
     }).join();
     Lock::read_unlock(w_);
@@ -154,7 +158,7 @@ TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
     EXPECT_FALSE(Lock::write_locked(w_)) << "pending is not write-held";
     std::thread([&] {
       timespec d = monotonic_in(20ms);
-      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d), false), ETIMEDOUT);
+      EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
     }).join();
     Lock::read_unlock(w_);
     EXPECT_TRUE(eventually([&] { return writer.in(); })) << "the last reader's unlock did not let the writer in";
