@@ -75,11 +75,7 @@ TEST_F(SignalTest, MutexLockIsNotInterrupted) {
   for (int type : {PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_RECURSIVE, PTHREAD_MUTEX_ERRORCHECK,
                    PTHREAD_MUTEX_ADAPTIVE_NP}) {
     pthread_mutex_t m;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, type);
-    ASSERT_EQ(pthread_mutex_init(&m, &a), 0);
-    pthread_mutexattr_destroy(&a);
+    ASSERT_EQ(lstest::init_mutex_of_type(&m, type), 0);
     for (int op = 0; op < 3; ++op) {
       ASSERT_EQ(pthread_mutex_lock(&m), 0);
       int rc = pelt(
@@ -101,11 +97,7 @@ TEST_F(SignalTest, MutexLockIsNotInterrupted) {
 TEST_F(SignalTest, RwlockAcquisitionsAreNotInterrupted) {
   for (int kind : {PTHREAD_RWLOCK_PREFER_READER_NP, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP}) {
     pthread_rwlock_t l;
-    pthread_rwlockattr_t a;
-    pthread_rwlockattr_init(&a);
-    pthread_rwlockattr_setkind_np(&a, kind);
-    ASSERT_EQ(pthread_rwlock_init(&l, &a), 0);
-    pthread_rwlockattr_destroy(&a);
+    ASSERT_EQ(lstest::init_rwlock_of_kind(&l, kind), 0);
     struct Case {
       const char* name;
       bool hold_write;  // what the main thread holds while the other one waits
