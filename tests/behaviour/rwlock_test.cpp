@@ -100,6 +100,17 @@ class RwlockTest : public testing::TestWithParam<Origin> {
     });
   }
 
+  // l_ works as a free lock does: write-held, it keeps another thread's
+  // reader out; read-held, another thread's writer. Free again on return.
+  void expect_excludes_like_a_free_lock() {
+    EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
+    EXPECT_EQ(other_try(false), EBUSY);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+    EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
+    EXPECT_EQ(other_try(true), EBUSY);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  }
+
   // A writer thread queued behind the caller's lock: a clockwrlock with a
   // deadline `ms` away, its result in `rc`; on success it keeps the lock
   // `hold_us` before unlocking. Returns once the writer sleeps in the lock.
@@ -422,11 +433,7 @@ TEST_P(RwlockTest, TimedWriteLockByAReaderOfTheSameThreadTimesOut) {
 TEST_P(RwlockTest, DestroyThenInitAgainWorks) {
   ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
   ASSERT_EQ(init_with_param_kind(), 0);
-  EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
-  EXPECT_EQ(other_try(false), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  expect_excludes_like_a_free_lock();
 }
 
 // Destroying or re-initialising a lock that is in use is undefined in POSIX,
@@ -494,12 +501,7 @@ TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
-  EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
-  EXPECT_EQ(other_try(false), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
-  EXPECT_EQ(other_try(true), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  expect_excludes_like_a_free_lock();
   EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
   ASSERT_EQ(init_with_param_kind(), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
