@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "arch/relax.h"
 
@@ -82,6 +84,10 @@ class Args {
  public:
   Args(int argc, char** argv, std::function<void(const char*)> usage)
       : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
+  // The usage is `usage_format` (a printf format taking the program path),
+  // after "prog: why" when there is a why (usage_exit).
+  Args(int argc, char** argv, const char* prog, const char* usage_format)
+      : Args(argc, argv, [=](const char* why) { usage_exit(prog, why, usage_format, argv[0]); }) {}
   bool next() {
     if (++i_ >= argc_) return false;
     opt_ = argv_[i_];
@@ -102,6 +108,7 @@ class Args {
   }
   double number() { return strtod(value(), nullptr); }
   [[noreturn]] void unknown() { fail(("unknown option " + opt_).c_str()); }
+  [[noreturn]] void help() { fail(nullptr); }
   [[noreturn]] void fail(const char* why) {
     usage_(why);
     exit(2);
@@ -158,6 +165,21 @@ struct Race {
     }
   }
 };
+
+// `n` threads that wait at `race`'s start line, run body(i) (until the stop
+// flag, as body sees fit) and count themselves out as finished.
+template <class Body>
+std::vector<std::thread> start_threads(Race& race, int n, Body body) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&race, body, i] {
+      race.wait_start();
+      body(i);
+      race.finished.fetch_add(1);
+    });
+  }
+  return threads;
+}
 
 // Per-thread op counts summed: the fields every result line reports.
 struct OpsSpread {

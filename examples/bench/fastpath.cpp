@@ -22,56 +22,39 @@ static sem_t g_sem;  // one unit, initialised in main
 
 enum Mode { kMutex, kRdlock, kWrlock, kSem, kEmpty };
 
-static int one_pair(int mode) {
-  switch (mode) {
-    case kMutex:
-      return pthread_mutex_lock(&g_mx) | pthread_mutex_unlock(&g_mx);
-    case kRdlock:
-      return pthread_rwlock_rdlock(&g_rw) | pthread_rwlock_unlock(&g_rw);
-    case kWrlock:
-      return pthread_rwlock_wrlock(&g_rw) | pthread_rwlock_unlock(&g_rw);
-    case kSem:
-      return sem_wait(&g_sem) | sem_post(&g_sem);
-    default:
-      return 0;
-  }
-}
-
-// The measured loop: one specialised loop per mode so that the count is a
-// lock call, an unlock call and the loop's own increment/compare/branch.
-extern "C" __attribute__((noinline)) int lockswap_fastpath_loop(int mode, long k) {
+// `k` pairs of lock() and unlock(). Inlined into each mode's case, so every
+// mode gets a loop of its own: a lock call, an unlock call and the loop's own
+// increment/compare/branch, no indirect call.
+template <class Lock, class Unlock>
+__attribute__((always_inline)) inline int pairs(long k, Lock lock, Unlock unlock) {
   int bad = 0;
-  switch (mode) {
-    case kMutex:
-      for (long i = 0; i < k; ++i) {
-        bad |= pthread_mutex_lock(&g_mx);
-        bad |= pthread_mutex_unlock(&g_mx);
-      }
-      break;
-    case kRdlock:
-      for (long i = 0; i < k; ++i) {
-        bad |= pthread_rwlock_rdlock(&g_rw);
-        bad |= pthread_rwlock_unlock(&g_rw);
-      }
-      break;
-    case kWrlock:
-      for (long i = 0; i < k; ++i) {
-        bad |= pthread_rwlock_wrlock(&g_rw);
-        bad |= pthread_rwlock_unlock(&g_rw);
-      }
-      break;
-    case kSem:
-      for (long i = 0; i < k; ++i) {
-        bad |= sem_wait(&g_sem);
-        bad |= sem_post(&g_sem);
-      }
-      break;
-    default:
-      for (long i = 0; i < k; ++i) __asm__ volatile("" ::: "memory");
-      break;
+  for (long i = 0; i < k; ++i) {
+    bad |= lock();
+    bad |= unlock();
   }
   return bad;
 }
+
+__attribute__((always_inline)) inline int mode_pairs(int mode, long k) {
+  switch (mode) {
+    case kMutex:
+      return pairs(k, [] { return pthread_mutex_lock(&g_mx); }, [] { return pthread_mutex_unlock(&g_mx); });
+    case kRdlock:
+      return pairs(k, [] { return pthread_rwlock_rdlock(&g_rw); }, [] { return pthread_rwlock_unlock(&g_rw); });
+    case kWrlock:
+      return pairs(k, [] { return pthread_rwlock_wrlock(&g_rw); }, [] { return pthread_rwlock_unlock(&g_rw); });
+    case kSem:
+      return pairs(k, [] { return sem_wait(&g_sem); }, [] { return sem_post(&g_sem); });
+  }
+  for (long i = 0; i < k; ++i) __asm__ volatile("" ::: "memory");
+  return 0;
+}
+
+// The warm-up pair.
+static int one_pair(int mode) { return mode_pairs(mode, 1); }
+
+// The measured loop.
+extern "C" __attribute__((noinline)) int lockswap_fastpath_loop(int mode, long k) { return mode_pairs(mode, k); }
 
 int main(int argc, char** argv) {
   if (argc != 3) {

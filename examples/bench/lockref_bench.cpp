@@ -90,11 +90,9 @@ constexpr const char* kUsage =
     "  --work P    pause instructions between ops (default 0)\n"
     "  --duration  seconds (default 1)\n";
 
-[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("lockref_bench", why, kUsage, argv0); }
-
 Options parse(int argc, char** argv) {
   Options o;
-  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  bench::Args args(argc, argv, "lockref_bench", kUsage);
   while (args.next()) {
     if (args.is("--impl")) {
       o.impl_name = args.value();
@@ -102,33 +100,33 @@ Options parse(int argc, char** argv) {
       else if (o.impl_name == "atomic") o.impl = Impl::atomic;
       else if (o.impl_name == "mutex") o.impl = Impl::mutex;
       else if (o.impl_name == "pthread") o.impl = Impl::pthread;
-      else usage(argv[0], "unknown --impl");
+      else args.fail("unknown --impl");
     } else if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
     else if (args.is("--objects")) o.objects = static_cast<int>(args.integer());
     else if (args.is("--pick")) {
       std::string p = args.value();
       if (p == "rr") o.random_pick = false;
       else if (p == "random") o.random_pick = true;
-      else usage(argv[0], "--pick must be rr or random");
+      else args.fail("--pick must be rr or random");
     } else if (args.is("--put")) {
       std::string p = args.value();
       if (p == "or_lock") o.put_return = false;
       else if (p == "return") o.put_return = true;
-      else usage(argv[0], "--put must be or_lock or return");
+      else args.fail("--put must be or_lock or return");
     } else if (args.is("--retries")) o.retries = args.integer();
     else if (args.is("--hold")) o.hold = static_cast<int>(args.integer());
     else if (args.is("--work")) o.work = static_cast<int>(args.integer());
     else if (args.is("--duration")) o.duration = args.number();
     else if (args.is("--seed")) o.seed = strtoull(args.value(), nullptr, 0);
     else if (args.is("--label")) o.label = args.value();
-    else if (args.is_help()) usage(argv[0], nullptr);
+    else if (args.is_help()) args.help();
     else args.unknown();
   }
-  if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
-  if (o.objects < 1 || o.objects > 4096) usage(argv[0], "--objects must be 1..4096");
-  if (o.retries < 0 || o.retries > 1000000) usage(argv[0], "--retries must be 0..1000000");
-  if (o.hold < 0 || o.work < 0) usage(argv[0], "--hold/--work must be >= 0");
-  if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
+  if (o.threads < 1 || o.threads > 4096) args.fail("--threads must be 1..4096");
+  if (o.objects < 1 || o.objects > 4096) args.fail("--objects must be 1..4096");
+  if (o.retries < 0 || o.retries > 1000000) args.fail("--retries must be 0..1000000");
+  if (o.hold < 0 || o.work < 0) args.fail("--hold/--work must be >= 0");
+  if (!(o.duration > 0)) args.fail("--duration must be > 0");
   return o;
 }
 

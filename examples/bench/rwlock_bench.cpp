@@ -65,42 +65,40 @@ constexpr const char* kUsage =
     "                    (default: default attributes, i.e. glibc's reader preference)\n"
     "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n";
 
-[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("rwlock_bench", why, kUsage, argv0); }
-
-double parse_double(const char* argv0, const char* s) {
+double parse_double(bench::Args& args, const char* s) {
   char* end = nullptr;
   double v = strtod(s, &end);
-  if (end == s) usage(argv0, "expected a number");
+  if (end == s) args.fail("expected a number");
   if (*end == '%') {
     v /= 100.0;
     ++end;
   }
-  if (*end != '\0') usage(argv0, "trailing characters after a number");
+  if (*end != '\0') args.fail("trailing characters after a number");
   return v;
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  bench::Args args(argc, argv, "rwlock_bench", kUsage);
   while (args.next()) {
     if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
     else if (args.is("--load")) o.load = static_cast<int>(args.integer());
     else if (args.is("--work")) o.work = static_cast<int>(args.integer());
-    else if (args.is("--reads")) o.read_frac = parse_double(argv[0], args.value());
-    else if (args.is("--duration")) o.duration = parse_double(argv[0], args.value());
+    else if (args.is("--reads")) o.read_frac = parse_double(args, args.value());
+    else if (args.is("--duration")) o.duration = parse_double(args, args.value());
     else if (args.is("--seed")) o.seed = strtoull(args.value(), nullptr, 0);
     else if (args.is("--label")) o.label = args.value();
     else if (args.is("--mutex")) o.mutex = true;
     else if (args.is("--no-latency")) o.latency = false;
     else if (args.is("--prefer-writer")) o.prefer_writer = true;
     else if (args.is("--unlocked")) o.unlocked = true;
-    else if (args.is_help()) usage(argv[0], nullptr);
+    else if (args.is_help()) args.help();
     else args.unknown();
   }
-  if (o.threads < 1 || o.threads > 4096) usage(argv[0], "--threads must be 1..4096");
-  if (o.load < 0 || o.work < 0) usage(argv[0], "--load/--work must be >= 0");
-  if (o.read_frac < 0 || o.read_frac > 1) usage(argv[0], "--reads must be within 0..1 (or 0%..100%)");
-  if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
+  if (o.threads < 1 || o.threads > 4096) args.fail("--threads must be 1..4096");
+  if (o.load < 0 || o.work < 0) args.fail("--load/--work must be >= 0");
+  if (o.read_frac < 0 || o.read_frac > 1) args.fail("--reads must be within 0..1 (or 0%..100%)");
+  if (!(o.duration > 0)) args.fail("--duration must be > 0");
   if (o.mutex) o.read_frac = 0;
   return o;
 }

@@ -68,11 +68,9 @@ constexpr const char* kUsage =
     "          [--posters P] [--waiters W] [--capacity K] (mpmc)\n"
     "          [--work PAUSES]                           (hot, mpmc: non-critical work per op)\n";
 
-[[noreturn]] void usage(const char* argv0, const char* why) { bench::usage_exit("sem_bench", why, kUsage, argv0); }
-
 Options parse(int argc, char** argv) {
   Options o;
-  bench::Args args(argc, argv, [&](const char* why) { usage(argv[0], why); });
+  bench::Args args(argc, argv, "sem_bench", kUsage);
   while (args.next()) {
     if (args.is("--mode")) o.mode = args.value();
     else if (args.is("--threads")) o.threads = static_cast<int>(args.integer());
@@ -83,17 +81,17 @@ Options parse(int argc, char** argv) {
     else if (args.is("--work")) o.work = static_cast<int>(args.integer());
     else if (args.is("--duration")) o.duration = args.number();
     else if (args.is("--label")) o.label = args.value();
-    else if (args.is_help()) usage(argv[0], nullptr);
+    else if (args.is_help()) args.help();
     else args.unknown();
   }
   if (o.mode != "pingpong-threads" && o.mode != "pingpong-procs" && o.mode != "mpmc" && o.mode != "hot")
-    usage(argv[0], "unknown --mode");
+    args.fail("unknown --mode");
   if (o.threads < 1 || o.threads > 4096 || o.posters < 1 || o.waiters < 1 || o.posters > 4096 ||
       o.waiters > 4096)
-    usage(argv[0], "thread counts must be 1..4096");
+    args.fail("thread counts must be 1..4096");
   if (o.value < 0) o.value = o.threads;
-  if (o.capacity < 1 || o.work < 0) usage(argv[0], "--capacity must be >= 1, --work >= 0");
-  if (!(o.duration > 0)) usage(argv[0], "--duration must be > 0");
+  if (o.capacity < 1 || o.work < 0) args.fail("--capacity must be >= 1, --work >= 0");
+  if (!(o.duration > 0)) args.fail("--duration must be > 0");
   return o;
 }
 
@@ -240,21 +238,16 @@ Result run_hot(const Options& o) {
   static bench::Race race;
   if (sem_init(&s, 0, static_cast<unsigned>(o.value)) != 0) die_errno("sem_init");
   std::vector<Counter> c(static_cast<size_t>(o.threads));
-  std::vector<std::thread> th;
-  for (int i = 0; i < o.threads; ++i) {
-    th.emplace_back([&, i] {
-      race.wait_start();
-      Counter k;
-      while (!race.stopped()) {
-        swait(&s);
-        spost(&s);
-        ++k.ops;
-        pause_n(o.work);
-      }
-      c[static_cast<size_t>(i)] = k;
-      race.finished.fetch_add(1);
-    });
-  }
+  auto th = bench::start_threads(race, o.threads, [&](int i) {
+    Counter k;
+    while (!race.stopped()) {
+      swait(&s);
+      spost(&s);
+      ++k.ops;
+      pause_n(o.work);
+    }
+    c[static_cast<size_t>(i)] = k;
+  });
   usleep(10000);
   const uint64_t elapsed_ns = race.run_for(o.duration);
   race.await_finished(o.threads, o.duration, "sem_bench", kSuspect);
@@ -279,28 +272,23 @@ Result run_mpmc(const Options& o) {
     die_errno("sem_init");
   const int n = o.posters + o.waiters;
   std::vector<Counter> c(static_cast<size_t>(n));
-  std::vector<std::thread> th;
-  for (int i = 0; i < n; ++i) {
+  auto th = bench::start_threads(race, n, [&](int i) {
     const bool poster = i < o.posters;
-    th.emplace_back([&, i, poster] {
-      race.wait_start();
-      Counter k;
-      // Every wait is counted; after the stop flag each side leaves at its
-      // first returned wait, so the main thread's P (W) extra posts release
-      // every blocked poster (waiter).
-      for (;;) {
-        swait(poster ? &space : &items);
-        ++k.waits;
-        if (race.stop.load(std::memory_order_seq_cst)) break;
-        spost(poster ? &items : &space);
-        ++k.posts;
-        ++k.ops;
-        pause_n(o.work);
-      }
-      c[static_cast<size_t>(i)] = k;
-      race.finished.fetch_add(1);
-    });
-  }
+    Counter k;
+    // Every wait is counted; after the stop flag each side leaves at its
+    // first returned wait, so the main thread's P (W) extra posts release
+    // every blocked poster (waiter).
+    for (;;) {
+      swait(poster ? &space : &items);
+      ++k.waits;
+      if (race.stop.load(std::memory_order_seq_cst)) break;
+      spost(poster ? &items : &space);
+      ++k.posts;
+      ++k.ops;
+      pause_n(o.work);
+    }
+    c[static_cast<size_t>(i)] = k;
+  });
   usleep(10000);
   const uint64_t elapsed_ns = race.run_for(o.duration);
   for (int i = 0; i < o.posters; ++i) spost(&space);
@@ -335,10 +323,7 @@ Result run_mpmc(const Options& o) {
   return r;
 }
 
-const char* env_or(const char* name, const char* dflt) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : dflt;
-}
+using bench::env_or;
 
 }  // namespace
 

@@ -14,16 +14,10 @@
 # /usr/src/googletest, from Debian's `googletest` package).
 set -euo pipefail
 
+# shellcheck source=../common/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/options.sh"
 src= build= targets= ctest_args=
-while (($#)); do
-  case $1 in
-    --source) src=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --targets) targets=$2; shift 2 ;;
-    --ctest-args) ctest_args=$2; shift 2 ;;
-    *) echo "aarch64: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+lstest_options aarch64 source=src build=build targets=targets ctest-args=ctest_args -- "$@"
 [[ -n $src && -n $build && -n $targets ]] || { echo "usage: run.sh --source DIR --build DIR --targets a,b,c" >&2; exit 2; }
 src=$(cd "$src" && pwd)
 jobs=${JOBS:-$(nproc)}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,13 +27,8 @@ using lstest::Sem;
 enum class Origin { kStaticInitializer, kMemsetZero, kInitNullAttr, kInitMonotonicAttr };
 
 const char* origin_name(Origin o) {
-  switch (o) {
-    case Origin::kStaticInitializer: return "StaticInitializer";
-    case Origin::kMemsetZero: return "MemsetZero";
-    case Origin::kInitNullAttr: return "InitNullAttr";
-    case Origin::kInitMonotonicAttr: return "InitMonotonicClockAttr";
-  }
-  return "Unknown";
+  static const char* const kNames[] = {"StaticInitializer", "MemsetZero", "InitNullAttr", "InitMonotonicClockAttr"};
+  return lstest::enum_name(o, kNames);
 }
 void PrintTo(Origin o, std::ostream* os) { *os << origin_name(o); }
 
@@ -42,24 +38,39 @@ int init_cond(pthread_cond_t* c, Origin o) {
     case Origin::kStaticInitializer: *c = kInit; return 0;
     case Origin::kMemsetZero: memset(static_cast<void*>(c), 0, sizeof *c); return 0;
     case Origin::kInitNullAttr: return pthread_cond_init(c, nullptr);
-    case Origin::kInitMonotonicAttr: {
-      pthread_condattr_t a;
-      pthread_condattr_init(&a);
-      int rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-      if (rc == 0) rc = pthread_cond_init(c, &a);
-      pthread_condattr_destroy(&a);
-      return rc;
-    }
+    case Origin::kInitMonotonicAttr:
+      return lstest::init_with_attr(
+          c, pthread_condattr_init, pthread_condattr_destroy, pthread_cond_init,
+          [](pthread_condattr_t* a) { return pthread_condattr_setclock(a, CLOCK_MONOTONIC); });
   }
   return EINVAL;
+}
+
+// Returns holding `m` once `ready()` holds under it: the threads being waited
+// for set what it reads under `m` and then release `m` by going into their
+// condvar wait, so holding `m` with ready() true means they are in the wait.
+void lock_when(pthread_mutex_t* m, const std::function<bool()>& ready) {
+  for (;;) {
+    ASSERT_EQ(pthread_mutex_lock(m), 0);
+    if (ready()) return;
+    pthread_mutex_unlock(m);
+    usleep(1000);
+  }
+}
+
+// Called holding `m`: sets `flag` for the waiters of `c`, wakes them with
+// `wake` (signal or broadcast) and lets them run.
+void set_wake_unlock(pthread_cond_t* c, pthread_mutex_t* m, bool& flag, int (*wake)(pthread_cond_t*)) {
+  flag = true;
+  EXPECT_EQ(wake(c), 0);
+  EXPECT_EQ(pthread_mutex_unlock(m), 0);
 }
 
 class CondTest : public testing::TestWithParam<Origin> {
  protected:
   void SetUp() override {
-    c_ = static_cast<pthread_cond_t*>(malloc(sizeof(pthread_cond_t)));
+    c_ = lstest::malloc_filled<pthread_cond_t>(0x3c);
     ASSERT_NE(c_, nullptr);
-    memset(static_cast<void*>(c_), 0x3c, sizeof *c_);
     ASSERT_EQ(init_cond(c_, GetParam()), 0);
     ASSERT_EQ(lstest::init_mutex_of_type(&m_, PTHREAD_MUTEX_ERRORCHECK), 0);
   }
@@ -87,6 +98,29 @@ class CondTest : public testing::TestWithParam<Origin> {
     });
   }
 
+  // Returns holding m_ once `n` threads count themselves in `waiting`.
+  void lock_when_waiting(const int& waiting, int n) {
+    lock_when(&m_, [&] { return waiting == n; });
+  }
+  // `n` threads that each wait on `c` under m_ until `flag`, counting
+  // themselves in `waiting` before the wait and in `woken` after it.
+  std::vector<std::unique_ptr<PThread>> start_waiters(int n, pthread_cond_t* c, const bool& flag, int& waiting,
+                                                      int& woken) {
+    std::vector<std::unique_ptr<PThread>> ts;
+    for (int i = 0; i < n; ++i) {
+      ts.push_back(std::make_unique<PThread>([this, c, &flag, &waiting, &woken] {
+        pthread_mutex_lock(&m_);
+        ++waiting;
+        int rc = 0;
+        while (!flag && rc == 0) rc = pthread_cond_wait(c, &m_);
+        EXPECT_EQ(rc, 0);
+        ++woken;
+        pthread_mutex_unlock(&m_);
+      }));
+    }
+    return ts;
+  }
+
   pthread_cond_t* c_ = nullptr;
   pthread_mutex_t m_;
 };
@@ -103,15 +137,8 @@ TEST_P(CondTest, SignalWakesABlockedWaiter) {
     while (!flag) rc = pthread_cond_wait(c_, &m_);
     pthread_mutex_unlock(&m_);
   });
-  for (;;) {  // wait until it is inside pthread_cond_wait
-    ASSERT_EQ(pthread_mutex_lock(&m_), 0);
-    if (waiting == 1) break;
-    pthread_mutex_unlock(&m_);
-    usleep(1000);
-  }
-  flag = true;
-  EXPECT_EQ(pthread_cond_signal(c_), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  ASSERT_NO_FATAL_FAILURE(lock_when_waiting(waiting, 1));
+  set_wake_unlock(c_, &m_, flag, pthread_cond_signal);
   t.join_or_die();
   EXPECT_EQ(rc, 0);
 }
@@ -120,27 +147,9 @@ TEST_P(CondTest, BroadcastWakesEveryWaiter) {
   constexpr int kWaiters = 4;
   bool flag = false;
   int waiting = 0, woken = 0;
-  std::vector<std::unique_ptr<PThread>> ts;
-  for (int i = 0; i < kWaiters; ++i) {
-    ts.push_back(std::make_unique<PThread>([&] {
-      pthread_mutex_lock(&m_);
-      ++waiting;
-      int rc = 0;
-      while (!flag && rc == 0) rc = pthread_cond_wait(c_, &m_);
-      EXPECT_EQ(rc, 0);
-      ++woken;
-      pthread_mutex_unlock(&m_);
-    }));
-  }
-  for (;;) {
-    ASSERT_EQ(pthread_mutex_lock(&m_), 0);
-    if (waiting == kWaiters) break;
-    pthread_mutex_unlock(&m_);
-    usleep(1000);
-  }
-  flag = true;
-  EXPECT_EQ(pthread_cond_broadcast(c_), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  auto ts = start_waiters(kWaiters, c_, flag, waiting, woken);
+  ASSERT_NO_FATAL_FAILURE(lock_when_waiting(waiting, kWaiters));
+  set_wake_unlock(c_, &m_, flag, pthread_cond_broadcast);
   for (auto& t : ts) t->join_or_die();
   EXPECT_EQ(woken, kWaiters);
 }
@@ -165,15 +174,8 @@ TEST_P(CondTest, SignalWakesClockwaitAndTimedwaitWaiters) {
       }
       pthread_mutex_unlock(&m_);
     });
-    for (;;) {
-      ASSERT_EQ(pthread_mutex_lock(&m_), 0);
-      if (waiting == 1) break;
-      pthread_mutex_unlock(&m_);
-      usleep(1000);
-    }
-    flag = true;
-    EXPECT_EQ(pthread_cond_signal(c_), 0);
-    EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+    ASSERT_NO_FATAL_FAILURE(lock_when_waiting(waiting, 1));
+    set_wake_unlock(c_, &m_, flag, pthread_cond_signal);
     t.join_or_die();
     EXPECT_EQ(rc, 0) << "mode " << mode;
   }
@@ -261,15 +263,8 @@ TEST_P(CondTest, WaitWithARecursiveMutexHeldOnce) {
     unlock1 = pthread_mutex_unlock(&rm);
     unlock2 = pthread_mutex_unlock(&rm);
   });
-  for (;;) {
-    ASSERT_EQ(pthread_mutex_lock(&rm), 0);
-    if (waiting == 1) break;
-    pthread_mutex_unlock(&rm);
-    usleep(1000);
-  }
-  flag = true;
-  EXPECT_EQ(pthread_cond_signal(c_), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&rm), 0);
+  ASSERT_NO_FATAL_FAILURE(lock_when(&rm, [&] { return waiting == 1; }));
+  set_wake_unlock(c_, &rm, flag, pthread_cond_signal);
   t.join_or_die();
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(unlock1, 0);
@@ -319,24 +314,8 @@ TEST_P(CondTest, BroadcastDestroyFreeWhileWokenWaitersAreStillReturning) {
   bool flag = false;
   int waiting = 0, done = 0;
   pthread_cond_t* c = c_;
-  std::vector<std::unique_ptr<PThread>> ts;
-  for (int i = 0; i < kWaiters; ++i) {
-    ts.push_back(std::make_unique<PThread>([&] {
-      pthread_mutex_lock(&m_);
-      ++waiting;
-      int rc = 0;
-      while (!flag && rc == 0) rc = pthread_cond_wait(c, &m_);
-      EXPECT_EQ(rc, 0);
-      ++done;
-      pthread_mutex_unlock(&m_);
-    }));
-  }
-  for (;;) {
-    ASSERT_EQ(pthread_mutex_lock(&m_), 0);
-    if (waiting == kWaiters) break;
-    pthread_mutex_unlock(&m_);
-    usleep(1000);
-  }
+  auto ts = start_waiters(kWaiters, c, flag, waiting, done);
+  ASSERT_NO_FATAL_FAILURE(lock_when_waiting(waiting, kWaiters));
   flag = true;
   EXPECT_EQ(pthread_cond_broadcast(c), 0);
   EXPECT_EQ(pthread_cond_destroy(c), 0);
@@ -362,16 +341,9 @@ INSTANTIATE_TEST_SUITE_P(Origins, CondTest,
                          param_name);
 
 TEST(CondAttr, ClockAttributeRoundTripsAndRejectsCpuClocks) {
-  pthread_condattr_t a;
-  ASSERT_EQ(pthread_condattr_init(&a), 0);
-  clockid_t ck = -1;
-  EXPECT_EQ(pthread_condattr_getclock(&a, &ck), 0);
-  EXPECT_EQ(ck, CLOCK_REALTIME);
-  EXPECT_EQ(pthread_condattr_setclock(&a, CLOCK_PROCESS_CPUTIME_ID), EINVAL);
-  EXPECT_EQ(pthread_condattr_setclock(&a, CLOCK_MONOTONIC), 0);
-  EXPECT_EQ(pthread_condattr_getclock(&a, &ck), 0);
-  EXPECT_EQ(ck, CLOCK_MONOTONIC);
-  pthread_condattr_destroy(&a);
+  lstest::expect_attr_setting(pthread_condattr_init, pthread_condattr_destroy, pthread_condattr_getclock,
+                              pthread_condattr_setclock, clockid_t{CLOCK_REALTIME}, clockid_t{CLOCK_PROCESS_CPUTIME_ID},
+                              {clockid_t{CLOCK_MONOTONIC}});
 }
 
 pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
@@ -395,13 +367,8 @@ TEST(CondStatic, GlobalStaticAndZeroCondvarsWork) {
 
 enum class WaitMode { kWait, kTimedwait, kClockwaitMonotonic, kClockwaitRealtime };
 const char* mode_name(WaitMode m) {
-  switch (m) {
-    case WaitMode::kWait: return "Wait";
-    case WaitMode::kTimedwait: return "Timedwait";
-    case WaitMode::kClockwaitMonotonic: return "ClockwaitMonotonic";
-    case WaitMode::kClockwaitRealtime: return "ClockwaitRealtime";
-  }
-  return "Unknown";
+  static const char* const kNames[] = {"Wait", "Timedwait", "ClockwaitMonotonic", "ClockwaitRealtime"};
+  return lstest::enum_name(m, kNames);
 }
 void PrintTo(WaitMode m, std::ostream* os) { *os << mode_name(m); }
 
@@ -438,6 +405,13 @@ struct CancelCase {
     }
     return -1;
   }
+  // Waits (holding m) until `go`, recording every return of the wait.
+  void wait_until_go() {
+    while (!go) {
+      last_wait_rc = wait_once();
+      ++waits_returned;
+    }
+  }
 };
 
 void cleanup_unlock(void* p) {
@@ -447,18 +421,23 @@ void cleanup_unlock(void* p) {
   x->handler_ran = true;
 }
 
+// A waiter's life, holding m with cleanup_unlock as its cleanup handler:
+// `before_wait`, the wait until go, `after_wait`.
+template <class Before, class After>
+void wait_with_cleanup(CancelCase* x, Before before_wait, After after_wait) {
+  pthread_mutex_lock(&x->m);
+  pthread_cleanup_push(cleanup_unlock, x);
+  before_wait();
+  x->wait_until_go();
+  after_wait();
+  pthread_cleanup_pop(1);
+}
+
 // Blocks in the wait until cancelled.
 void* waiter_cancelled_while_blocked(void* p) {
   auto* x = static_cast<CancelCase*>(p);
   x->tid = lstest::current_tid();
-  pthread_mutex_lock(&x->m);
-  pthread_cleanup_push(cleanup_unlock, x);
-  x->ready = true;
-  while (!x->go) {
-    x->last_wait_rc = x->wait_once();
-    ++x->waits_returned;
-  }
-  pthread_cleanup_pop(1);
+  wait_with_cleanup(x, [x] { x->ready = true; }, [] {});
   return nullptr;
 }
 
@@ -466,16 +445,14 @@ void* waiter_cancelled_while_blocked(void* p) {
 void* waiter_with_cancel_pending(void* p) {
   auto* x = static_cast<CancelCase*>(p);
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
-  pthread_mutex_lock(&x->m);
-  pthread_cleanup_push(cleanup_unlock, x);
-  x->started.post();
-  x->cancel_sent.wait();  // a cancellation point, but cancellation is disabled
-  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);  // not a cancellation point
-  while (!x->go) {
-    x->last_wait_rc = x->wait_once();
-    ++x->waits_returned;
-  }
-  pthread_cleanup_pop(1);
+  wait_with_cleanup(
+      x,
+      [x] {
+        x->started.post();
+        x->cancel_sent.wait();  // a cancellation point, but cancellation is disabled
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);  // not a cancellation point
+      },
+      [] {});
   return nullptr;
 }
 
@@ -483,18 +460,14 @@ void* waiter_with_cancel_pending(void* p) {
 void* waiter_with_cancel_disabled(void* p) {
   auto* x = static_cast<CancelCase*>(p);
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
-  pthread_mutex_lock(&x->m);
-  pthread_cleanup_push(cleanup_unlock, x);
-  x->ready = true;
-  while (!x->go) {
-    x->last_wait_rc = x->wait_once();
-    ++x->waits_returned;
-  }
-  x->unlock_after_wait_rc = pthread_mutex_unlock(&x->m);
-  pthread_mutex_lock(&x->m);
-  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
-  pthread_testcancel();  // the request is still pending: acted on here
-  pthread_cleanup_pop(1);
+  wait_with_cleanup(
+      x, [x] { x->ready = true; },
+      [x] {
+        x->unlock_after_wait_rc = pthread_mutex_unlock(&x->m);
+        pthread_mutex_lock(&x->m);
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
+        pthread_testcancel();  // the request is still pending: acted on here
+      });
   return reinterpret_cast<void*>(1);
 }
 
@@ -511,12 +484,7 @@ class CondCancelTest : public testing::TestWithParam<WaitMode> {
   }
   // Returns with x_.m held once the waiter has set `ready` (so it is in the wait).
   void lock_when_ready() {
-    for (;;) {
-      ASSERT_EQ(pthread_mutex_lock(&x_.m), 0);
-      if (x_.ready) return;
-      pthread_mutex_unlock(&x_.m);
-      usleep(1000);
-    }
+    lock_when(&x_.m, [this] { return x_.ready; });
   }
   void* join(pthread_t t) {
     timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
@@ -536,7 +504,7 @@ std::string mode_param_name(const testing::TestParamInfo<WaitMode>& info) { retu
 TEST_P(CondCancelTest, CancelWhileBlockedRunsHandlerWithTheMutexHeld) {
   pthread_t t;
   ASSERT_EQ(pthread_create(&t, nullptr, waiter_cancelled_while_blocked, &x_), 0);
-  lock_when_ready();
+  ASSERT_NO_FATAL_FAILURE(lock_when_ready());
   ASSERT_EQ(pthread_mutex_unlock(&x_.m), 0);
   lstest::settle_until_blocked(x_.tid);  // cancel it while it sleeps, not while it relocks
   ASSERT_EQ(pthread_cancel(t), 0);
@@ -567,7 +535,7 @@ TEST_P(CondCancelTest, CancelPendingBeforeTheWaitIsActedOnByTheWait) {
 TEST_P(CondCancelTest, CancelWithCancellationDisabledKeepsWaitingUntilSignalled) {
   pthread_t t;
   ASSERT_EQ(pthread_create(&t, nullptr, waiter_with_cancel_disabled, &x_), 0);
-  lock_when_ready();
+  ASSERT_NO_FATAL_FAILURE(lock_when_ready());
   ASSERT_EQ(pthread_mutex_unlock(&x_.m), 0);
   ASSERT_EQ(pthread_cancel(t), 0);
   usleep(30'000);  // a wrongly honoured cancellation would end the thread now
@@ -607,12 +575,7 @@ TEST_P(CondCancelTest, CancelledWaiterDoesNotSwallowASignal) {
       pthread_mutex_unlock(&x_.m);
     }));
   }
-  for (;;) {
-    ASSERT_EQ(pthread_mutex_lock(&x_.m), 0);
-    if (x_.ready && others_waiting == kOthers) break;
-    pthread_mutex_unlock(&x_.m);
-    usleep(1000);
-  }
+  ASSERT_NO_FATAL_FAILURE(lock_when(&x_.m, [&] { return x_.ready && others_waiting == kOthers; }));
   x_.go = true;  // the victim leaves its loop if it is the one woken
   EXPECT_EQ(pthread_cond_signal(&x_.c), 0);
   ASSERT_EQ(pthread_cancel(victim), 0);

@@ -38,6 +38,19 @@ int init_mutex(pthread_mutex_t* m, const MutexAttrs& a) {
   return rc;
 }
 
+// fork() for a child that runs plain code and ends in _exit: stdout is
+// flushed first (no output twice), and the child gets a SIGALRM watchdog of
+// its own (a deadlock there kills it instead of hanging the test).
+pid_t fork_with_watchdog(unsigned seconds = 20) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGALRM, SIG_DFL);
+    alarm(seconds);
+  }
+  return pid;
+}
+
 int other_trylock(pthread_mutex_t* m) {
   return on_other_thread([m] {
     int rc = pthread_mutex_trylock(m);
@@ -48,67 +61,63 @@ int other_trylock(pthread_mutex_t* m) {
 
 // ----------------------------------------------------------------- robust
 
-class RobustTest : public testing::TestWithParam<int> {};
+// A robust mutex of the parameter's type (each test destroys it: destroy's
+// result is part of what it checks).
+class RobustTest : public testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    MutexAttrs a;
+    a.type = GetParam();
+    a.robust = PTHREAD_MUTEX_ROBUST;
+    ASSERT_EQ(init_mutex(&m_, a), 0);
+  }
+  pthread_mutex_t m_;
+};
 
 TEST_P(RobustTest, OwnerExitingWhileHoldingItGivesEownerdeadThenConsistentRepairsIt) {
-  pthread_mutex_t m;
-  MutexAttrs a;
-  a.type = GetParam();
-  a.robust = PTHREAD_MUTEX_ROBUST;
-  ASSERT_EQ(init_mutex(&m, a), 0);
-  EXPECT_EQ(pthread_mutex_consistent(&m), EINVAL) << "not inconsistent yet";
-  std::thread([&] { EXPECT_EQ(pthread_mutex_lock(&m), 0); }).join();  // dies holding it
-  EXPECT_EQ(pthread_mutex_lock(&m), EOWNERDEAD);
-  EXPECT_EQ(pthread_mutex_consistent(&m), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&m), 0);
-  EXPECT_EQ(pthread_mutex_lock(&m), 0);
-  EXPECT_EQ(other_trylock(&m), EBUSY);
-  EXPECT_EQ(pthread_mutex_unlock(&m), 0);
-  EXPECT_EQ(pthread_mutex_destroy(&m), 0);
+  EXPECT_EQ(pthread_mutex_consistent(&m_), EINVAL) << "not inconsistent yet";
+  std::thread([&] { EXPECT_EQ(pthread_mutex_lock(&m_), 0); }).join();  // dies holding it
+  EXPECT_EQ(pthread_mutex_lock(&m_), EOWNERDEAD);
+  EXPECT_EQ(pthread_mutex_consistent(&m_), 0);
+  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  EXPECT_EQ(pthread_mutex_lock(&m_), 0);
+  EXPECT_EQ(other_trylock(&m_), EBUSY);
+  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  EXPECT_EQ(pthread_mutex_destroy(&m_), 0);
 }
 
 TEST_P(RobustTest, UnlockWithoutConsistentMakesItUnrecoverable) {
-  pthread_mutex_t m;
-  MutexAttrs a;
-  a.type = GetParam();
-  a.robust = PTHREAD_MUTEX_ROBUST;
-  ASSERT_EQ(init_mutex(&m, a), 0);
-  std::thread([&] { EXPECT_EQ(pthread_mutex_lock(&m), 0); }).join();
+  std::thread([&] { EXPECT_EQ(pthread_mutex_lock(&m_), 0); }).join();
   timespec d = deadline_in(CLOCK_REALTIME, kGenerousMs);
-  EXPECT_EQ(pthread_mutex_timedlock(&m, &d), EOWNERDEAD);
-  EXPECT_EQ(pthread_mutex_unlock(&m), 0);
-  EXPECT_EQ(pthread_mutex_lock(&m), ENOTRECOVERABLE);
-  EXPECT_EQ(pthread_mutex_trylock(&m), ENOTRECOVERABLE);
-  EXPECT_EQ(pthread_mutex_destroy(&m), 0);
+  EXPECT_EQ(pthread_mutex_timedlock(&m_, &d), EOWNERDEAD);
+  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  EXPECT_EQ(pthread_mutex_lock(&m_), ENOTRECOVERABLE);
+  EXPECT_EQ(pthread_mutex_trylock(&m_), ENOTRECOVERABLE);
+  EXPECT_EQ(pthread_mutex_destroy(&m_), 0);
 }
 
 TEST_P(RobustTest, KindSemanticsAreGlibcs) {
-  pthread_mutex_t m;
-  MutexAttrs a;
-  a.type = GetParam();
-  a.robust = PTHREAD_MUTEX_ROBUST;
-  ASSERT_EQ(init_mutex(&m, a), 0);
-  ASSERT_EQ(pthread_mutex_lock(&m), 0);
-  EXPECT_EQ(other_trylock(&m), EBUSY);
+  ASSERT_EQ(pthread_mutex_lock(&m_), 0);
+  EXPECT_EQ(other_trylock(&m_), EBUSY);
   switch (GetParam()) {
     case PTHREAD_MUTEX_ERRORCHECK:
-      EXPECT_EQ(pthread_mutex_lock(&m), EDEADLK);
-      EXPECT_EQ(pthread_mutex_trylock(&m), EDEADLK) << "robust errorcheck trylock checks the owner";
+      EXPECT_EQ(pthread_mutex_lock(&m_), EDEADLK);
+      EXPECT_EQ(pthread_mutex_trylock(&m_), EDEADLK) << "robust errorcheck trylock checks the owner";
       break;
     case PTHREAD_MUTEX_RECURSIVE:
-      EXPECT_EQ(pthread_mutex_trylock(&m), 0);
-      EXPECT_EQ(pthread_mutex_unlock(&m), 0);
+      EXPECT_EQ(pthread_mutex_trylock(&m_), 0);
+      EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
       break;
     default:
-      EXPECT_EQ(pthread_mutex_trylock(&m), EBUSY);
+      EXPECT_EQ(pthread_mutex_trylock(&m_), EBUSY);
   }
   // Robust mutexes check the owner for every kind.
-  EXPECT_EQ(on_other_thread([&] { return pthread_mutex_unlock(&m); }), EPERM);
+  EXPECT_EQ(on_other_thread([&] { return pthread_mutex_unlock(&m_); }), EPERM);
   timespec d = deadline_in(CLOCK_MONOTONIC, kShortMs);
-  EXPECT_EQ(on_other_thread([&] { return pthread_mutex_clocklock(&m, CLOCK_MONOTONIC, &d); }), ETIMEDOUT);
-  EXPECT_EQ(pthread_mutex_unlock(&m), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&m), EPERM);
-  EXPECT_EQ(pthread_mutex_destroy(&m), 0);
+  EXPECT_EQ(on_other_thread([&] { return pthread_mutex_clocklock(&m_, CLOCK_MONOTONIC, &d); }), ETIMEDOUT);
+  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  EXPECT_EQ(pthread_mutex_unlock(&m_), EPERM);
+  EXPECT_EQ(pthread_mutex_destroy(&m_), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, RobustTest,
@@ -257,12 +266,9 @@ TEST(ProcessShared, MutexAndCondvarWorkAcrossFork) {
   ASSERT_EQ(pthread_cond_init(&s->c, &ca), 0);
   pthread_condattr_destroy(&ca);
   constexpr int kIters = 5000;
-  fflush(stdout);
-  pid_t pid = fork();
+  pid_t pid = fork_with_watchdog();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    signal(SIGALRM, SIG_DFL);
-    alarm(20);
     int bad = 0;
     for (int i = 0; i < kIters; ++i) {
       bad |= pthread_mutex_lock(&s->m) != 0;
@@ -314,12 +320,9 @@ TEST(ProcessShared, RwlockExcludesAcrossFork) {
   pthread_rwlockattr_destroy(&ra);
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
-  fflush(stdout);
-  pid_t pid = fork();
+  pid_t pid = fork_with_watchdog();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    signal(SIGALRM, SIG_DFL);
-    alarm(20);
     int bad = pthread_rwlock_wrlock(&s->rw) != 0;
     char b = 'x';
     bad |= write(pipefd[1], &b, 1) != 1;
@@ -348,8 +351,7 @@ TEST(ProcessShared, RobustMutexOfADeadProcessGivesEownerdead) {
   a.pshared = PTHREAD_PROCESS_SHARED;
   a.robust = PTHREAD_MUTEX_ROBUST;
   ASSERT_EQ(init_mutex(&s->robust, a), 0);
-  fflush(stdout);
-  pid_t pid = fork();
+  pid_t pid = fork_with_watchdog();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int rc = pthread_mutex_lock(&s->robust);

@@ -44,11 +44,7 @@ TEST(EarlyConstructor, ObjectsLockedThereAreReleasedFromMain) {
 }
 
 TEST(EarlyConstructor, ObjectsInitialisedThereKeepTheirKinds) {
-  EXPECT_EQ(pthread_mutex_lock(&early_recursive), 0);
-  EXPECT_EQ(pthread_mutex_lock(&early_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&early_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&early_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&early_recursive), EPERM);
+  lstest_check_recursive_mutex(&early_recursive, lstest::expect_rc, nullptr);
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   ASSERT_EQ(pthread_mutex_lock(&m), 0);
   timespec d = lstest::deadline_in(CLOCK_REALTIME, 5);

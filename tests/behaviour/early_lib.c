@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/common/lock_checks.h"
+
 #define MAX_RESULTS 64
 
 struct early_result {
@@ -39,6 +41,10 @@ static void record(const char* what, int got, int expected) {
   }
 }
 #define R(call, expected) record(#call, (call), (expected))
+static void record_check(void* ctx, const char* what, int got, int expected) {
+  (void)ctx;
+  record(what, got, expected);
+}
 
 static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
 static int flag, waiting, waiter_rc = -1;
@@ -70,11 +76,7 @@ __attribute__((constructor)) static void early_ctor(void) {
   pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
   R(pthread_mutex_init(&early_recursive, &a), 0);
   pthread_mutexattr_destroy(&a);
-  R(pthread_mutex_lock(&early_recursive), 0);
-  R(pthread_mutex_lock(&early_recursive), 0);
-  R(pthread_mutex_unlock(&early_recursive), 0);
-  R(pthread_mutex_unlock(&early_recursive), 0);
-  R(pthread_mutex_unlock(&early_recursive), EPERM);
+  lstest_check_recursive_mutex(&early_recursive, record_check, NULL);
 
   pthread_mutex_t ec = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
   R(pthread_mutex_lock(&ec), 0);
@@ -82,12 +84,7 @@ __attribute__((constructor)) static void early_ctor(void) {
   R(pthread_mutex_unlock(&ec), 0);
 
   pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
-  R(pthread_rwlock_rdlock(&l), 0);
-  R(pthread_rwlock_trywrlock(&l), EBUSY);
-  R(pthread_rwlock_unlock(&l), 0);
-  R(pthread_rwlock_wrlock(&l), 0);
-  R(pthread_rwlock_rdlock(&l), EDEADLK);
-  R(pthread_rwlock_unlock(&l), 0);
+  lstest_check_rwlock_owner(&l, record_check, NULL);
 
   /* Condvar: a timeout, then a wait/signal pair with a thread started here. */
   R(pthread_cond_init(&early_cond, NULL), 0);

@@ -58,6 +58,21 @@ void child_cond_round_trip(pthread_mutex_t* m, pthread_cond_t* c) {
   CHILD_EXPECT_EQ(pthread_mutex_unlock(m), 0);
 }
 
+// Uses a lock once under contention (so that its waiter state and per-thread
+// records exist): `hold` here, `other_take` (by default `hold`) and `release`
+// on another thread meanwhile, `release` here after 2 ms.
+void contend_once(const std::function<int()>& hold, const std::function<int()>& release,
+                  const std::function<int()>& other_take = {}) {
+  ASSERT_EQ(hold(), 0);
+  std::thread t([&] {
+    (other_take ? other_take : hold)();
+    release();
+  });
+  usleep(2000);
+  ASSERT_EQ(release(), 0);
+  t.join();
+}
+
 TEST(Fork, ObjectsFreeAtForkWorkInTheChild) {
   pthread_mutex_t normal = PTHREAD_MUTEX_INITIALIZER, recursive = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP,
                   errorcheck = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP,
@@ -68,24 +83,13 @@ TEST(Fork, ObjectsFreeAtForkWorkInTheChild) {
   // Use everything once in the parent first (contended, so waiter state and
   // per-thread records exist).
   for (pthread_mutex_t* m : {&normal, &recursive, &errorcheck, &adaptive, &inited}) {
-    ASSERT_EQ(pthread_mutex_lock(m), 0);
-    std::thread t([m] {
-      pthread_mutex_lock(m);
-      pthread_mutex_unlock(m);
-    });
-    usleep(2000);
-    ASSERT_EQ(pthread_mutex_unlock(m), 0);
-    t.join();
+    ASSERT_NO_FATAL_FAILURE(contend_once([m] { return pthread_mutex_lock(m); },
+                                         [m] { return pthread_mutex_unlock(m); }));
   }
   for (pthread_rwlock_t* l : {&rw, &rw_wn}) {
-    ASSERT_EQ(pthread_rwlock_rdlock(l), 0);
-    std::thread t([l] {
-      pthread_rwlock_wrlock(l);
-      pthread_rwlock_unlock(l);
-    });
-    usleep(2000);
-    ASSERT_EQ(pthread_rwlock_unlock(l), 0);
-    t.join();
+    ASSERT_NO_FATAL_FAILURE(contend_once([l] { return pthread_rwlock_rdlock(l); },
+                                         [l] { return pthread_rwlock_unlock(l); },
+                                         [l] { return pthread_rwlock_wrlock(l); }));
   }
   int rc = run_in_child([&] {
     for (pthread_mutex_t* m : {&normal, &recursive, &errorcheck, &adaptive, &inited}) {
@@ -97,17 +101,9 @@ TEST(Fork, ObjectsFreeAtForkWorkInTheChild) {
     CHILD_EXPECT_EQ(pthread_mutex_lock(&errorcheck), 0);
     CHILD_EXPECT_EQ(pthread_mutex_lock(&errorcheck), EDEADLK);
     CHILD_EXPECT_EQ(pthread_mutex_unlock(&errorcheck), 0);
-    CHILD_EXPECT_EQ(pthread_mutex_lock(&recursive), 0);
-    CHILD_EXPECT_EQ(pthread_mutex_lock(&recursive), 0);
-    CHILD_EXPECT_EQ(pthread_mutex_unlock(&recursive), 0);
-    CHILD_EXPECT_EQ(pthread_mutex_unlock(&recursive), 0);
+    lstest_check_recursive_mutex(&recursive, lstest::child_rc, nullptr);
     for (pthread_rwlock_t* l : {&rw, &rw_wn}) {
-      CHILD_EXPECT_EQ(pthread_rwlock_rdlock(l), 0);
-      CHILD_EXPECT_EQ(pthread_rwlock_trywrlock(l), EBUSY);
-      CHILD_EXPECT_EQ(pthread_rwlock_unlock(l), 0);
-      CHILD_EXPECT_EQ(pthread_rwlock_wrlock(l), 0);
-      CHILD_EXPECT_EQ(pthread_rwlock_rdlock(l), EDEADLK);
-      CHILD_EXPECT_EQ(pthread_rwlock_unlock(l), 0);
+      lstest_check_rwlock_owner(l, lstest::child_rc, nullptr);
       // Contended in the child.
       CHILD_EXPECT_EQ(pthread_rwlock_wrlock(l), 0);
       std::thread t([l] {

@@ -38,26 +38,15 @@ struct Objects {
   pthread_rwlock_t rw_writer_pref;
   mtx_t c11;
   Objects() {
-    lstest_init_mutex(&recursive, PTHREAD_MUTEX_RECURSIVE);
-    lstest_init_mutex(&errorcheck, PTHREAD_MUTEX_ERRORCHECK);
+    lstest::init_mutex_of_type(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    lstest::init_mutex_of_type(&errorcheck, PTHREAD_MUTEX_ERRORCHECK);
     pthread_mutexattr_t ra;
     pthread_mutexattr_init(&ra);
     pthread_mutexattr_setrobust(&ra, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&robust, &ra);
     pthread_mutexattr_destroy(&ra);
-    pthread_rwlockattr_t a;
-    pthread_rwlockattr_init(&a);
-    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&rw_writer_pref, &a);
-    pthread_rwlockattr_destroy(&a);
+    lstest::init_rwlock_of_kind(&rw_writer_pref, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     mtx_init(&c11, mtx_plain);
-  }
-  static void lstest_init_mutex(pthread_mutex_t* m, int type) {
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, type);
-    pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
   }
 };
 
@@ -78,38 +67,46 @@ std::vector<Scenario> scenarios(Objects& o) {
   auto rd = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_rdlock(l); }; };
   auto wr = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_wrlock(l); }; };
   auto rwun = [](pthread_rwlock_t* l) { return [l] { return pthread_rwlock_unlock(l); }; };
+  // The main thread holds mutex `m`; the worker blocks in `call` (by default
+  // pthread_mutex_lock) on it.
+  auto on_mutex = [&](const char* name, pthread_mutex_t* m, const char* call_name = "lock",
+                      std::function<int()> call = {}) {
+    return Scenario{name, lock(m), unlock(m), {call_name, call ? call : lock(m), unlock(m)}};
+  };
+  // The main thread holds rwlock `l` for writing or reading; the worker
+  // blocks in `call` on it.
+  auto on_rwlock = [&](const char* name, pthread_rwlock_t* l, bool held_for_write, const char* call_name,
+                       std::function<int()> call) {
+    std::function<int()> hold = wr(l);
+    if (!held_for_write) hold = rd(l);
+    return Scenario{name, hold, rwun(l), {call_name, call, rwun(l)}};
+  };
+  auto c11_lock = [&o] { return mtx_lock(&o.c11) == thrd_success ? 0 : 1; };
+  auto c11_unlock = [&o] { return mtx_unlock(&o.c11) == thrd_success ? 0 : 1; };
   pthread_mutex_t* m = &o.mutex;
   pthread_rwlock_t* l = &o.rw;
+  pthread_rwlock_t* wp = &o.rw_writer_pref;
   std::vector<Scenario> v = {
-      {"mutex_lock", lock(m), unlock(m), {"lock", lock(m), unlock(m)}},
-      {"mutex_timedlock", lock(m), unlock(m),
-       {"timedlock", [m, far] { timespec d = far(); return pthread_mutex_timedlock(m, &d); }, unlock(m)}},
-      {"mutex_clocklock", lock(m), unlock(m),
-       {"clocklock", [m, far_mono] { timespec d = far_mono(); return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &d); },
-        unlock(m)}},
-      {"recursive_mutex_lock", lock(&o.recursive), unlock(&o.recursive),
-       {"lock", lock(&o.recursive), unlock(&o.recursive)}},
-      {"errorcheck_mutex_lock", lock(&o.errorcheck), unlock(&o.errorcheck),
-       {"lock", lock(&o.errorcheck), unlock(&o.errorcheck)}},
-      {"c11_mtx_lock", [&o] { return mtx_lock(&o.c11) == thrd_success ? 0 : 1; },
-       [&o] { return mtx_unlock(&o.c11) == thrd_success ? 0 : 1; },
-       {"mtx_lock", [&o] { return mtx_lock(&o.c11) == thrd_success ? 0 : 1; },
-        [&o] { return mtx_unlock(&o.c11) == thrd_success ? 0 : 1; }}},
-      {"rwlock_rdlock_vs_writer", wr(l), rwun(l), {"rdlock", rd(l), rwun(l)}},
-      {"rwlock_wrlock_vs_reader", rd(l), rwun(l), {"wrlock", wr(l), rwun(l)}},
-      {"rwlock_wrlock_vs_writer", wr(l), rwun(l), {"wrlock", wr(l), rwun(l)}},
-      {"rwlock_timedrdlock", wr(l), rwun(l),
-       {"timedrdlock", [l, far] { timespec d = far(); return pthread_rwlock_timedrdlock(l, &d); }, rwun(l)}},
-      {"rwlock_clockwrlock", rd(l), rwun(l),
-       {"clockwrlock", [l, far_mono] { timespec d = far_mono(); return pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, &d); },
-        rwun(l)}},
-      {"writer_pref_rwlock_rdlock", wr(&o.rw_writer_pref), rwun(&o.rw_writer_pref),
-       {"rdlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
-      {"writer_pref_rwlock_wrlock", rd(&o.rw_writer_pref), rwun(&o.rw_writer_pref),
-       {"wrlock", wr(&o.rw_writer_pref), rwun(&o.rw_writer_pref)}},
+      on_mutex("mutex_lock", m),
+      on_mutex("mutex_timedlock", m, "timedlock",
+               [m, far] { timespec d = far(); return pthread_mutex_timedlock(m, &d); }),
+      on_mutex("mutex_clocklock", m, "clocklock",
+               [m, far_mono] { timespec d = far_mono(); return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &d); }),
+      on_mutex("recursive_mutex_lock", &o.recursive),
+      on_mutex("errorcheck_mutex_lock", &o.errorcheck),
+      {"c11_mtx_lock", c11_lock, c11_unlock, {"mtx_lock", c11_lock, c11_unlock}},
+      on_rwlock("rwlock_rdlock_vs_writer", l, true, "rdlock", rd(l)),
+      on_rwlock("rwlock_wrlock_vs_reader", l, false, "wrlock", wr(l)),
+      on_rwlock("rwlock_wrlock_vs_writer", l, true, "wrlock", wr(l)),
+      on_rwlock("rwlock_timedrdlock", l, true, "timedrdlock",
+                [l, far] { timespec d = far(); return pthread_rwlock_timedrdlock(l, &d); }),
+      on_rwlock("rwlock_clockwrlock", l, false, "clockwrlock",
+                [l, far_mono] { timespec d = far_mono(); return pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, &d); }),
+      on_rwlock("writer_pref_rwlock_rdlock", wp, true, "rdlock", rd(wp)),
+      on_rwlock("writer_pref_rwlock_wrlock", wp, false, "wrlock", wr(wp)),
       // An object a native variant hands to glibc: an async caller gets
       // glibc's call at its own type (not lockswap's deferred run).
-      {"robust_mutex_lock", lock(&o.robust), unlock(&o.robust), {"lock", lock(&o.robust), unlock(&o.robust)}},
+      on_mutex("robust_mutex_lock", &o.robust),
   };
   return v;
 }

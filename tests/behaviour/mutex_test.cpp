@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -67,8 +68,7 @@ class MutexTest : public testing::TestWithParam<MutexParam> {
     if (p.origin == Origin::kCalloc) {
       m_ = static_cast<pthread_mutex_t*>(calloc(1, sizeof(pthread_mutex_t)));
     } else {
-      m_ = static_cast<pthread_mutex_t*>(malloc(sizeof(pthread_mutex_t)));
-      memset(static_cast<void*>(m_), 0xa5, sizeof *m_);  // garbage first
+      m_ = lstest::malloc_filled<pthread_mutex_t>(0xa5);  // garbage first
     }
     ASSERT_NE(m_, nullptr);
     switch (p.origin) {
@@ -281,6 +281,20 @@ class MutexTimedTest : public testing::TestWithParam<int> {
     EXPECT_EQ(h->acquire_rc(), 0);
     return h;
   }
+  // `timed_lock` (whose deadline lies past the owner's unlock) on the mutex
+  // while a helper thread holds it and unlocks it 20 ms after being asked to:
+  // the timed acquisition waits for the owner and succeeds.
+  void expect_timed_lock_waits_for_owner(const std::function<int()>& timed_lock) {
+    auto h = std::make_unique<Holder>([this] { return pthread_mutex_lock(&m_); },
+                                      [this] {
+                                        usleep(20'000);
+                                        return pthread_mutex_unlock(&m_);
+                                      });
+    std::thread releaser([&] { h->release(); });
+    EXPECT_EQ(timed_lock(), 0);
+    releaser.join();
+    EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  }
   pthread_mutex_t m_;
 };
 
@@ -319,29 +333,17 @@ TEST_P(MutexTimedTest, ClocklockMonotonicOnHeldMutexTimesOut) {
 }
 
 TEST_P(MutexTimedTest, TimedlockSucceedsWhenOwnerUnlocksBeforeDeadline) {
-  auto h = std::make_unique<Holder>([this] { return pthread_mutex_lock(&m_); },
-                                    [this] {
-                                      usleep(20'000);
-                                      return pthread_mutex_unlock(&m_);
-                                    });
-  std::thread releaser([&] { h->release(); });
-  timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
-  EXPECT_EQ(pthread_mutex_clocklock(&m_, CLOCK_MONOTONIC, &d), 0);
-  releaser.join();
-  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  expect_timed_lock_waits_for_owner([this] {
+    timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
+    return pthread_mutex_clocklock(&m_, CLOCK_MONOTONIC, &d);
+  });
 }
 
 TEST_P(MutexTimedTest, FarFutureDeadlineWaitsForTheOwner) {
-  auto h = std::make_unique<Holder>([this] { return pthread_mutex_lock(&m_); },
-                                    [this] {
-                                      usleep(20'000);
-                                      return pthread_mutex_unlock(&m_);
-                                    });
-  std::thread releaser([&] { h->release(); });
-  timespec far{std::numeric_limits<time_t>::max(), 0};
-  EXPECT_EQ(pthread_mutex_timedlock(&m_, &far), 0);
-  releaser.join();
-  EXPECT_EQ(pthread_mutex_unlock(&m_), 0);
+  expect_timed_lock_waits_for_owner([this] {
+    timespec far{std::numeric_limits<time_t>::max(), 0};
+    return pthread_mutex_timedlock(&m_, &far);
+  });
 }
 
 TEST_P(MutexTimedTest, ClocklockWithUnsupportedClockIsEinvalEvenUncontended) {
@@ -419,11 +421,7 @@ TEST(MutexStatic, GlobalStaticInitializersHaveTheirKinds) {
   EXPECT_EQ(pthread_mutex_trylock(&g_normal), EBUSY);
   EXPECT_EQ(pthread_mutex_unlock(&g_normal), 0);
 
-  EXPECT_EQ(pthread_mutex_lock(&g_recursive), 0);
-  EXPECT_EQ(pthread_mutex_lock(&g_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&g_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&g_recursive), 0);
-  EXPECT_EQ(pthread_mutex_unlock(&g_recursive), EPERM);
+  lstest_check_recursive_mutex(&g_recursive, lstest::expect_rc, nullptr);
 
   EXPECT_EQ(pthread_mutex_lock(&g_errorcheck), 0);
   EXPECT_EQ(pthread_mutex_lock(&g_errorcheck), EDEADLK);
@@ -440,16 +438,10 @@ TEST(MutexStatic, GlobalStaticInitializersHaveTheirKinds) {
 }
 
 TEST(MutexAttr, GettypeRoundTripsAndInvalidTypeIsRejected) {
-  pthread_mutexattr_t a;
-  ASSERT_EQ(pthread_mutexattr_init(&a), 0);
-  EXPECT_EQ(pthread_mutexattr_settype(&a, 12345), EINVAL);
-  for (int t : {PTHREAD_MUTEX_NORMAL, PTHREAD_MUTEX_RECURSIVE, PTHREAD_MUTEX_ERRORCHECK, PTHREAD_MUTEX_ADAPTIVE_NP}) {
-    ASSERT_EQ(pthread_mutexattr_settype(&a, t), 0);
-    int got = -1;
-    EXPECT_EQ(pthread_mutexattr_gettype(&a, &got), 0);
-    EXPECT_EQ(got, t);
-  }
-  pthread_mutexattr_destroy(&a);
+  lstest::expect_attr_setting(pthread_mutexattr_init, pthread_mutexattr_destroy, pthread_mutexattr_gettype,
+                              pthread_mutexattr_settype, int{PTHREAD_MUTEX_DEFAULT}, 12345,
+                              {int{PTHREAD_MUTEX_NORMAL}, int{PTHREAD_MUTEX_RECURSIVE}, int{PTHREAD_MUTEX_ERRORCHECK},
+                               int{PTHREAD_MUTEX_ADAPTIVE_NP}});
 }
 
 }  // namespace

@@ -92,16 +92,11 @@ struct Group {
   std::atomic<int> bad_rc{0}, torn_reads{0}, not_edeadlk{0};
 
   Group() {
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
     pthread_mutex_init(&normal, nullptr);
     pthread_mutex_init(&timed, nullptr);
     pthread_mutex_init(&cm, nullptr);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&recursive, &a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-    pthread_mutex_init(&errorcheck, &a);
-    pthread_mutexattr_destroy(&a);
+    lstest::init_mutex_of_type(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    lstest::init_mutex_of_type(&errorcheck, PTHREAD_MUTEX_ERRORCHECK);
     pthread_rwlock_init(&rw, nullptr);
     pthread_cond_init(&turn_cv, nullptr);
     pthread_cond_init(&items_cv, nullptr);

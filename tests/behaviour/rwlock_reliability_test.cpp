@@ -405,7 +405,22 @@ struct AsyncWaiter {
     EXPECT_EQ(pthread_join(t, &r), 0);
     return r;
   }
+  // Cancelled where it waits: the thread ends there, and op never returned.
+  void expect_cancelled() {
+    ASSERT_EQ(pthread_cancel(t), 0);
+    EXPECT_EQ(join(), PTHREAD_CANCELED);
+    EXPECT_EQ(rc.load(), -1);
+  }
 };
+
+// A plain waiter (deferred cancellation): takes `obj` with op, gives it back
+// with undo, and leaves op's result in `rc`.
+std::unique_ptr<PThread> start_plain_waiter(std::atomic<int>& rc, int (*op)(void*), int (*undo)(void*), void* obj) {
+  return std::make_unique<PThread>([&rc, op, undo, obj] {
+    rc = op(obj);
+    if (rc == 0) undo(obj);
+  });
+}
 
 int op_timedrd(void* l) {
   timespec d = deadline_in(CLOCK_REALTIME, 60'000);
@@ -415,6 +430,8 @@ int op_clockwr(void* l) {
   timespec d = deadline_in(CLOCK_MONOTONIC, 60'000);
   return pthread_rwlock_clockwrlock(static_cast<pthread_rwlock_t*>(l), CLOCK_MONOTONIC, &d);
 }
+int op_rd(void* l) { return pthread_rwlock_rdlock(static_cast<pthread_rwlock_t*>(l)); }
+int op_wr(void* l) { return pthread_rwlock_wrlock(static_cast<pthread_rwlock_t*>(l)); }
 int op_rwunlock(void* l) { return pthread_rwlock_unlock(static_cast<pthread_rwlock_t*>(l)); }
 int op_mlock(void* m) { return pthread_mutex_lock(static_cast<pthread_mutex_t*>(m)); }
 int op_mtimedlock(void* m) {
@@ -435,25 +452,15 @@ TEST(RwlockCancel, AsyncCancelAtTheHeadAndInTheMiddleOfTheQueue) {
   w1.start_and_settle();
   r1.start_and_settle();
   std::atomic<int> w2_rc{-1}, r2_rc{-1};
-  PThread w2([&] {
-    w2_rc = pthread_rwlock_wrlock(&l);
-    if (w2_rc == 0) pthread_rwlock_unlock(&l);
-  });
+  auto w2 = start_plain_waiter(w2_rc, op_wr, op_rwunlock, &l);
   usleep(20'000);
-  PThread r2([&] {
-    r2_rc = pthread_rwlock_rdlock(&l);
-    if (r2_rc == 0) pthread_rwlock_unlock(&l);
-  });
+  auto r2 = start_plain_waiter(r2_rc, op_rd, op_rwunlock, &l);
   usleep(20'000);
-  ASSERT_EQ(pthread_cancel(r1.t), 0);
-  EXPECT_EQ(r1.join(), PTHREAD_CANCELED);
-  ASSERT_EQ(pthread_cancel(w1.t), 0);
-  EXPECT_EQ(w1.join(), PTHREAD_CANCELED);
-  EXPECT_EQ(w1.rc.load(), -1);
-  EXPECT_EQ(r1.rc.load(), -1);
+  ASSERT_NO_FATAL_FAILURE(r1.expect_cancelled());
+  ASSERT_NO_FATAL_FAILURE(w1.expect_cancelled());
   EXPECT_EQ(pthread_rwlock_unlock(&l), 0);
-  w2.join_or_die();
-  r2.join_or_die();
+  w2->join_or_die();
+  r2->join_or_die();
   EXPECT_EQ(w2_rc.load(), 0);
   EXPECT_EQ(r2_rc.load(), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(&l), 0) << "a reader count or waiter left behind";
@@ -471,17 +478,12 @@ TEST(RwlockCancel, AsyncCancelOfQueuedMutexWaiters) {
   a.start_and_settle();
   b.start_and_settle();
   std::atomic<int> c_rc{-1};
-  PThread c([&] {
-    c_rc = pthread_mutex_lock(&m);
-    if (c_rc == 0) pthread_mutex_unlock(&m);
-  });
+  auto c = start_plain_waiter(c_rc, op_mlock, op_munlock, &m);
   usleep(20'000);
-  ASSERT_EQ(pthread_cancel(a.t), 0);
-  EXPECT_EQ(a.join(), PTHREAD_CANCELED);
-  ASSERT_EQ(pthread_cancel(b.t), 0);
-  EXPECT_EQ(b.join(), PTHREAD_CANCELED);
+  ASSERT_NO_FATAL_FAILURE(a.expect_cancelled());
+  ASSERT_NO_FATAL_FAILURE(b.expect_cancelled());
   EXPECT_EQ(pthread_mutex_unlock(&m), 0);
-  c.join_or_die();
+  c->join_or_die();
   EXPECT_EQ(c_rc.load(), 0);
   EXPECT_EQ(pthread_mutex_trylock(&m), 0);
   EXPECT_EQ(pthread_mutex_unlock(&m), 0);

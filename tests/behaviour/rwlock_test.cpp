@@ -55,13 +55,11 @@ int kind_of(Origin o) {
   }
 }
 
-
 class RwlockTest : public testing::TestWithParam<Origin> {
  protected:
   void SetUp() override {
-    l_ = static_cast<pthread_rwlock_t*>(malloc(sizeof(pthread_rwlock_t)));
+    l_ = lstest::malloc_filled<pthread_rwlock_t>(0x5a);
     ASSERT_NE(l_, nullptr);
-    memset(static_cast<void*>(l_), 0x5a, sizeof *l_);
     static const pthread_rwlock_t kDefault = PTHREAD_RWLOCK_INITIALIZER;
     static const pthread_rwlock_t kWriterNonrecursive = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     switch (GetParam()) {
@@ -69,7 +67,7 @@ class RwlockTest : public testing::TestWithParam<Origin> {
       case Origin::kMemsetZero: memset(static_cast<void*>(l_), 0, sizeof *l_); break;
       case Origin::kInitNullAttr: ASSERT_EQ(pthread_rwlock_init(l_, nullptr), 0); break;
       case Origin::kStaticWriterNonrecursive: *l_ = kWriterNonrecursive; break;
-      default: ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
+      default: ASSERT_EQ(init_with_param_kind(), 0);
     }
   }
   void TearDown() override {
@@ -77,6 +75,8 @@ class RwlockTest : public testing::TestWithParam<Origin> {
     free(l_);
   }
 
+  // pthread_rwlock_init of l_ with the kind the parameter names.
+  int init_with_param_kind() { return lstest::init_rwlock_of_kind(l_, kind_of(GetParam())); }
   bool writer_nonrecursive() const { return kind_of(GetParam()) == PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP; }
 
   std::unique_ptr<Holder> hold_write() {
@@ -98,6 +98,37 @@ class RwlockTest : public testing::TestWithParam<Origin> {
       if (rc == 0) { EXPECT_EQ(pthread_rwlock_unlock(l_), 0); }
       return rc;
     });
+  }
+
+  // l_ works as a free lock does: write-held, it keeps another thread's
+  // reader out; read-held, another thread's writer. Free again on return.
+  void expect_excludes_like_a_free_lock() {
+    EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
+    EXPECT_EQ(other_try(false), EBUSY);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+    EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
+    EXPECT_EQ(other_try(true), EBUSY);
+    EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  }
+
+  // A writer thread queued behind the caller's lock: a clockwrlock with a
+  // deadline `ms` away, its result in `rc`; on success it keeps the lock
+  // `hold_us` before unlocking. Returns once the writer sleeps in the lock.
+  std::thread queue_writer(int64_t ms, std::atomic<int>& rc, useconds_t hold_us) {
+    Sem started;
+    std::atomic<pid_t> tid{0};
+    std::thread w([this, ms, &rc, hold_us, &started, &tid] {
+      tid = lstest::current_tid();
+      started.post();
+      timespec d = deadline_in(CLOCK_MONOTONIC, ms);
+      rc = pthread_rwlock_clockwrlock(l_, CLOCK_MONOTONIC, &d);
+      if (rc != 0) return;
+      usleep(hold_us);
+      EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+    });
+    EXPECT_TRUE(started.wait());
+    lstest::settle_until_blocked(tid);
+    return w;
   }
 
   pthread_rwlock_t* l_ = nullptr;
@@ -347,21 +378,8 @@ TEST_P(RwlockTest, RecursiveReadWhileAWriterWaitsSucceeds) {
 TEST_P(RwlockTest, WriterNonrecursiveKindKeepsNewReadersOutWhileAWriterWaits) {
   if (!writer_nonrecursive()) GTEST_SKIP() << "only for the writer-nonrecursive kind";
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
-  Sem started;
-  pid_t wtid = 0;
   std::atomic<int> writer_rc{-1};
-  std::thread w([&] {
-    wtid = lstest::current_tid();
-    started.post();
-    timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
-    writer_rc = pthread_rwlock_clockwrlock(l_, CLOCK_MONOTONIC, &d);
-    if (writer_rc == 0) {
-      usleep(10'000);
-      EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
-    }
-  });
-  ASSERT_TRUE(started.wait());
-  lstest::settle_until_blocked(wtid);
+  std::thread w = queue_writer(kGenerousMs, writer_rc, 10'000);
   int try_rc = -1, timed_rc = -1;
   bool deadline_reached = false;
   std::thread newcomer([&] {
@@ -386,18 +404,8 @@ TEST_P(RwlockTest, WriterNonrecursiveKindKeepsNewReadersOutWhileAWriterWaits) {
 // implementations queue it) must be let in when that writer gives up.
 TEST_P(RwlockTest, ReaderBlockedBehindAWriterThatTimesOutGetsIn) {
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
-  Sem started;
-  pid_t wtid = 0;
   std::atomic<int> writer_rc{-1};
-  std::thread w([&] {
-    wtid = lstest::current_tid();
-    started.post();
-    timespec d = deadline_in(CLOCK_MONOTONIC, 150);
-    writer_rc = pthread_rwlock_clockwrlock(l_, CLOCK_MONOTONIC, &d);
-    if (writer_rc == 0) pthread_rwlock_unlock(l_);
-  });
-  ASSERT_TRUE(started.wait());
-  lstest::settle_until_blocked(wtid);
+  std::thread w = queue_writer(150, writer_rc, 0);
   std::atomic<int> reader_rc{-1};
   std::thread r([&] {
     timespec d = deadline_in(CLOCK_MONOTONIC, kGenerousMs);
@@ -424,12 +432,8 @@ TEST_P(RwlockTest, TimedWriteLockByAReaderOfTheSameThreadTimesOut) {
 
 TEST_P(RwlockTest, DestroyThenInitAgainWorks) {
   ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
-  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
-  EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
-  EXPECT_EQ(other_try(false), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  ASSERT_EQ(init_with_param_kind(), 0);
+  expect_excludes_like_a_free_lock();
 }
 
 // Destroying or re-initialising a lock that is in use is undefined in POSIX,
@@ -497,14 +501,9 @@ TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_destroy(l_), 0);
-  EXPECT_EQ(pthread_rwlock_wrlock(l_), 0);
-  EXPECT_EQ(other_try(false), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
-  EXPECT_EQ(pthread_rwlock_rdlock(l_), 0);
-  EXPECT_EQ(other_try(true), EBUSY);
-  EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
+  expect_excludes_like_a_free_lock();
   EXPECT_EQ(pthread_rwlock_destroy(l_), 0);
-  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
+  ASSERT_EQ(init_with_param_kind(), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
 }
@@ -512,7 +511,7 @@ TEST_P(RwlockTest, UseAfterDestroyWorksAsBefore) {
 TEST_P(RwlockTest, InitAgainWithoutDestroyGivesAFreeLock) {
   ASSERT_EQ(pthread_rwlock_rdlock(l_), 0);
   ASSERT_EQ(pthread_rwlock_unlock(l_), 0);
-  ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
+  ASSERT_EQ(init_with_param_kind(), 0);
   EXPECT_EQ(pthread_rwlock_trywrlock(l_), 0);
   EXPECT_EQ(other_try(false), EBUSY);
   EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
@@ -527,13 +526,13 @@ TEST_P(RwlockTest, InitOverAHeldLockGivesAFreeLock) {
   for (bool write : {true, false}) {
     SCOPED_TRACE(write ? "write-held" : "read-held");
     ASSERT_EQ(write ? pthread_rwlock_wrlock(l_) : pthread_rwlock_rdlock(l_), 0);
-    ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);
+    ASSERT_EQ(init_with_param_kind(), 0);
     EXPECT_EQ(other_try(true), 0) << "the re-initialised lock is still taken";
     EXPECT_EQ(other_try(false), 0);
     EXPECT_EQ(pthread_rwlock_tryrdlock(l_), 0);
     EXPECT_EQ(pthread_rwlock_unlock(l_), 0);
     EXPECT_EQ(pthread_rwlock_unlock(l_), 0) << "the old holder's unlock";
-    ASSERT_EQ(lstest::init_rwlock_of_kind(l_, kind_of(GetParam())), 0);  // a clean lock for the next round
+    ASSERT_EQ(init_with_param_kind(), 0);  // a clean lock for the next round
   }
 }
 
@@ -544,19 +543,10 @@ INSTANTIATE_TEST_SUITE_P(Kinds, RwlockTest,
                          param_name);
 
 TEST(RwlockAttr, KindRoundTripsAndInvalidKindIsEinval) {
-  pthread_rwlockattr_t a;
-  ASSERT_EQ(pthread_rwlockattr_init(&a), 0);
-  int k = -1;
-  EXPECT_EQ(pthread_rwlockattr_getkind_np(&a, &k), 0);
-  EXPECT_EQ(k, PTHREAD_RWLOCK_DEFAULT_NP);
-  EXPECT_EQ(pthread_rwlockattr_setkind_np(&a, 42), EINVAL);
-  for (int kind : {PTHREAD_RWLOCK_PREFER_READER_NP, PTHREAD_RWLOCK_PREFER_WRITER_NP,
-                   PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP}) {
-    EXPECT_EQ(pthread_rwlockattr_setkind_np(&a, kind), 0);
-    EXPECT_EQ(pthread_rwlockattr_getkind_np(&a, &k), 0);
-    EXPECT_EQ(k, kind);
-  }
-  pthread_rwlockattr_destroy(&a);
+  lstest::expect_attr_setting(pthread_rwlockattr_init, pthread_rwlockattr_destroy, pthread_rwlockattr_getkind_np,
+                              pthread_rwlockattr_setkind_np, int{PTHREAD_RWLOCK_DEFAULT_NP}, 42,
+                              {int{PTHREAD_RWLOCK_PREFER_READER_NP}, int{PTHREAD_RWLOCK_PREFER_WRITER_NP},
+                               int{PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP}});
 }
 
 pthread_rwlock_t g_rwlock = PTHREAD_RWLOCK_INITIALIZER;

@@ -68,13 +68,8 @@ enum class WaitKind { kWait, kTimedwait, kClockwaitMonotonic, kClockwaitRealtime
 constexpr WaitKind kAllWaitKinds[] = {WaitKind::kWait, WaitKind::kTimedwait, WaitKind::kClockwaitMonotonic,
                                       WaitKind::kClockwaitRealtime};
 const char* kind_name(WaitKind k) {
-  switch (k) {
-    case WaitKind::kWait: return "Wait";
-    case WaitKind::kTimedwait: return "Timedwait";
-    case WaitKind::kClockwaitMonotonic: return "ClockwaitMonotonic";
-    case WaitKind::kClockwaitRealtime: return "ClockwaitRealtime";
-  }
-  return "Unknown";
+  static const char* const kNames[] = {"Wait", "Timedwait", "ClockwaitMonotonic", "ClockwaitRealtime"};
+  return lstest::enum_name(k, kNames);
 }
 void PrintTo(WaitKind k, std::ostream* os) { *os << kind_name(k); }
 
@@ -134,6 +129,21 @@ class Waiter {
   std::atomic<int> rc_{-2}, err_{0};
   std::atomic<bool> done_{false};
 };
+
+// A sem_wait asleep on `s` (at zero) is woken by one sem_post.
+void expect_post_wakes_a_sleeper(sem_t* s) {
+  Waiter w(s, WaitKind::kWait);
+  w.settle();
+  EXPECT_EQ(res(sem_post(s)), "0");
+  EXPECT_EQ(w.join(), "0");
+}
+
+// sem_destroy, then sem_init(s, pshared, value): it starts from `value`.
+void expect_reinit(sem_t* s, int pshared, unsigned value) {
+  EXPECT_EQ(res(sem_destroy(s)), "0");
+  ASSERT_EQ(res(sem_init(s, pshared, value)), "0");
+  EXPECT_EQ(value_of(s), static_cast<int>(value));
+}
 
 // A page of MAP_SHARED|MAP_ANONYMOUS memory (shared with forked children).
 template <class T>
@@ -208,10 +218,7 @@ TEST(SemInit, StaticZeroInitialisedSemaphoreHasValueZero) {
   EXPECT_EQ(res(sem_post(&g_static_sem)), "0");
   EXPECT_EQ(value_of(&g_static_sem), 1);
   EXPECT_EQ(res(sem_wait(&g_static_sem)), "0");
-  Waiter w(&g_static_sem, WaitKind::kWait);
-  w.settle();
-  EXPECT_EQ(res(sem_post(&g_static_sem)), "0");
-  EXPECT_EQ(w.join(), "0");
+  expect_post_wakes_a_sleeper(&g_static_sem);
   EXPECT_EQ(value_of(&g_static_sem), 0);
 }
 
@@ -220,12 +227,8 @@ TEST(SemInit, ReinitAfterDestroyStartsFromTheNewValue) {
   ASSERT_EQ(res(sem_init(&s, 0, 5)), "0");
   EXPECT_EQ(res(sem_trywait(&s)), "0");
   EXPECT_EQ(res(sem_trywait(&s)), "0");
-  EXPECT_EQ(res(sem_destroy(&s)), "0");
-  ASSERT_EQ(res(sem_init(&s, 0, 1)), "0");
-  EXPECT_EQ(value_of(&s), 1);
-  EXPECT_EQ(res(sem_destroy(&s)), "0");
-  ASSERT_EQ(res(sem_init(&s, 1, 0)), "0");  // and to process-shared, at zero
-  EXPECT_EQ(value_of(&s), 0);
+  ASSERT_NO_FATAL_FAILURE(expect_reinit(&s, 0, 1));
+  ASSERT_NO_FATAL_FAILURE(expect_reinit(&s, 1, 0));  // and to process-shared, at zero
   EXPECT_EQ(res(sem_trywait(&s)), "-1/EAGAIN");
   EXPECT_EQ(res(sem_post(&s)), "0");
   EXPECT_EQ(res(sem_wait(&s)), "0");
@@ -235,15 +238,8 @@ TEST(SemInit, ReinitAfterDestroyStartsFromTheNewValue) {
 TEST(SemInit, ReinitAfterAWaiterSleptAndWokeStartsClean) {
   sem_t s;
   ASSERT_EQ(res(sem_init(&s, 0, 0)), "0");
-  {
-    Waiter w(&s, WaitKind::kWait);
-    w.settle();
-    EXPECT_EQ(res(sem_post(&s)), "0");
-    EXPECT_EQ(w.join(), "0");
-  }
-  EXPECT_EQ(res(sem_destroy(&s)), "0");
-  ASSERT_EQ(res(sem_init(&s, 0, 2)), "0");
-  EXPECT_EQ(value_of(&s), 2);
+  expect_post_wakes_a_sleeper(&s);
+  ASSERT_NO_FATAL_FAILURE(expect_reinit(&s, 0, 2));
   EXPECT_EQ(res(sem_trywait(&s)), "0");
   EXPECT_EQ(res(sem_trywait(&s)), "0");
   EXPECT_EQ(res(sem_trywait(&s)), "-1/EAGAIN");
@@ -279,14 +275,9 @@ TEST(SemPost, AtSemValueMaxIsEoverflowAndLeavesTheValue) {
 
 enum class Origin { kInitPrivate, kInitSharedInSharedMemory, kZeroFilled, kReinitAfterDestroy, kSemOpen };
 const char* origin_name(Origin o) {
-  switch (o) {
-    case Origin::kInitPrivate: return "InitPrivate";
-    case Origin::kInitSharedInSharedMemory: return "InitSharedInSharedMemory";
-    case Origin::kZeroFilled: return "ZeroFilled";
-    case Origin::kReinitAfterDestroy: return "ReinitAfterDestroy";
-    case Origin::kSemOpen: return "SemOpen";
-  }
-  return "Unknown";
+  static const char* const kNames[] = {"InitPrivate", "InitSharedInSharedMemory", "ZeroFilled", "ReinitAfterDestroy",
+                                       "SemOpen"};
+  return lstest::enum_name(o, kNames);
 }
 void PrintTo(Origin o, std::ostream* os) { *os << origin_name(o); }
 
@@ -589,14 +580,24 @@ class SemSignalTest : public testing::Test {
       usleep(2000);
     }
   }
+  // Each wait of `kinds`, signalled while it sleeps, returns -1/EINTR once a
+  // handler ran, and leaves the semaphore working.
+  template <class Kinds>
+  void expect_every_wait_interrupted(const Kinds& kinds) {
+    for (WaitKind k : kinds) {
+      g_handled = 0;
+      Waiter w(&s_, k);
+      signal_until_done(w);
+      EXPECT_EQ(w.join(), "-1/EINTR") << kind_name(k);
+      EXPECT_GT(g_handled.load(), 0) << kind_name(k);
+      expect_usable();
+    }
+  }
   // The semaphore still works: a post reaches a new sleeping waiter.
   void expect_usable() {
     EXPECT_EQ(value_of(&s_), 0);
     EXPECT_EQ(res(sem_trywait(&s_)), "-1/EAGAIN");
-    Waiter w(&s_, WaitKind::kWait);
-    w.settle();
-    EXPECT_EQ(res(sem_post(&s_)), "0");
-    EXPECT_EQ(w.join(), "0");
+    expect_post_wakes_a_sleeper(&s_);
     EXPECT_EQ(value_of(&s_), 0);
   }
 
@@ -606,14 +607,7 @@ class SemSignalTest : public testing::Test {
 
 TEST_F(SemSignalTest, HandlerWithoutSaRestartInterruptsEveryKindOfWaitWithEintr) {
   install(0);
-  for (WaitKind k : kAllWaitKinds) {
-    g_handled = 0;
-    Waiter w(&s_, k);
-    signal_until_done(w);
-    EXPECT_EQ(w.join(), "-1/EINTR") << kind_name(k);
-    EXPECT_GT(g_handled.load(), 0) << kind_name(k);
-    expect_usable();
-  }
+  expect_every_wait_interrupted(kAllWaitKinds);
 }
 
 TEST_F(SemSignalTest, HandlerWithSaRestartLeavesSemWaitSleepingUntilAPost) {
@@ -638,14 +632,9 @@ TEST_F(SemSignalTest, HandlerWithSaRestartLeavesSemWaitSleepingUntilAPost) {
 // sleeping under SA_RESTART.
 TEST_F(SemSignalTest, HandlerWithSaRestartStillInterruptsTimedWaitsWithEintr) {
   install(SA_RESTART);
-  for (WaitKind k : {WaitKind::kTimedwait, WaitKind::kClockwaitMonotonic, WaitKind::kClockwaitRealtime}) {
-    g_handled = 0;
-    Waiter w(&s_, k);
-    signal_until_done(w);
-    EXPECT_EQ(w.join(), "-1/EINTR") << kind_name(k);
-    EXPECT_GT(g_handled.load(), 0) << kind_name(k);
-    expect_usable();
-  }
+  constexpr WaitKind kTimedKinds[] = {WaitKind::kTimedwait, WaitKind::kClockwaitMonotonic,
+                                      WaitKind::kClockwaitRealtime};
+  expect_every_wait_interrupted(kTimedKinds);
 }
 
 TEST_F(SemSignalTest, PostFromAHandlerOnAnotherThreadWakesEveryKindOfWaiter) {

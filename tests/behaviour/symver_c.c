@@ -31,32 +31,24 @@ typedef int (*cond_wait_fn)(pthread_cond_t*, pthread_mutex_t*);
 typedef int (*cond_timedwait_fn)(pthread_cond_t*, pthread_mutex_t*, const struct timespec*);
 typedef int (*cond_signal_fn)(pthread_cond_t*);
 
-/* Link-time bindings to explicit versions. */
-extern int old_cond_init(pthread_cond_t*, const pthread_condattr_t*);
-extern int old_cond_destroy(pthread_cond_t*);
-extern int old_cond_wait(pthread_cond_t*, pthread_mutex_t*);
-extern int old_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const struct timespec*);
-extern int old_cond_signal(pthread_cond_t*);
-extern int old_cond_broadcast(pthread_cond_t*);
-__asm__(".symver old_cond_init, pthread_cond_init@GLIBC_2.2.5");
-__asm__(".symver old_cond_destroy, pthread_cond_destroy@GLIBC_2.2.5");
-__asm__(".symver old_cond_wait, pthread_cond_wait@GLIBC_2.2.5");
-__asm__(".symver old_cond_timedwait, pthread_cond_timedwait@GLIBC_2.2.5");
-__asm__(".symver old_cond_signal, pthread_cond_signal@GLIBC_2.2.5");
-__asm__(".symver old_cond_broadcast, pthread_cond_broadcast@GLIBC_2.2.5");
-
-extern int new_cond_init(pthread_cond_t*, const pthread_condattr_t*);
-extern int new_cond_destroy(pthread_cond_t*);
-extern int new_cond_wait(pthread_cond_t*, pthread_mutex_t*);
-extern int new_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const struct timespec*);
-extern int new_cond_signal(pthread_cond_t*);
-extern int new_cond_broadcast(pthread_cond_t*);
-__asm__(".symver new_cond_init, pthread_cond_init@GLIBC_2.3.2");
-__asm__(".symver new_cond_destroy, pthread_cond_destroy@GLIBC_2.3.2");
-__asm__(".symver new_cond_wait, pthread_cond_wait@GLIBC_2.3.2");
-__asm__(".symver new_cond_timedwait, pthread_cond_timedwait@GLIBC_2.3.2");
-__asm__(".symver new_cond_signal, pthread_cond_signal@GLIBC_2.3.2");
-__asm__(".symver new_cond_broadcast, pthread_cond_broadcast@GLIBC_2.3.2");
+/* Link-time bindings to explicit versions: PREFIX_cond_init and the rest,
+ * each bound to pthread_cond_*@VERSION. */
+#define COND_API_AT(prefix, version)                                                          \
+  extern int prefix##_cond_init(pthread_cond_t*, const pthread_condattr_t*);                  \
+  extern int prefix##_cond_destroy(pthread_cond_t*);                                          \
+  extern int prefix##_cond_wait(pthread_cond_t*, pthread_mutex_t*);                           \
+  extern int prefix##_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const struct timespec*); \
+  extern int prefix##_cond_signal(pthread_cond_t*);                                           \
+  extern int prefix##_cond_broadcast(pthread_cond_t*);                                        \
+  __asm__(".symver " #prefix "_cond_init, pthread_cond_init@" version);                       \
+  __asm__(".symver " #prefix "_cond_destroy, pthread_cond_destroy@" version);                 \
+  __asm__(".symver " #prefix "_cond_wait, pthread_cond_wait@" version);                       \
+  __asm__(".symver " #prefix "_cond_timedwait, pthread_cond_timedwait@" version);             \
+  __asm__(".symver " #prefix "_cond_signal, pthread_cond_signal@" version);                   \
+  __asm__(".symver " #prefix "_cond_broadcast, pthread_cond_broadcast@" version);
+COND_API_AT(old, "GLIBC_2.2.5")
+COND_API_AT(new, "GLIBC_2.3.2")
+#undef COND_API_AT
 
 /* What a binary linked against glibc < 2.34's libpthread.so.0 references. */
 extern int old_mutex_trylock(pthread_mutex_t*);

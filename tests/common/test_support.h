@@ -1,6 +1,7 @@
 // tests/common/test_support.h — what every test program shares, gtest or not
 // (behaviour/, stress/, cxx/, torture/, differential/, core/): clocks and
-// time budgets, errno names, mutex initialisation by type, a coordination
+// time budgets, errno and enum names, mutex and rwlock initialisation by type
+// or kind, call sequences with fixed results (lock_checks.h), a coordination
 // semaphore that is NOT a lock under test, a lock-holding helper thread,
 // bounded joins, /proc task states and children of fork() with a watchdog.
 //
@@ -30,6 +31,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/common/lock_checks.h"
 #include "tests/common/task_state.h"
 
 
@@ -99,26 +101,48 @@ inline const char* err_name(int e) {
   return buf;
 }
 
+// The name of `e`, an enumerator of an enum whose values run 0, 1, ... in the
+// order of `names` (the names of test parameters, for messages and suffixes).
+template <class Enum, size_t N>
+const char* enum_name(Enum e, const char* const (&names)[N]) {
+  auto i = static_cast<size_t>(e);
+  return i < N ? names[i] : "Unknown";
+}
+
+// A malloc'd T whose every byte is `fill`: garbage that the test's own
+// initialisation must overwrite (or zeroes). Null when malloc fails.
+template <class T>
+T* malloc_filled(unsigned char fill) {
+  auto* p = static_cast<T*>(malloc(sizeof(T)));
+  if (p != nullptr) memset(static_cast<void*>(p), fill, sizeof(T));
+  return p;
+}
+
 // ------------------------------------------------------------ mutex types
+
+// init(obj, &a) with an attribute object `a` that set(&a) prepared, between
+// the attribute's own init and destroy. Returns set's error, else init's.
+template <class Obj, class Attr, class Set>
+int init_with_attr(Obj* obj, int (*attr_init)(Attr*), int (*attr_destroy)(Attr*), int (*init)(Obj*, const Attr*),
+                   Set set) {
+  Attr a;
+  attr_init(&a);
+  int rc = set(&a);
+  if (rc == 0) rc = init(obj, &a);
+  attr_destroy(&a);
+  return rc;
+}
 
 // pthread_mutex_init with a mutex of `type` (PTHREAD_MUTEX_NORMAL, ...).
 inline int init_mutex_of_type(pthread_mutex_t* m, int type) {
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, type);
-  int rc = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return rc;
+  return init_with_attr(m, pthread_mutexattr_init, pthread_mutexattr_destroy, pthread_mutex_init,
+                        [type](pthread_mutexattr_t* a) { return pthread_mutexattr_settype(a, type); });
 }
 
 // pthread_rwlock_init with an rwlock of `kind` (PTHREAD_RWLOCK_PREFER_READER_NP, ...).
 inline int init_rwlock_of_kind(pthread_rwlock_t* l, int kind) {
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  int rc = pthread_rwlockattr_setkind_np(&a, kind);
-  if (rc == 0) rc = pthread_rwlock_init(l, &a);
-  pthread_rwlockattr_destroy(&a);
-  return rc;
+  return init_with_attr(l, pthread_rwlockattr_init, pthread_rwlockattr_destroy, pthread_rwlock_init,
+                        [kind](pthread_rwlockattr_t* a) { return pthread_rwlockattr_setkind_np(a, kind); });
 }
 
 inline const char* mutex_type_name(int type) {
@@ -418,6 +442,13 @@ inline int finish_child(pid_t pid, int64_t ms = 30'000) {
     waitpid(pid, &status, 0);
   }
   return child_result(status);
+}
+
+// A lock_checks.h check inside a forked child (CHILD_EXPECT_EQ's report).
+inline void child_rc(void*, const char* what, int got, int expected) {
+  if (got == expected) return;
+  fprintf(stderr, "child: %s == %s, expected %s\n", what, err_name(got), err_name(expected));
+  ++g_child_failures;
 }
 
 // Runs `body` in a forked child and waits for it (its watchdog ends it first).

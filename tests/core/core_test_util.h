@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <string>
 #include <thread>
 
 #include "core/cid.h"
@@ -13,7 +14,48 @@
 #include "core/thread_registry.h"
 #include "core/wait_ctx.h"
 
+// Built with ThreadSanitizer (each round of a stress test costs it about ten
+// times more): the stress tests run fewer rounds, some tests cannot run.
+#if defined(__SANITIZE_THREAD__)
+#define CORE_TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CORE_TEST_UNDER_TSAN 1
+#endif
+#endif
+
 namespace lockswap::coretest {
+
+#ifdef CORE_TEST_UNDER_TSAN
+inline constexpr bool kUnderTsan = true;
+#else
+inline constexpr bool kUnderTsan = false;
+#endif
+
+// Gives `var` back the value it had at construction when it goes: a test
+// that changes a global tunable leaves it as it found it.
+template <class T>
+class Restore {
+ public:
+  explicit Restore(T& var) : var_(var), saved_(var) {}
+  ~Restore() { var_ = saved_; }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  T& var_;
+  T saved_;
+};
+
+// gtest's name generator for a typed suite: the i-th type of the suite's
+// type list is called Names[i].
+template <const char* const* Names>
+struct NamesInTypeOrder {
+  template <class T>
+  static std::string GetName(int i) {
+    return Names[i];
+  }
+};
 
 using namespace std::chrono_literals;
 

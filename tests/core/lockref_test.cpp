@@ -76,18 +76,7 @@ bool repeat_until(Round round, Pred pred, std::chrono::milliseconds limit = 5000
   return false;
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define LOCKREF_TEST_SLOW 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define LOCKREF_TEST_SLOW 1
-#endif
-#endif
-#ifdef LOCKREF_TEST_SLOW
-constexpr int kIters = 40000;
-#else
-constexpr int kIters = 400000;
-#endif
+constexpr int kIters = kUnderTsan ? 40000 : 400000;
 
 // --- Lockref: the kernel ops -------------------------------------------------
 

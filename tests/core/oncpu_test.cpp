@@ -33,13 +33,12 @@ class OncpuTest : public ::testing::Test {
   }
   void TearDown() override {
     oncpu::g_source = saved_source_;
-    g_rwsem_tunables = saved_tunables_;
   }
 
   static oncpu::State state_of_self() { return oncpu::state_of(current_tid()); }
 
   oncpu::Source saved_source_ = oncpu::Source::off;
-  RwsemTunables saved_tunables_ = g_rwsem_tunables;
+  Restore<RwsemTunables> tunables_{g_rwsem_tunables};
 };
 
 // A thread that publishes its tid, then runs `body` until told to stop.

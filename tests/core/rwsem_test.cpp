@@ -51,7 +51,6 @@ class RwsemTest : public ::testing::Test {
   static constexpr bool kReaderSpin = P::reader_spinning;
 
   void TearDown() override {
-    g_rwsem_tunables = saved_;
     EXPECT_EQ(w.count.load(), 0u) << "lock left held or flags left set";
     EXPECT_EQ(w.waitq.load(), 0u) << "waiters left queued";
     EXPECT_EQ(w.osq.load(), 0u) << "spinner queue not empty";
@@ -64,18 +63,12 @@ class RwsemTest : public ::testing::Test {
   }
 
   RwsemWords w;
-  RwsemTunables saved_ = g_rwsem_tunables;
+  Restore<RwsemTunables> tunables_{g_rwsem_tunables};
 };
 
 using Policies = ::testing::Types<RwsemSteal, RwsemRspin>;
-class PolicyNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    return T::reader_spinning ? "v5_10_ReaderSpin" : "v5_11_Steal";
-  }
-};
-TYPED_TEST_SUITE(RwsemTest, Policies, PolicyNames);
+constexpr const char* kPolicyNames[] = {"v5_11_Steal", "v5_10_ReaderSpin"};
+TYPED_TEST_SUITE(RwsemTest, Policies, NamesInTypeOrder<kPolicyNames>);
 
 // --- basic behaviour -------------------------------------------------------
 
@@ -897,18 +890,7 @@ void stress(RwsemWords& w, StressConfig cfg) {
   EXPECT_EQ(b, writes.load());
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define RWSEM_TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RWSEM_TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifdef RWSEM_TEST_UNDER_TSAN
-constexpr int kStressIters = 300;
-#else
-constexpr int kStressIters = 5000;
-#endif
+constexpr int kStressIters = kUnderTsan ? 300 : 5000;
 
 TYPED_TEST(RwsemTest, StressWritersOnlyAsMutex) {
   stress<typename TestFixture::L>(this->w, {16, kStressIters, 1});
@@ -1163,7 +1145,7 @@ void scribble_stack() {
 
 TYPED_TEST(RwsemTest, ForkChildCreatesThreadsBeforeTouchingTheLock) {
   using L = typename TestFixture::L;
-#ifdef RWSEM_TEST_UNDER_TSAN
+#ifdef CORE_TEST_UNDER_TSAN
   GTEST_SKIP() << "TSan cannot start threads after a multi-threaded fork";
 #endif
   auto& w = this->w;
@@ -1651,9 +1633,9 @@ TYPED_TEST(RwsemTest, RtReaderAboveEveryBlockedWriterEntersAReadHeldLock) {
 // Not under the sanitizers: TSan does not follow an unwind out of a signal
 // handler, and ASan reports the signal frames' stale redzones as a
 // stack-buffer-underflow (its own "custom stack unwind" false positive).
-#if defined(__SANITIZE_ADDRESS__) && !defined(RWSEM_TEST_UNDER_TSAN)
+#if defined(__SANITIZE_ADDRESS__) && !defined(CORE_TEST_UNDER_TSAN)
 #define RWSEM_TEST_NO_ASYNC_CANCEL 1
-#elif defined(RWSEM_TEST_UNDER_TSAN)
+#elif defined(CORE_TEST_UNDER_TSAN)
 #define RWSEM_TEST_NO_ASYNC_CANCEL 1
 #endif
 

@@ -34,42 +34,24 @@ using namespace coretest;
 
 
 
-#if defined(__SANITIZE_THREAD__)
-#define SEM_TEST_UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SEM_TEST_UNDER_TSAN 1
-#endif
-#endif
-#ifdef SEM_TEST_UNDER_TSAN
-constexpr int kUnits = 10000;
-#else
-constexpr int kUnits = 100000;
-#endif
+constexpr int kUnits = kUnderTsan ? 10000 : 100000;
 
 template <class S>
 class SemTest : public ::testing::Test {
  protected:
   SemTest() { std::memset(static_cast<void*>(&storage), 0, sizeof storage); }
-  void TearDown() override { g_lockref_tunables = saved_; }
 
   SemWords& w() { return *reinterpret_cast<SemWords*>(&storage); }
   S sem() { return S{w()}; }
   uint64_t word() { return w().data.load(); }
 
   sem_t storage;
-  LockrefTunables saved_ = g_lockref_tunables;
+  Restore<LockrefTunables> tunables_{g_lockref_tunables};
 };
 
 using Sems = ::testing::Types<FutexSem, LockrefSem>;
-class SemNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    return std::is_same_v<T, FutexSem> ? "Futex" : "Lockref";
-  }
-};
-TYPED_TEST_SUITE(SemTest, Sems, SemNames);
+constexpr const char* kSemNames[] = {"Futex", "Lockref"};
+TYPED_TEST_SUITE(SemTest, Sems, NamesInTypeOrder<kSemNames>);
 
 // --- semantics ---------------------------------------------------------------
 

@@ -121,31 +121,14 @@ const Tunable kTunables[] = {
 #undef X
 };
 
-const char* const kMutexNames[] = {
-#define N(id, name, type, desc) name,
-    LOCKSWAP_MUTEX_VARIANTS(N)
-#undef N
-};
-const char* const kRwlockNames[] = {
-#define N(id, name, type, desc) name,
-    LOCKSWAP_RWLOCK_VARIANTS(N)
-#undef N
-};
-const char* const kSemNames[] = {
-#define N(id, name, type, desc) name,
-    LOCKSWAP_SEM_VARIANTS(N)
-#undef N
-};
-const char* const kCidNames[] = {
-#define N(id, name, type, desc) name,
-    LOCKSWAP_CID_VARIANTS(N)
-#undef N
-};
-const char* const kOncpuNames[] = {  // auto first: unset means auto
-#define N(id, name, type, desc) name,
-    LOCKSWAP_ONCPU_VARIANTS(N)
-#undef N
-};
+// The names of one variant list, in its order (index 0: the default).
+#define VARIANT_NAME(id, name, type, desc) name,
+const char* const kMutexNames[] = {LOCKSWAP_MUTEX_VARIANTS(VARIANT_NAME)};
+const char* const kRwlockNames[] = {LOCKSWAP_RWLOCK_VARIANTS(VARIANT_NAME)};
+const char* const kSemNames[] = {LOCKSWAP_SEM_VARIANTS(VARIANT_NAME)};
+const char* const kCidNames[] = {LOCKSWAP_CID_VARIANTS(VARIANT_NAME)};
+const char* const kOncpuNames[] = {LOCKSWAP_ONCPU_VARIANTS(VARIANT_NAME)};  // auto first: unset means auto
+#undef VARIANT_NAME
 
 
 // The first "name=" entry's value, as getenv() finds it.

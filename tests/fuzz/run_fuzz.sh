@@ -12,17 +12,10 @@
 # missing. Environment: FUZZ_TIME (seconds, overrides --time), CLANGXX.
 set -euo pipefail
 
+# shellcheck source=../common/options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/options.sh"
 src= build= isa=x86_64 core_lib= budget=20
-while (($#)); do
-  case $1 in
-    --source) src=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --isa) isa=$2; shift 2 ;;
-    --core-lib) core_lib=$2; shift 2 ;;
-    --time) budget=$2; shift 2 ;;
-    *) echo "fuzz: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+lstest_options fuzz source=src build=build isa=isa core-lib=core_lib time=budget -- "$@"
 budget=${FUZZ_TIME:-$budget}
 [[ -n $src && -n $build && -n $core_lib ]] || { echo "usage: run_fuzz.sh --source DIR --build DIR --core-lib LIB" >&2; exit 2; }
 

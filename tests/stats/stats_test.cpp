@@ -125,34 +125,34 @@ struct Rounds {
   }
 };
 
+// Runs `inside` holding `l`. Always inlined: the lock and unlock calls are
+// sites of the named function that calls it.
+template <class L, class Inside>
+__attribute__((always_inline)) inline void holding(L* l, int (*lock)(L*), int (*unlock)(L*), Inside inside) {
+  lock(l);
+  inside();
+  unlock(l);
+}
+static void bump_sink() { g_sink = g_sink + 1; }
+// Called by a holder: lets the workers of `round` start, and keeps the lock
+// kHoldNs so that they find it held.
+static void open_round_and_hold(int round, Rounds& r) {
+  r.round.store(round, std::memory_order_release);
+  sleep_ns(kHoldNs);
+}
+
 // The named functions (exported: the parent finds them by name).
 extern "C" {
-__attribute__((noinline)) void hot_path() {
-  pthread_mutex_lock(&g_hot);
-  g_sink = g_sink + 1;
-  pthread_mutex_unlock(&g_hot);
-}
+__attribute__((noinline)) void hot_path() { holding(&g_hot, pthread_mutex_lock, pthread_mutex_unlock, bump_sink); }
 __attribute__((noinline)) void hot_holder(int round, Rounds& r) {
-  pthread_mutex_lock(&g_hot);
-  r.round.store(round, std::memory_order_release);
-  sleep_ns(kHoldNs);
-  pthread_mutex_unlock(&g_hot);
+  holding(&g_hot, pthread_mutex_lock, pthread_mutex_unlock, [&] { open_round_and_hold(round, r); });
 }
-__attribute__((noinline)) void cold_path() {
-  pthread_mutex_lock(&g_cold);
-  g_sink = g_sink + 1;
-  pthread_mutex_unlock(&g_cold);
-}
+__attribute__((noinline)) void cold_path() { holding(&g_cold, pthread_mutex_lock, pthread_mutex_unlock, bump_sink); }
 __attribute__((noinline)) void reader_path() {
-  pthread_rwlock_rdlock(&g_rw);
-  g_sink = g_sink + 1;
-  pthread_rwlock_unlock(&g_rw);
+  holding(&g_rw, pthread_rwlock_rdlock, pthread_rwlock_unlock, bump_sink);
 }
 __attribute__((noinline)) void writer_holder(int round, Rounds& r) {
-  pthread_rwlock_wrlock(&g_rw);
-  r.round.store(round, std::memory_order_release);
-  sleep_ns(kHoldNs);
-  pthread_rwlock_unlock(&g_rw);
+  holding(&g_rw, pthread_rwlock_wrlock, pthread_rwlock_unlock, [&] { open_round_and_hold(round, r); });
 }
 __attribute__((noinline)) void sem_waiter_path() {
   sem_wait(&g_sem);

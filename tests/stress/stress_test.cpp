@@ -158,13 +158,41 @@ TEST(MutexStressStatic, ZeroInitialisedMutexUnderContention) {
 
 class RwlockStress : public testing::TestWithParam<int> {};
 
+// A write acquisition of `l` by a way `rng` picks: blocking, try, or timed
+// with a 1 ms deadline.
+int random_write_lock(pthread_rwlock_t* l, std::minstd_rand& rng) {
+  switch (rng() % 3) {
+    case 0: return pthread_rwlock_wrlock(l);
+    case 1: return pthread_rwlock_trywrlock(l);
+  }
+  timespec d = deadline_in(CLOCK_MONOTONIC, 1);
+  return pthread_rwlock_clockwrlock(l, CLOCK_MONOTONIC, &d);
+}
+
+// A read acquisition of `l` by a way `rng` picks (as above, both clocks).
+int random_read_lock(pthread_rwlock_t* l, std::minstd_rand& rng) {
+  switch (rng() % 4) {
+    case 0: return pthread_rwlock_rdlock(l);
+    case 1: return pthread_rwlock_tryrdlock(l);
+    case 2: {
+      timespec d = deadline_in(CLOCK_REALTIME, 1);
+      return pthread_rwlock_timedrdlock(l, &d);
+    }
+  }
+  timespec d = deadline_in(CLOCK_MONOTONIC, 1);
+  return pthread_rwlock_clockrdlock(l, CLOCK_MONOTONIC, &d);
+}
+
+// Whether an acquisition that returned `rc` took the lock; a busy or
+// timed-out one did not, and any other failure counts in `errors`.
+bool took_it(int rc, std::atomic<long>& errors) {
+  if (rc != 0 && rc != EBUSY && rc != ETIMEDOUT) ++errors;
+  return rc == 0;
+}
+
 TEST_P(RwlockStress, WritersAndReadersKeepTheInvariant) {
   pthread_rwlock_t l;
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  pthread_rwlockattr_setkind_np(&a, GetParam());
-  ASSERT_EQ(pthread_rwlock_init(&l, &a), 0);
-  pthread_rwlockattr_destroy(&a);
+  ASSERT_EQ(lstest::init_rwlock_of_kind(&l, GetParam()), 0);
   constexpr int kWriters = 2, kReaders = 3, kIters = 20'000;
   // Two fields written together under the write lock.
   volatile long x = 0, y = 0;
@@ -175,21 +203,8 @@ TEST_P(RwlockStress, WritersAndReadersKeepTheInvariant) {
     std::minstd_rand rng(id + 7);
     bool writer = id < kWriters;
     for (int i = 0; i < kIters && !(i % 128 == 0 && budget.over()); ++i) {
-      int rc;
+      if (!took_it(writer ? random_write_lock(&l, rng) : random_read_lock(&l, rng), errors)) continue;
       if (writer) {
-        switch (rng() % 3) {
-          case 0: rc = pthread_rwlock_wrlock(&l); break;
-          case 1: rc = pthread_rwlock_trywrlock(&l); break;
-          default: {
-            timespec d = deadline_in(CLOCK_MONOTONIC, 1);
-            rc = pthread_rwlock_clockwrlock(&l, CLOCK_MONOTONIC, &d);
-          }
-        }
-        if (rc == EBUSY || rc == ETIMEDOUT) continue;
-        if (rc != 0) {
-          ++errors;
-          continue;
-        }
         if (writers_inside.fetch_add(1) != 0 || readers_inside.load() != 0) ++errors;
         long v = x + 1;
         x = v;
@@ -199,24 +214,6 @@ TEST_P(RwlockStress, WritersAndReadersKeepTheInvariant) {
         writers_inside.fetch_sub(1);
         if (pthread_rwlock_unlock(&l) != 0) ++errors;
       } else {
-        switch (rng() % 4) {
-          case 0: rc = pthread_rwlock_rdlock(&l); break;
-          case 1: rc = pthread_rwlock_tryrdlock(&l); break;
-          case 2: {
-            timespec d = deadline_in(CLOCK_REALTIME, 1);
-            rc = pthread_rwlock_timedrdlock(&l, &d);
-            break;
-          }
-          default: {
-            timespec d = deadline_in(CLOCK_MONOTONIC, 1);
-            rc = pthread_rwlock_clockrdlock(&l, CLOCK_MONOTONIC, &d);
-          }
-        }
-        if (rc == EBUSY || rc == ETIMEDOUT) continue;
-        if (rc != 0) {
-          ++errors;
-          continue;
-        }
         readers_inside.fetch_add(1);
         if (writers_inside.load() != 0) ++errors;
         if (i % 32 == 0) sched_yield();
@@ -239,11 +236,7 @@ TEST_P(RwlockStress, WritersAndReadersKeepTheInvariant) {
 TEST_P(RwlockStress, RecursiveReadersWithQueuedWritersNeverDeadlock) {
   if (GetParam() == PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP) GTEST_SKIP() << "recursion not allowed";
   pthread_rwlock_t l;
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  pthread_rwlockattr_setkind_np(&a, GetParam());
-  ASSERT_EQ(pthread_rwlock_init(&l, &a), 0);
-  pthread_rwlockattr_destroy(&a);
+  ASSERT_EQ(lstest::init_rwlock_of_kind(&l, GetParam()), 0);
   std::atomic<long> errors{0};
   Budget budget(500);
   run_threads(4, [&](int id) {

@@ -585,6 +585,25 @@ struct alignas(64) CondObj {
     memset(&pc, 0, sizeof pc);
   }
   void* mtx() { return &pm; }
+  // A waiter counts itself in and out (holding the mutex); the untimed ones
+  // are those the feeder must not leave without a token.
+  void waiter_in(bool untimed) {
+    waiters++;
+    waiters_a.fetch_add(1);
+    if (untimed) untimed_a.fetch_add(1);
+  }
+  void waiter_out(bool untimed) {
+    waiters--;
+    waiters_a.fetch_sub(1);
+    if (untimed) untimed_a.fetch_sub(1);
+  }
+  // A waiter that leaves takes a token if there is one, whatever woke it.
+  void take_token_if_any() {
+    if (tokens == 0) return;
+    tokens--;
+    tokens_a.store(tokens);
+    consumed.fetch_add(1);
+  }
 };
 
 void cond_lock(CondObj& c, const char* what) {
@@ -616,6 +635,18 @@ int cv_wait(CondObj& c, int form, const Deadline& d) {
 int cv_wake(CondObj& c, bool all) {
   if (c.c11) return c11rc(all ? cnd_broadcast(&c.cc) : cnd_signal(&c.cc));
   return all ? pthread_cond_broadcast(&c.pc) : pthread_cond_signal(&c.pc);
+}
+// One wait of `form` by the mutex owner `call`, as the checker sees it: the
+// mutex is not owned during the wait, and owned again after it.
+int cv_wait_owned(CondObj& c, int form, const Deadline& d, const char* call, bool timed) {
+  leave(c.owner, t_me, call, c.name);
+  int rc;
+  {
+    WaitScope ws(W_COND, &c, call, timed ? d.mono_limit() : 0);
+    rc = cv_wait(c, form, d);
+  }
+  enter(c.owner, t_me, call, c.name);
+  return rc;
 }
 const char* cv_form_name(const CondObj& c, int form) {
   if (c.c11) return form == 0 ? "cnd_wait" : "cnd_timedwait";
@@ -1004,20 +1035,12 @@ void cv_consume(Rng& r, CondObj& c) {
   const char* call = cv_form_name(c, form);
   set_op(call);
   cond_lock(c, call);
-  c.waiters++;
-  c.waiters_a.fetch_add(1);
-  if (!timed) c.untimed_a.fetch_add(1);
+  c.waiter_in(!timed);
   int tries = 1 + static_cast<int>(r.below(3));
   while (c.tokens == 0 && !g_stop.load()) {
     Deadline d;
     if (timed) d = make_deadline(r, c.c11 ? CLOCK_REALTIME : form == 1 ? c.clock : (r.chance(2) ? CLOCK_MONOTONIC : CLOCK_REALTIME), true);
-    leave(c.owner, t_me, call, c.name);
-    int rc;
-    {
-      WaitScope ws(W_COND, &c, call, timed ? d.mono_limit() : 0);
-      rc = cv_wait(c, form, d);
-    }
-    enter(c.owner, t_me, call, c.name);
+    int rc = cv_wait_owned(c, form, d, call, timed);
     if (rc == ETIMEDOUT && timed) {
       g_timeouts.fetch_add(1, std::memory_order_relaxed);
       if (!d.reached()) fail(CK_TIMEOUTS, "%s on %s returned ETIMEDOUT %.3f ms before its deadline", call, c.name, d.early_ms());
@@ -1029,15 +1052,8 @@ void cv_consume(Rng& r, CondObj& c) {
       break;
     }
   }
-  // A consumer that leaves takes a token if there is one, whatever woke it.
-  if (c.tokens > 0) {
-    c.tokens--;
-    c.tokens_a.store(c.tokens);
-    c.consumed.fetch_add(1);
-  }
-  c.waiters--;
-  c.waiters_a.fetch_sub(1);
-  if (!timed) c.untimed_a.fetch_sub(1);
+  c.take_token_if_any();
+  c.waiter_out(!timed);
   cs_delay(r);
   cond_unlock(c, call);
 }
@@ -1148,6 +1164,9 @@ std::atomic<uint64_t> g_cancelled{0}, g_async_done{0}, g_forks_done{0}, g_lifeti
 //     held, and the cleanup releases it.
 
 enum CPhase { CP_NONE, CP_IN_LOCK, CP_MUTEX, CP_RD, CP_WR, CP_COND, CP_SEM };
+void cancel_enable() { pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr); }
+void cancel_disable() { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr); }
+
 struct CancelCtx {
   int phase = CP_NONE;
   const char* what = "";
@@ -1157,6 +1176,16 @@ struct CancelCtx {
   SemObj* s = nullptr;
   bool untimed = false;
   uint64_t rv = 0;
+  // Enters `p` with cancellation enabled (a cancellation there runs the
+  // cleanup for `p`); disabled again on leaving it.
+  void enter_cancellable(int p) {
+    phase = p;
+    cancel_enable();
+  }
+  void leave_cancellable() {
+    cancel_disable();
+    phase = CP_NONE;
+  }
 };
 
 void cancel_cleanup(void* p) {
@@ -1186,9 +1215,7 @@ void cancel_cleanup(void* p) {
       // cleanup handlers run.
       CondObj& c = *x->c;
       enter(c.owner, t_me, "cleanup of a cancelled cond waiter", c.name);
-      c.waiters--;
-      c.waiters_a.fetch_sub(1);
-      if (x->untimed) c.untimed_a.fetch_sub(1);
+      c.waiter_out(x->untimed);
       leave(c.owner, t_me, "cleanup of a cancelled cond waiter", c.name);
       rc = mx_release(c.mtx(), c.mkind);
       if (rc != 0)
@@ -1208,8 +1235,6 @@ struct VictimArg {
   uint64_t seed;
 };
 
-void cancel_enable() { pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr); }
-void cancel_disable() { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr); }
 
 void* cancel_victim(void* p) {
   cancel_disable();
@@ -1228,23 +1253,14 @@ void* cancel_victim(void* p) {
       const char* call = cv_form_name(c, form);
       set_op(call);
       cond_lock(c, call);
-      c.waiters++;
-      c.waiters_a.fetch_add(1);
-      if (!timed) c.untimed_a.fetch_add(1);
+      c.waiter_in(!timed);
       x.c = &c;
       x.untimed = !timed;
-      x.phase = CP_COND;
-      cancel_enable();
+      x.enter_cancellable(CP_COND);
       while (c.tokens == 0 && !g_stop.load()) {
         Deadline d;
         if (timed) d = make_deadline(r, c.c11 ? CLOCK_REALTIME : form == 1 ? c.clock : CLOCK_MONOTONIC, true);
-        leave(c.owner, t_me, call, c.name);
-        int rc;
-        {
-          WaitScope ws(W_COND, &c, call, timed ? d.mono_limit() : 0);
-          rc = cv_wait(c, form, d);
-        }
-        enter(c.owner, t_me, call, c.name);
+        int rc = cv_wait_owned(c, form, d, call, timed);
         if (rc == ETIMEDOUT && timed) {
           if (!d.reached()) fail(CK_TIMEOUTS, "%s on %s returned ETIMEDOUT %.3f ms early", call, c.name, d.early_ms());
           break;
@@ -1254,16 +1270,9 @@ void* cancel_victim(void* p) {
           break;
         }
       }
-      cancel_disable();
-      x.phase = CP_NONE;
-      if (c.tokens > 0) {
-        c.tokens--;
-        c.tokens_a.store(c.tokens);
-        c.consumed.fetch_add(1);
-      }
-      c.waiters--;
-      c.waiters_a.fetch_sub(1);
-      if (!timed) c.untimed_a.fetch_sub(1);
+      x.leave_cancellable();
+      c.take_token_if_any();
+      c.waiter_out(!timed);
       cond_unlock(c, call);
     } else if (what < 5) {
       SemObj& s = *pick(r, g_sem);
@@ -1273,15 +1282,13 @@ void* cancel_victim(void* p) {
       set_op(kSemForm[form]);
       s.blocked.fetch_add(1);
       x.s = &s;
-      x.phase = CP_SEM;
       int rc;
-      cancel_enable();
+      x.enter_cancellable(CP_SEM);
       {
         WaitScope ws(W_SEM, &s, kSemForm[form], form ? d.mono_limit() : 0);
         rc = sem_wait_form(s, form, d);
       }
-      cancel_disable();
-      x.phase = CP_NONE;
+      x.leave_cancellable();
       s.blocked.fetch_sub(1);
       if (rc == 0) s.consumed.fetch_add(1);
       else if (!(form && rc == ETIMEDOUT)) fail(CK_ERRNO, "%s on %s returned %s", kSemForm[form], s.name, lstest::err_name(rc));
@@ -1294,16 +1301,14 @@ void* cancel_victim(void* p) {
       set_op(call);
       x.m = &m;
       x.what = call;
-      x.phase = CP_IN_LOCK;
       int rc;
-      cancel_enable();
+      x.enter_cancellable(CP_IN_LOCK);
       {
         WaitScope ws(W_MUTEX, &m, call, how_timed(how) ? d.mono_limit() : 0);
         rc = mx_acquire(m.obj(), m.kind, how, d);
       }
       if (rc != 0) {
-        cancel_disable();
-        x.phase = CP_NONE;
+        x.leave_cancellable();
         check_not_acquired(call, m.name, how, rc, d);
       } else {
         enter(m.owner, t_me, call, m.name);
@@ -1311,8 +1316,7 @@ void* cancel_victim(void* p) {
         m.shadow.fetch_add(1, std::memory_order_relaxed);
         x.phase = CP_MUTEX;
         pthread_testcancel();  // a pending cancellation acts here, with the mutex held
-        cancel_disable();
-        x.phase = CP_NONE;
+        x.leave_cancellable();
         leave(m.owner, t_me, call, m.name);
         rc = mx_release(m.obj(), m.kind);
         if (rc != 0) fail(CK_ERRNO, "unlock of %s returned %s", m.name, lstest::err_name(rc));
@@ -1327,16 +1331,14 @@ void* cancel_victim(void* p) {
       set_op(call);
       x.rw = &o;
       x.what = call;
-      x.phase = CP_IN_LOCK;
       int rc;
-      cancel_enable();
+      x.enter_cancellable(CP_IN_LOCK);
       {
         WaitScope ws(W_RWLOCK, &o, call, how_timed(how) ? d.mono_limit() : 0, rd ? 1 : 0);
         rc = rw_acquire(&o.rw, rd, how, d);
       }
       if (rc != 0) {
-        cancel_disable();
-        x.phase = CP_NONE;
+        x.leave_cancellable();
         check_not_acquired(call, o.name, how, rc, d);
       } else {
         if (rd) {
@@ -1347,8 +1349,7 @@ void* cancel_victim(void* p) {
           x.phase = CP_WR;
         }
         pthread_testcancel();
-        cancel_disable();
-        x.phase = CP_NONE;
+        x.leave_cancellable();
         if (rd) rd_leave(o, x.rv, call);
         else wr_leave(o, t_me, call);
         rc = pthread_rwlock_unlock(&o.rw);
@@ -1781,6 +1782,12 @@ void* life_helper(void* p) {
     if (rc2 != 0) fail(CK_LIFETIME, "%s (%s page): %s", what, kLifeName[a->type], lstest::err_name(rc2));
     return rc2 == 0;
   };
+  // Gives the page's mutex back and leaves the page: the last user destroys it.
+  auto unlock_and_leave = [&](int kind) {
+    bool last = --P->users == 0;
+    chk(pthread_mutex_unlock(&P->m), "mutex unlock");
+    if (last) life_destroy(P, kind);
+  };
   switch (a->type) {
     case L_MUTEX: {
       set_op("lifetime mutex");
@@ -1820,9 +1827,7 @@ void* life_helper(void* p) {
             break;
           }
         }
-        bool last = --P->users == 0;
-        chk(pthread_mutex_unlock(&P->m), "mutex unlock");
-        if (last) life_destroy(P, L_COND);
+        unlock_and_leave(L_COND);
       } else {
         if (!life_poll(P->arrived, a->nw, "lifetime cond: waiting for the waiters"))
           fail(CK_LIFETIME, "cond page: the waiters did not all reach their wait");
@@ -1833,9 +1838,7 @@ void* life_helper(void* p) {
         } else {
           for (int i = 0; i < a->nw; ++i) chk(pthread_cond_signal(&P->c), "cond_signal");
         }
-        bool last = --P->users == 0;
-        chk(pthread_mutex_unlock(&P->m), "mutex unlock");
-        if (last) life_destroy(P, L_COND);
+        unlock_and_leave(L_COND);
       }
       break;
     }
