@@ -53,6 +53,7 @@
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/select.h"
 #include "preload/stats_backtrace.h"
 #include "preload/stats_table.h"
 
@@ -356,22 +357,10 @@ void release(const void* obj) {
   l->owner.store(0, std::memory_order_relaxed);
 }
 
-// The caller of the exported function. Exports that may not throw reach the
-// wrapper through a call, not a tail jump (`sub $8,%rsp; call *g_ops(%rip)`):
-// then the caller's return address is the export's own one, two words above
-// our canonical frame address. Checked against the instruction bytes; any
-// other shape keeps the immediate return address.
+// The caller of the exported function (preload/select.h), also left for
+// LOCKSWAP_SELECT's first-sight decision in the mixed entry this wrapper calls.
 __attribute__((always_inline)) inline uintptr_t caller_ip(void* ra, void* cfa) {
-  auto r = reinterpret_cast<uintptr_t>(ra);
-#if defined(__x86_64__)
-  static constexpr unsigned char kStub[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0x15};
-  constexpr uintptr_t kPage = 4096;  // the bytes read must lie in the return address's own page
-  if ((r & (kPage - 1)) >= 10 && memcmp(reinterpret_cast<const void*>(r - 10), kStub, sizeof kStub) == 0)
-    return *reinterpret_cast<const uintptr_t*>(static_cast<char*>(cfa) + 8);
-#else
-  (void)cfa;
-#endif
-  return r;
+  return select::t_site_hint = select::caller_ip(ra, cfa);
 }
 #define LOCKSWAP_CALLER() caller_ip(__builtin_return_address(0), __builtin_dwarf_cfa())
 
@@ -601,6 +590,7 @@ template <class R, class... A, R (*F::*Slot)(A...), Kind Fam>
 struct Counted<Slot, Fam> {
   static R call(A... args) {
     count_call(Fam);
+    (void)LOCKSWAP_CALLER();  // the site LOCKSWAP_SELECT sees (an init call's, above all)
     return inner(Slot)(args...);
   }
 };
