@@ -766,12 +766,17 @@ __attribute__((noinline)) const OpsTable& decided_table(sem_t* s, uintptr_t site
   return decided_by_word(s, abi::sem_tag(s), abi::sem_shared(s), site);
 }
 
-// Every slot whose first argument is the lock object.
+// Every slot whose first argument is the lock object. `by_tag` is the slot's
+// column of g_by_tag, so that the entry is one indexed jump.
 template <auto Slot>
 struct Mixed;
 template <class R, class Obj, class... A, R (*OpsTable::*Slot)(Obj*, A...)>
 struct Mixed<Slot> {
-  static R call(Obj* o, A... args) { return (g_by_tag[family_index(o)][tag_of(o)].*Slot)(o, args...); }
+  static inline R (*by_tag[kTagSlots])(Obj*, A...);
+  static void fill() {
+    for (unsigned tag = 0; tag < kTagSlots; ++tag) by_tag[tag] = g_by_tag[family_index(static_cast<Obj*>(nullptr))][tag].*Slot;
+  }
+  static R call(Obj* o, A... args) { return by_tag[tag_of(o)](o, args...); }
   // Reached from call() by a tail jump: the return address is the caller's.
   static R decide(Obj* o, A... args) {
     uintptr_t site = site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa());
@@ -836,6 +841,9 @@ void fill_tag_tables() {
   g_variant_tag[2][static_cast<unsigned>(SemVariant::id)] = true;
   LOCKSWAP_SEM_VARIANTS(X)
 #undef X
+#define FILL(fn) Mixed<&OpsTable::fn>::fill();
+  LOCKSWAP_MUTEX_OBJECT_SLOTS(FILL) LOCKSWAP_RWLOCK_OBJECT_SLOTS(FILL) LOCKSWAP_SEM_OBJECT_SLOTS(FILL)
+#undef FILL
 }
 
 // Turns the families named by rules in `t` (the process-wide table) into

@@ -160,12 +160,13 @@ void parse_rule(const char* s, size_t n, const char* whole) {
 
 // `want` ("name" or "ns::Class::name") against a symbol: the same name, a
 // compiler's clone of it (name.cold, name.constprop.0), or its Itanium C++
-// mangling (_Z4name..., _ZN2ns5Class4nameE...).
+// mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
 bool symbol_matches(const char* sym, const char* want) {
   size_t wl = strlen(want);
   if (strncmp(sym, want, wl) == 0 && (sym[wl] == '\0' || sym[wl] == '.')) return true;
   if (sym[0] != '_' || sym[1] != 'Z') return false;
   const char* p = sym + 2;
+  if (*p == 'L') ++p;  // internal linkage (a static variable or function)
   bool nested = strstr(want, "::") != nullptr;
   if (nested) {
     if (*p++ != 'N') return false;
@@ -183,7 +184,7 @@ bool symbol_matches(const char* sym, const char* want) {
     w = end + 2;
   }
   if (nested) return *p == 'E' || *p == 'I';
-  return *p != '\0' ? !(*p >= '0' && *p <= '9') : false;
+  return !(*p >= '0' && *p <= '9');  // the end (a variable), parameters or a clone suffix
 }
 
 const char* basename_of(const char* path) {

@@ -37,6 +37,16 @@ sem_t g_sem;                                            // zero-filled: a semaph
 pthread_mutex_t g_first_locked;                         // zero-filled, first locked in first_locker()
 }
 
+// C++ names: internal linkage (_ZL...) and a namespace (_ZN...E).
+static pthread_mutex_t s_static_lock = PTHREAD_MUTEX_INITIALIZER;
+namespace ns {
+pthread_mutex_t g_ns_lock = PTHREAD_MUTEX_INITIALIZER;
+__attribute__((noinline)) void init_in_ns(pthread_mutex_t* m, int) {
+  pthread_mutex_init(m, nullptr);
+  asm volatile("" ::: "memory");
+}
+}  // namespace ns
+
 const char* mutex_name(unsigned tag) {
 #define X(id, name, type, desc) \
   if (tag == static_cast<unsigned>(MutexVariant::id)) return name;
@@ -99,6 +109,16 @@ void print_tags(pthread_mutex_t* heap, pthread_mutex_t* other) {
   check(pthread_mutex_unlock(&g_plain), "unlock g_plain");
   first_locker(&g_first_locked);
   check(pthread_mutex_unlock(&g_first_locked), "unlock g_first_locked");
+  check(pthread_mutex_lock(&s_static_lock), "lock s_static_lock");
+  check(pthread_mutex_unlock(&s_static_lock), "unlock s_static_lock");
+  check(pthread_mutex_lock(&ns::g_ns_lock), "lock ns::g_ns_lock");
+  check(pthread_mutex_unlock(&ns::g_ns_lock), "unlock ns::g_ns_lock");
+  pthread_mutex_t in_ns;
+  ns::init_in_ns(&in_ns, 0);
+  check(pthread_mutex_lock(&in_ns), "lock in_ns");
+  check(pthread_mutex_unlock(&in_ns), "unlock in_ns");
+  printf("s_static_lock %s\nns::g_ns_lock %s\nin_ns %s\n", variant_of(&s_static_lock), variant_of(&ns::g_ns_lock),
+         variant_of(&in_ns));
   check(pthread_mutex_lock(heap), "lock heap");
   check(pthread_mutex_unlock(heap), "unlock heap");
   check(pthread_mutex_lock(other), "lock other");

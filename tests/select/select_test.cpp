@@ -136,6 +136,18 @@ TEST(SelectMatch, SymbolPicksAGlobalAndALockInsideALargerStruct) {
   EXPECT_EQ(r.lines["g_rw_other"], base_rwlock());
 }
 
+TEST(SelectMatch, CxxNamesMatchTheirManglings) {
+  std::string o = other_mutex();
+  std::string rules = "mutex=" + o + "@sym:s_static_lock;mutex=" + o + "@sym:ns::g_ns_lock;mutex=" + o +
+                      "@func:ns::init_in_ns(pthread_mutex_t*, int)";
+  GuestRun r = run_guest("tags", rules.c_str());
+  EXPECT_RAN(r);
+  EXPECT_EQ(r.lines["s_static_lock"], o);
+  EXPECT_EQ(r.lines["ns::g_ns_lock"], o);
+  EXPECT_EQ(r.lines["in_ns"], o);
+  EXPECT_EQ(r.lines["g_plain"], base_mutex());
+}
+
 TEST(SelectMatch, FunctionOfTheInitCallPicksAHeapLock) {
   std::string rules = "mutex=" + other_mutex() + "@func:init_heap_lock";
   GuestRun r = run_guest("tags", rules.c_str());
