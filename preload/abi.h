@@ -26,9 +26,9 @@
 //
 // LOCKSWAP_SELECT (preload/select.h) keeps each object's chosen variant in
 // the object, as a tag (0 = not decided yet), in bits glibc never reads:
-//   pthread_mutex_t  bits 10..12 of __kind (glibc masks __kind to the type,
-//                    flag and elision bits 0..9, and keeps a priority ceiling
-//                    in bits 19..31 of protect-kind mutexes only)
+//   pthread_mutex_t  bits 10..12 of __kind (glibc reads __kind masked to its
+//                    type, flag and elision bits, 0..9; a protect-kind
+//                    mutex's ceiling lives in __lock, not __kind)
 //   pthread_rwlock_t the tail padding at 52
 //   sem_t            the u32 at 16 (glibc's new_sem ends at 16)
 // docs/glibc-abi.md lists the glibc code these facts were checked against.
@@ -117,9 +117,7 @@ static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 // value (preload/registry.h), 0 while undecided.
 inline constexpr int kKindTagShift = 10;
 inline constexpr int kKindTagMask = 7 << kKindTagShift;
-inline constexpr unsigned kPrioCeilingMask = 0xfff80000u;  // PTHREAD_MUTEX_PRIO_CEILING_MASK
-static_assert((kKindTagMask & (127 | kKindElisionBits)) == 0, "glibc's type and elision bits stay clear");
-static_assert((static_cast<unsigned>(kKindTagMask) & kPrioCeilingMask) == 0, "the ceiling bits stay clear");
+static_assert((kKindTagMask & (127 | kKindElisionBits)) == 0, "glibc's type, flag and elision bits stay clear");
 inline constexpr std::size_t kSemTagOffset = 16;
 static_assert(kSemTagOffset + sizeof(uint32_t) <= sizeof(sem_t));
 
