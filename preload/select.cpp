@@ -159,12 +159,32 @@ void parse_rule(const char* s, size_t n, const char* whole) {
 // ------------------------------------------------------------- resolution
 
 // `want` ("name" or "ns::Class::name") against a symbol: the same name, a
-// compiler's clone of it (name.cold, name.constprop.0), or its Itanium C++
-// mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
+// compiler's clone of it (name.cold, name.constprop.0), a member or
+// namespaced function of that name, or its Itanium C++ mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
+// A plain name also matches the last component of a nested one
+// (`_ZN...<len>nameE`): debuggers and `lockswap report` often print a member
+// function by its own name alone.
+bool last_component_is(const char* sym, const char* want, size_t wl) {
+  if (strncmp(sym, "_ZN", 3) != 0 || wl == 0 || wl > kMaxText) return false;
+  char pattern[kMaxText + 8];
+  int n = 0;
+  char digits[4];
+  for (size_t v = wl; v != 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  int len = 0;
+  while (n > 0) pattern[len++] = digits[--n];
+  memcpy(pattern + len, want, wl);
+  pattern[len + static_cast<int>(wl)] = 'E';
+  pattern[len + static_cast<int>(wl) + 1] = '\0';
+  for (const char* at = strstr(sym + 3, pattern); at != nullptr; at = strstr(at + 1, pattern))
+    if (!(at[-1] >= '0' && at[-1] <= '9')) return true;
+  return false;
+}
+
 bool symbol_matches(const char* sym, const char* want) {
   size_t wl = strlen(want);
   if (strncmp(sym, want, wl) == 0 && (sym[wl] == '\0' || sym[wl] == '.')) return true;
   if (sym[0] != '_' || sym[1] != 'Z') return false;
+  if (strstr(want, "::") == nullptr && last_component_is(sym, want, wl)) return true;
   const char* p = sym + 2;
   if (*p == 'L') ++p;  // internal linkage (a static variable or function)
   bool nested = strstr(want, "::") != nullptr;

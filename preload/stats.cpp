@@ -267,7 +267,59 @@ void begin_hold(LockEntry& l, SiteEntry* s, int32_t self) {
   l.hold_start.store(now_ns(), std::memory_order_relaxed);
 }
 
+// The variant a lock runs: its LOCKSWAP_SELECT tag (abi.h), 0 when its
+// family has no rule (then the bytes are not a tag: the process-wide variant).
+uint8_t selected_variant(const void* obj, Kind kind) {
+  using select::Family;
+  switch (kind) {
+    case Kind::mutex:
+      if (!select::active(Family::mutex)) return 0;
+      return static_cast<uint8_t>(abi::mutex_tag(
+          abi::obj(static_cast<pthread_mutex_t*>(const_cast<void*>(obj))).kind.load(std::memory_order_relaxed)));
+    case Kind::rwlock:
+      if (!select::active(Family::rwlock)) return 0;
+      return static_cast<uint8_t>(
+          abi::rwlock_tag(static_cast<pthread_rwlock_t*>(const_cast<void*>(obj))).load(std::memory_order_relaxed));
+    case Kind::sem:
+      if (!select::active(Family::sem)) return 0;
+      return static_cast<uint8_t>(abi::sem_tag(static_cast<sem_t*>(const_cast<void*>(obj))).load(std::memory_order_relaxed));
+    default:
+      return 0;
+  }
+}
+
+// The init-site slot of `obj` (null: none, and no room when `create`).
+InitSite* init_site(const void* obj, bool create) {
+  auto key = reinterpret_cast<uintptr_t>(obj);
+  uint32_t i = static_cast<uint32_t>(mix(key)) & (kInitSlots - 1);
+  for (uint32_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & (kInitSlots - 1)) {
+    InitSite& e = g_tables->inits[i];
+    uintptr_t at = e.addr.load(std::memory_order_acquire);
+    if (at == key) return &e;
+    if (at == 0) {
+      if (!create) return nullptr;
+      if (e.addr.compare_exchange_strong(at, key, std::memory_order_acq_rel) || at == key) return &e;
+    }
+  }
+  return nullptr;
+}
+
+// A lock's first sight: where it was initialised, else (never initialised
+// while the profiler ran) its first acquisition; and the variant it runs.
+void note_sight(LockEntry& l, const void* obj, Kind kind, uintptr_t ip, bool init) {
+  if (init) {
+    l.first_ip.store(ip, std::memory_order_relaxed);
+  } else if (l.first_ip.load(std::memory_order_relaxed) == 0) {
+    const InitSite* at = init_site(obj, false);
+    uintptr_t init_ip = at ? at->ip.load(std::memory_order_relaxed) : 0;
+    l.first_ip.store(init_ip ? init_ip : ip, std::memory_order_relaxed);
+  }
+  uint8_t v = selected_variant(obj, kind);
+  if (l.variant.load(std::memory_order_relaxed) != v) l.variant.store(v, std::memory_order_relaxed);
+}
+
 void record(const Attempt& a, LockEntry& l, SiteEntry* s, bool contended, uint64_t waited, int32_t self) {
+  note_sight(l, a.obj, a.kind, a.ip, false);
   Access x = a.access;
   bump(l.acq, 1, x);
   if (a.read_side) bump(l.rd_acq, 1, x);
@@ -595,10 +647,42 @@ struct Counted<Slot, Fam> {
   }
 };
 
+// Initialisation: counted, and the lock's init site kept for the report's
+// selectors.
+void note_init(const void* obj, Kind kind, uintptr_t ip) {
+  if (t_inside || g_tables == nullptr) return;
+  if (InitSite* at = init_site(obj, true)) at->ip.store(ip, std::memory_order_relaxed);
+  if (LockEntry* l = lock_entry(obj, kind, false)) note_sight(*l, obj, kind, ip, true);  // initialised again
+}
+int w_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) {
+  uintptr_t ip = LOCKSWAP_CALLER();
+  count_call(Kind::mutex);
+  int rc = inner(&F::pthread_mutex_init)(m, a);
+  if (rc == 0) note_init(m, Kind::mutex, ip);
+  return rc;
+}
+int w_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) {
+  uintptr_t ip = LOCKSWAP_CALLER();
+  count_call(Kind::rwlock);
+  int rc = inner(&F::pthread_rwlock_init)(l, a);
+  if (rc == 0) note_init(l, Kind::rwlock, ip);
+  return rc;
+}
+int w_sem_init(sem_t* s, int pshared, unsigned value) {
+  uintptr_t ip = LOCKSWAP_CALLER();
+  count_call(Kind::sem);
+  int rc = inner(&F::sem_init)(s, pshared, value);
+  if (rc == 0) note_init(s, Kind::sem, ip);
+  return rc;
+}
+
 void fill_wrappers() {
 #define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
+  g_wrappers.pthread_mutex_init = w_mutex_init;
+  g_wrappers.pthread_rwlock_init = w_rwlock_init;
+  g_wrappers.sem_init = w_sem_init;
   g_wrappers.pthread_mutex_lock = w_mutex_lock;
   g_wrappers.pthread_mutex_trylock = w_mutex_trylock;
   g_wrappers.pthread_mutex_timedlock = w_mutex_timedlock;

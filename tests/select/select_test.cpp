@@ -148,6 +148,14 @@ TEST(SelectMatch, CxxNamesMatchTheirManglings) {
   EXPECT_EQ(r.lines["g_plain"], base_mutex());
 }
 
+TEST(SelectMatch, APlainFunctionNameMatchesAMemberOrNamespacedFunction) {
+  std::string rules = "mutex=" + other_mutex() + "@func:init_in_ns";
+  GuestRun r = run_guest("tags", rules.c_str());
+  EXPECT_RAN(r);
+  EXPECT_EQ(r.lines["in_ns"], other_mutex());
+  EXPECT_EQ(r.lines["heap"], base_mutex());
+}
+
 TEST(SelectMatch, FunctionOfTheInitCallPicksAHeapLock) {
   std::string rules = "mutex=" + other_mutex() + "@func:init_heap_lock";
   GuestRun r = run_guest("tags", rules.c_str());
@@ -226,6 +234,43 @@ TEST(SelectMatch, SiteAsTheReportPrintsItPicksTheLockFirstTakenThere) {
   EXPECT_RAN(r);
   EXPECT_EQ(r.lines["g_site"], other_mutex()) << rule;
   EXPECT_EQ(r.lines["g_plain"], base_mutex());
+}
+
+// report -> pick -> swap: the profiled run says which variant the lock ran
+// (the lock record's variant=), `lockswap report` prints a selector for its
+// site, and that selector, given back, swaps that lock alone.
+TEST(SelectWorkflow, TheReportsSelectorSwapsTheLockItNames) {
+  char path[] = "/tmp/select_test_flow.XXXXXX";
+  close(mkstemp(path));
+  std::string swapped = "mutex=" + other_mutex() + "@sym:g_site";
+  GuestRun p = run_guest("site", swapped.c_str(),
+                         {"LOCKSWAP_STATS=profile", std::string("LOCKSWAP_STATS_FILE=") + path});
+  EXPECT_RAN(p);
+  std::string dump = slurp(path), lock_line;
+  std::istringstream in(dump);
+  for (std::string l; std::getline(in, l);)
+    if (l.find(" lock ") != std::string::npos && l.find(" addr=" + p.lines["g_site_addr"] + " ") != std::string::npos)
+      lock_line = l;
+  EXPECT_NE(lock_line.find(" variant=" + other_mutex() + " "), std::string::npos) << dump;
+  std::string cmd = std::string("env -u LD_PRELOAD ") + LOCKSWAP_COMMAND + " report --symbol-budget 30 " + path + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string report;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) report.append(buf, n);
+  pclose(f);
+  unlink(path);
+  std::string marker = "--select 'mutex=VARIANT@";
+  size_t at = report.find(marker);
+  ASSERT_NE(at, std::string::npos) << report;
+  at += marker.size();
+  std::string matcher = report.substr(at, report.find('\'', at) - at);
+  EXPECT_EQ(matcher.rfind("site:select_guest+0x", 0), 0u) << report;
+  std::string rule = "mutex=" + other_mutex() + "@" + matcher;
+  GuestRun r = run_guest("tags", rule.c_str());
+  EXPECT_RAN(r);
+  EXPECT_EQ(r.lines["g_site"], other_mutex()) << rule;
+  EXPECT_EQ(r.lines["g_plain"], base_mutex()) << rule;
 }
 
 TEST(SelectLife, AForkedChildKeepsEachLocksVariant) {
