@@ -654,35 +654,26 @@ void note_init(const void* obj, Kind kind, uintptr_t ip) {
   if (InitSite* at = init_site(obj, true)) at->ip.store(ip, std::memory_order_relaxed);
   if (LockEntry* l = lock_entry(obj, kind, false)) note_sight(*l, obj, kind, ip, true);  // initialised again
 }
-int w_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) {
-  uintptr_t ip = LOCKSWAP_CALLER();
-  count_call(Kind::mutex);
-  int rc = inner(&F::pthread_mutex_init)(m, a);
-  if (rc == 0) note_init(m, Kind::mutex, ip);
-  return rc;
-}
-int w_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) {
-  uintptr_t ip = LOCKSWAP_CALLER();
-  count_call(Kind::rwlock);
-  int rc = inner(&F::pthread_rwlock_init)(l, a);
-  if (rc == 0) note_init(l, Kind::rwlock, ip);
-  return rc;
-}
-int w_sem_init(sem_t* s, int pshared, unsigned value) {
-  uintptr_t ip = LOCKSWAP_CALLER();
-  count_call(Kind::sem);
-  int rc = inner(&F::sem_init)(s, pshared, value);
-  if (rc == 0) note_init(s, Kind::sem, ip);
-  return rc;
-}
+template <auto Slot, Kind kKind>
+struct InitWrapper;
+template <class Obj, class... A, int (*F::*Slot)(Obj*, A...), Kind kKind>
+struct InitWrapper<Slot, kKind> {
+  static int call(Obj* o, A... args) {
+    uintptr_t ip = LOCKSWAP_CALLER();
+    count_call(kKind);
+    int rc = inner(Slot)(o, args...);
+    if (rc == 0) note_init(o, kKind, ip);
+    return rc;
+  }
+};
 
 void fill_wrappers() {
 #define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
-  g_wrappers.pthread_mutex_init = w_mutex_init;
-  g_wrappers.pthread_rwlock_init = w_rwlock_init;
-  g_wrappers.sem_init = w_sem_init;
+  g_wrappers.pthread_mutex_init = InitWrapper<&F::pthread_mutex_init, Kind::mutex>::call;
+  g_wrappers.pthread_rwlock_init = InitWrapper<&F::pthread_rwlock_init, Kind::rwlock>::call;
+  g_wrappers.sem_init = InitWrapper<&F::sem_init, Kind::sem>::call;
   g_wrappers.pthread_mutex_lock = w_mutex_lock;
   g_wrappers.pthread_mutex_trylock = w_mutex_trylock;
   g_wrappers.pthread_mutex_timedlock = w_mutex_timedlock;

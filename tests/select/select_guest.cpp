@@ -47,31 +47,27 @@ __attribute__((noinline)) void init_in_ns(pthread_mutex_t* m, int) {
 }
 }  // namespace ns
 
-const char* mutex_name(unsigned tag) {
-#define X(id, name, type, desc) \
-  if (tag == static_cast<unsigned>(MutexVariant::id)) return name;
-  LOCKSWAP_MUTEX_VARIANTS(X)
-#undef X
-  return "undecided";
-}
-const char* rwlock_name(unsigned tag) {
-#define X(id, name, type, desc) \
-  if (tag == static_cast<unsigned>(RwlockVariant::id)) return name;
-  LOCKSWAP_RWLOCK_VARIANTS(X)
-#undef X
-  return "undecided";
-}
-const char* sem_name(unsigned tag) {
-#define X(id, name, type, desc) \
-  if (tag == static_cast<unsigned>(SemVariant::id)) return name;
-  LOCKSWAP_SEM_VARIANTS(X)
-#undef X
+struct TagName {
+  unsigned tag;
+  const char* name;
+};
+#define MUTEX_TAG(id, name, type, desc) {static_cast<unsigned>(MutexVariant::id), name},
+#define RWLOCK_TAG(id, name, type, desc) {static_cast<unsigned>(RwlockVariant::id), name},
+#define SEM_TAG(id, name, type, desc) {static_cast<unsigned>(SemVariant::id), name},
+constexpr TagName kMutexTags[] = {LOCKSWAP_MUTEX_VARIANTS(MUTEX_TAG)};
+constexpr TagName kRwlockTags[] = {LOCKSWAP_RWLOCK_VARIANTS(RWLOCK_TAG)};
+constexpr TagName kSemTags[] = {LOCKSWAP_SEM_VARIANTS(SEM_TAG)};
+
+template <size_t N>
+const char* name_of(const TagName (&names)[N], unsigned tag) {
+  for (const TagName& t : names)
+    if (t.tag == tag) return t.name;
   return "undecided";
 }
 
-const char* variant_of(pthread_mutex_t* m) { return mutex_name(abi::mutex_tag(abi::obj(m).kind.load())); }
-const char* variant_of(pthread_rwlock_t* l) { return rwlock_name(abi::rwlock_tag(l).load()); }
-const char* variant_of(sem_t* s) { return sem_name(abi::sem_tag(s).load()); }
+const char* variant_of(pthread_mutex_t* m) { return name_of(kMutexTags, abi::mutex_tag(abi::obj(m).kind.load())); }
+const char* variant_of(pthread_rwlock_t* l) { return name_of(kRwlockTags, abi::rwlock_tag(l).load()); }
+const char* variant_of(sem_t* s) { return name_of(kSemTags, abi::sem_tag(s).load()); }
 
 extern "C" {
 __attribute__((noinline)) void init_heap_lock(pthread_mutex_t* m) {

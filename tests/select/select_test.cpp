@@ -136,41 +136,33 @@ TEST(SelectMatch, SymbolPicksAGlobalAndALockInsideALargerStruct) {
   EXPECT_EQ(r.lines["g_rw_other"], base_rwlock());
 }
 
-TEST(SelectMatch, CxxNamesMatchTheirManglings) {
-  std::string o = other_mutex();
-  std::string rules = "mutex=" + o + "@sym:s_static_lock;mutex=" + o + "@sym:ns::g_ns_lock;mutex=" + o +
-                      "@func:ns::init_in_ns(pthread_mutex_t*, int)";
+// Mutex rules (each swapping to other_mutex()): the `picked` locks get that
+// variant, the `kept` ones the column's.
+void expect_mutex_rules(const std::vector<std::string>& matchers, const std::vector<std::string>& picked,
+                        const std::vector<std::string>& kept) {
+  std::string rules;
+  for (const std::string& m : matchers) rules += "mutex=" + other_mutex() + "@" + m + ";";
   GuestRun r = run_guest("tags", rules.c_str());
   EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["s_static_lock"], o);
-  EXPECT_EQ(r.lines["ns::g_ns_lock"], o);
-  EXPECT_EQ(r.lines["in_ns"], o);
-  EXPECT_EQ(r.lines["g_plain"], base_mutex());
+  for (const std::string& lock : picked) EXPECT_EQ(r.lines[lock], other_mutex()) << lock << " under " << rules;
+  for (const std::string& lock : kept) EXPECT_EQ(r.lines[lock], base_mutex()) << lock << " under " << rules;
+}
+
+TEST(SelectMatch, CxxNamesMatchTheirManglings) {
+  expect_mutex_rules({"sym:s_static_lock", "sym:ns::g_ns_lock", "func:ns::init_in_ns(pthread_mutex_t*, int)"},
+                     {"s_static_lock", "ns::g_ns_lock", "in_ns"}, {"g_plain"});
 }
 
 TEST(SelectMatch, APlainFunctionNameMatchesAMemberOrNamespacedFunction) {
-  std::string rules = "mutex=" + other_mutex() + "@func:init_in_ns";
-  GuestRun r = run_guest("tags", rules.c_str());
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["in_ns"], other_mutex());
-  EXPECT_EQ(r.lines["heap"], base_mutex());
+  expect_mutex_rules({"func:init_in_ns"}, {"in_ns"}, {"heap"});
 }
 
 TEST(SelectMatch, FunctionOfTheInitCallPicksAHeapLock) {
-  std::string rules = "mutex=" + other_mutex() + "@func:init_heap_lock";
-  GuestRun r = run_guest("tags", rules.c_str());
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["heap"], other_mutex());
-  EXPECT_EQ(r.lines["other"], base_mutex());
-  EXPECT_EQ(r.lines["g_plain"], base_mutex());
+  expect_mutex_rules({"func:init_heap_lock"}, {"heap"}, {"other", "g_plain"});
 }
 
 TEST(SelectMatch, ZeroFilledObjectIsDecidedAtItsFirstLock) {
-  std::string rules = "mutex=" + other_mutex() + "@func:first_locker";
-  GuestRun r = run_guest("tags", rules.c_str());
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["g_first_locked"], other_mutex());
-  EXPECT_EQ(r.lines["g_plain"], base_mutex());
+  expect_mutex_rules({"func:first_locker"}, {"g_first_locked"}, {"g_plain"});
 }
 
 TEST(SelectMatch, FirstMatchingRuleWins) {
@@ -184,12 +176,9 @@ TEST(SelectMatch, RangeOfLinkTimeAddressesPicksTheObject) {
   GuestRun a = run_guest("addresses", nullptr);
   EXPECT_RAN(a);
   unsigned long at = std::stoul(a.lines["g_plain_vaddr"], nullptr, 16);
-  char rule[256];
-  snprintf(rule, sizeof rule, "mutex=%s@range:select_guest+%#lx-%#lx", other_mutex().c_str(), at, at + 40);
-  GuestRun r = run_guest("tags", rule);
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["g_plain"], other_mutex()) << rule;
-  EXPECT_EQ(r.lines["g_table.inner"], base_mutex());
+  char range[128];
+  snprintf(range, sizeof range, "range:select_guest+%#lx-%#lx", at, at + 40);
+  expect_mutex_rules({range}, {"g_plain"}, {"g_table.inner"});
 }
 
 // The workflow: the statistics name a site (module+offset, as `lockswap
@@ -228,12 +217,9 @@ TEST(SelectMatch, SiteAsTheReportPrintsItPicksTheLockFirstTakenThere) {
     if (ip >= start && ip < end) file_off = ip - start + std::stoul(field(l, "offset"), nullptr, 16);
   }
   ASSERT_NE(file_off, 0u) << dump;
-  char rule[256];
-  snprintf(rule, sizeof rule, "mutex=%s@site:select_guest+%#lx", other_mutex().c_str(), file_off);
-  GuestRun r = run_guest("tags", rule);
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["g_site"], other_mutex()) << rule;
-  EXPECT_EQ(r.lines["g_plain"], base_mutex());
+  char site[128];
+  snprintf(site, sizeof site, "site:select_guest+%#lx", file_off);
+  expect_mutex_rules({site}, {"g_site"}, {"g_plain"});
 }
 
 // report -> pick -> swap: the profiled run says which variant the lock ran
@@ -266,11 +252,7 @@ TEST(SelectWorkflow, TheReportsSelectorSwapsTheLockItNames) {
   at += marker.size();
   std::string matcher = report.substr(at, report.find('\'', at) - at);
   EXPECT_EQ(matcher.rfind("site:select_guest+0x", 0), 0u) << report;
-  std::string rule = "mutex=" + other_mutex() + "@" + matcher;
-  GuestRun r = run_guest("tags", rule.c_str());
-  EXPECT_RAN(r);
-  EXPECT_EQ(r.lines["g_site"], other_mutex()) << rule;
-  EXPECT_EQ(r.lines["g_plain"], base_mutex()) << rule;
+  expect_mutex_rules({matcher}, {"g_site"}, {"g_plain"});
 }
 
 TEST(SelectLife, AForkedChildKeepsEachLocksVariant) {
