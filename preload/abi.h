@@ -24,6 +24,15 @@
 //   semaphore for every variant (core/sem.h keeps this layout, and
 //   preload/variants/sem.h asserts it).
 //
+// LOCKSWAP_SELECT (preload/select.h) keeps each object's chosen variant in
+// the object, as a tag (0 = not decided yet), in bits glibc never reads:
+//   pthread_mutex_t  bits 10..12 of __kind (glibc reads __kind masked to its
+//                    type, flag and elision bits, 0..9; a protect-kind
+//                    mutex's ceiling lives in __lock, not __kind)
+//   pthread_rwlock_t the tail padding at 52
+//   sem_t            the u32 at 16 (glibc's new_sem ends at 16)
+// docs/glibc-abi.md lists the glibc code these facts were checked against.
+//
 // All-zero bytes mean "unlocked, default kind" for every variant, so static
 // initializers and zero-filled memory work without an init call.
 // Objects glibc must own (robust, priority-inherit/protect, process-shared)
@@ -104,8 +113,28 @@ inline constexpr int32_t kSemSharedFlag = 128;
 static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into its futex op");
 static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 
+// Selection tags (see the file comment). The tag is the family's variant enum
+// value (preload/registry.h), 0 while undecided.
+inline constexpr int kKindTagShift = 10;
+inline constexpr int kKindTagMask = 7 << kKindTagShift;
+static_assert((kKindTagMask & (127 | kKindElisionBits)) == 0, "glibc's type, flag and elision bits stay clear");
+inline constexpr std::size_t kSemTagOffset = 16;
+static_assert(kSemTagOffset + sizeof(uint32_t) <= sizeof(sem_t));
+
+inline unsigned mutex_tag(int kind) { return static_cast<unsigned>(kind & kKindTagMask) >> kKindTagShift; }
+inline int without_tag(int kind) { return kind & ~kKindTagMask; }
+inline int with_tag(int kind, unsigned tag) { return without_tag(kind) | static_cast<int>(tag << kKindTagShift); }
+
 inline MutexObject& obj(pthread_mutex_t* m) { return *reinterpret_cast<MutexObject*>(m); }
 inline RwlockObject& obj(pthread_rwlock_t* l) { return *reinterpret_cast<RwlockObject*>(l); }
+inline std::atomic_ref<uint32_t> rwlock_tag(pthread_rwlock_t* l) { return std::atomic_ref<uint32_t>(obj(l).unused_52); }
+inline std::atomic_ref<uint32_t> sem_tag(sem_t* s) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(s) + kSemTagOffset));
+}
+inline bool sem_shared(sem_t* s) {
+  return std::atomic_ref<int32_t>(*reinterpret_cast<int32_t*>(reinterpret_cast<char*>(s) + kSemPrivateOffset))
+             .load(std::memory_order_relaxed) != 0;
+}
 
 // Kinds decided per object, at every call (objects may be re-initialised).
 inline bool glibc_owned(int kind) { return kind & kKindGlibcOwned; }

@@ -25,6 +25,7 @@
 #include "core/oncpu.h"
 #include "core/rwsem.h"
 #include "preload/glibc_facts.h"
+#include "preload/select.h"
 
 extern char** environ;
 
@@ -159,6 +160,13 @@ void say_valid_settings() {
   say("  LOCKSWAP_STATS_SIGNAL = USR1, USR2 or a real-time signal (SIGUSR2, RTMIN, RTMIN+3, RTMAX-1, 12, 40, ...):\n"
       "    also write the statistics when it arrives (default: none; signals the system or other programs raise\n"
       "    in normal operation, such as HUP, INT, TERM, PIPE, CHLD, ALRM, WINCH, CONT, are refused)\n");
+  say("  LOCKSWAP_SELECT = RULE;RULE;...: a variant per lock, first matching rule wins (docs/select.md).\n"
+      "    RULE = FAMILY=VARIANT@MATCHER, FAMILY = mutex rwlock sem, MATCHER = one of\n"
+      "      sym:NAME             the lock lies inside the object symbol NAME (C or C++ name)\n"
+      "      func:NAME            it is initialised (or, never initialised, first taken) in function NAME\n"
+      "      site:MODULE+0xOFF    ... at that call site, as `lockswap report` prints it\n"
+      "      range:MODULE+0xLO-0xHI  the lock lies at those link-time addresses of MODULE\n"
+      "    e.g. mutex=rwsem@sym:LOCK_table_cache;rwlock=percid@func:tc_acquire_table\n");
   say("  LOCKSWAP_LIST = 1 columns: print these settings and the matrix columns (1), or one\n"
       "    `NAME SETTINGS` line per column (columns), then stop before main with exit status 0\n");
 }
@@ -213,6 +221,7 @@ bool is_known_name(const char* entry, size_t len) {
       "LOCKSWAP_STATS_FILE",
       ONCPU_FD_ENV,
       "LOCKSWAP_STATS_SIGNAL",
+      "LOCKSWAP_SELECT",
 #define FAMILY(Enum, field, env, LIST, dflt, what) env,
       LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -438,6 +447,7 @@ void load_config() {
 #define FAMILY(Enum, field, env, LIST, dflt, what) Enum field##_choice = parse(secure_getenv(env), Enum{});
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
+  select::load();  // may exit like any bad setting; resolves names once, before the first lock uses a rule
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
   cid::set_switch_model(g_config.cid_switch);
   select_oncpu(oncpu_choice, oncpu_fd);  // before the first spinner reads oncpu::g_source
@@ -448,6 +458,8 @@ void load_config() {
   if (!g_config.stats) drop_diag_fd();  // nothing will be said after start-up
   g_loaded.store(true, std::memory_order_release);
 }
+
+void config_error(const char* var, const char* value, const char* why) { fail_with_choices(var, value, why); }
 
 int diag_fd() {
   int fd = g_diag_fd.load(std::memory_order_acquire);

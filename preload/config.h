@@ -40,6 +40,10 @@ extern Config g_config;
 // An invalid setting prints the valid choices on stderr and exits with 2.
 void load_config();
 
+// A setting that cannot be used: `VAR=value: why` and the valid settings on
+// stderr, then exit with 2 (before main, as every setting is read then).
+[[noreturn]] void config_error(const char* var, const char* value, const char* why);
+
 inline MutexVariant mutex_variant() {
   MutexVariant v = std::atomic_ref<MutexVariant>(g_config.mutex).load(std::memory_order_acquire);
   if (__builtin_expect(v != MutexVariant::unset, 1)) return v;

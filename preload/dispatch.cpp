@@ -35,6 +35,7 @@
 #include "preload/config.h"
 #include "preload/real.h"
 #include "preload/registry.h"
+#include "preload/select.h"
 #include "preload/stats.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -122,10 +123,19 @@ __attribute__((noinline)) int mutex_acquire_kinded(pthread_mutex_t* m, int kind,
   return 0;
 }
 
-template <class V>
+// kTagged: the instantiation LOCKSWAP_SELECT's mixed entries reach, for
+// objects carrying a selection tag in __kind (abi.h), which it strips first.
+template <class V, bool kTagged = false>
+LOCKSWAP_INLINE int mutex_kind(const MutexObject& o) {
+  int kind = o.kind.load(std::memory_order_relaxed);
+  if constexpr (kTagged) kind = abi::without_tag(kind);
+  return kind;
+}
+
+template <class V, bool kTagged = false>
 LOCKSWAP_INLINE int mutex_acquire(pthread_mutex_t* m, Call c) {
   MutexObject& o = abi::obj(m);
-  int kind = o.kind.load(std::memory_order_relaxed);
+  int kind = mutex_kind<V, kTagged>(o);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) return mutex_take<V>(o, c, false);
   return mutex_acquire_kinded<V>(m, kind, c);
 }
@@ -163,10 +173,10 @@ __attribute__((noinline)) int mutex_release_kinded(pthread_mutex_t* m, int kind)
   return 0;
 }
 
-template <class V>
+template <class V, bool kTagged = false>
 LOCKSWAP_INLINE int mutex_release(pthread_mutex_t* m) {
   MutexObject& o = abi::obj(m);
-  int kind = o.kind.load(std::memory_order_relaxed);
+  int kind = mutex_kind<V, kTagged>(o);
   if (LOCKSWAP_LIKELY(kind == abi::kKindNormal)) {
     release_word<V>(o);
     return 0;
@@ -314,30 +324,31 @@ LOCKSWAP_INLINE int rw_unlock(pthread_rwlock_t* l) {
 // deferred; only its futex sleeps are asynchronous cancellation points, and a
 // cancellation pending when it ends gives the lock back and acts
 // (core/cancel.h). Objects glibc owns get glibc's call at the caller's type.
-template <class V>
+template <class V, bool kTagged>
 __attribute__((noinline)) int mutex_acquire_async_caller(pthread_mutex_t* m, Call c) {
   if (abi::glibc_owned(abi::obj(m).kind.load(std::memory_order_relaxed))) return delegate_mutex(m, c);
-  return cancel::run_deferred([&] { return mutex_acquire<V>(m, c); }, [&] { mutex_release<V>(m); });
+  return cancel::run_deferred([&] { return mutex_acquire<V, kTagged>(m, c); },
+                              [&] { mutex_release<V, kTagged>(m); });
 }
 
-template <class V>
+template <class V, bool kTagged>
 LOCKSWAP_INLINE int mutex_acquire_blocking(pthread_mutex_t* m, Call c) {
-  if (cancel::async_caller()) return mutex_acquire_async_caller<V>(m, c);
-  return mutex_acquire<V>(m, c);
+  if (cancel::async_caller()) return mutex_acquire_async_caller<V, kTagged>(m, c);
+  return mutex_acquire<V, kTagged>(m, c);
 }
 
-template <class V>
+template <class V, bool kTagged = false>
 struct NativeMutex {
-  static int lock(pthread_mutex_t* m) { return mutex_acquire_blocking<V>(m, {Call::block, 0, nullptr}); }
-  static int trylock(pthread_mutex_t* m) { return mutex_acquire<V>(m, {Call::trylock, 0, nullptr}); }
+  static int lock(pthread_mutex_t* m) { return mutex_acquire_blocking<V, kTagged>(m, {Call::block, 0, nullptr}); }
+  static int trylock(pthread_mutex_t* m) { return mutex_acquire<V, kTagged>(m, {Call::trylock, 0, nullptr}); }
   static int timedlock(pthread_mutex_t* m, const timespec* abs) {
-    return mutex_acquire_blocking<V>(m, {Call::timed, CLOCK_REALTIME, abs});
+    return mutex_acquire_blocking<V, kTagged>(m, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clocklock(pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock)) return EINVAL;  // glibc checks the clock first
-    return mutex_acquire_blocking<V>(m, {Call::clocked, clock, abs});
+    return mutex_acquire_blocking<V, kTagged>(m, {Call::clocked, clock, abs});
   }
-  static int unlock(pthread_mutex_t* m) { return mutex_release<V>(m); }
+  static int unlock(pthread_mutex_t* m) { return mutex_release<V, kTagged>(m); }
   static int destroy(pthread_mutex_t* m) { return mutex_destroy<V>(m); }
 };
 
@@ -609,12 +620,14 @@ void install_glibc_rwlock(OpsTable& t, const OpsTable& g) {
 #undef COPY
 }
 
-template <class V>
+void install_native_cond(OpsTable& t);
+
+template <class V, bool kTagged = false>
 void install_mutex_and_cond(OpsTable& t) {
   if constexpr (V::forwards_to_glibc) {
     install_glibc_mutex_and_cond(t, real::glibc());
   } else {
-    using M = NativeMutex<V>;
+    using M = NativeMutex<V, kTagged>;
     t.pthread_mutex_init = mutex_init_native;
     t.pthread_mutex_destroy = M::destroy;
     t.pthread_mutex_lock = M::lock;
@@ -623,6 +636,12 @@ void install_mutex_and_cond(OpsTable& t) {
     t.pthread_mutex_clocklock = M::clocklock;
     t.pthread_mutex_unlock = M::unlock;
     t.pthread_mutex_consistent = native_mutex_consistent;
+    install_native_cond(t);
+  }
+}
+
+void install_native_cond(OpsTable& t) {
+  {
     t.pthread_cond_init = NativeCond::init;
     t.pthread_cond_destroy = NativeCond::destroy;
     t.pthread_cond_wait = NativeCond::wait;
@@ -677,6 +696,190 @@ void install_sem(OpsTable& t) {
   }
 }
 
+// ------------------------------------------------------ per-lock selection
+// LOCKSWAP_SELECT (preload/select.h). A family named by a rule gets mixed
+// entries in g_ops: each reads the object's selection tag (abi.h) and jumps
+// through that variant's table, the tag indexing `g_by_tag`. Tag 0 (not
+// decided yet) and values no variant has index tables of `decide` entries:
+// the object's first sight, where the rules are asked once and the tag is
+// set with a compare-and-swap, so that two first users agree. Objects glibc
+// must own (robust, PI/PP, process-shared) and destroyed ones get no tag and
+// keep the process-wide variant (`g_base`), as without rules. Families
+// without a rule keep their variant's table: nothing changes for them.
+
+using select::Family;
+constexpr unsigned kTagSlots = 8;
+static_assert(static_cast<unsigned>(RwlockVariant::percid) < kTagSlots && kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
+OpsTable g_by_tag[3][kTagSlots];
+OpsTable g_base;             // the process-wide variants (untagged instantiations)
+unsigned g_base_tag[3];      // their tags
+
+int family_index(pthread_mutex_t*) { return static_cast<int>(Family::mutex); }
+int family_index(pthread_rwlock_t*) { return static_cast<int>(Family::rwlock); }
+int family_index(sem_t*) { return static_cast<int>(Family::sem); }
+
+LOCKSWAP_INLINE unsigned tag_of(pthread_mutex_t* m) { return abi::mutex_tag(abi::obj(m).kind.load(std::memory_order_relaxed)); }
+LOCKSWAP_INLINE unsigned tag_of(pthread_rwlock_t* l) { return abi::rwlock_tag(l).load(std::memory_order_relaxed) & (kTagSlots - 1); }
+LOCKSWAP_INLINE unsigned tag_of(sem_t* s) { return abi::sem_tag(s).load(std::memory_order_relaxed) & (kTagSlots - 1); }
+
+bool g_variant_tag[3][kTagSlots];  // the tags that name a variant
+bool is_variant_tag(int family, unsigned tag) { return g_variant_tag[family][tag]; }
+
+// The call site the rules see: the caller of the export that reached a
+// mixed entry by tail jumps, or the one a profiling wrapper in between saw.
+LOCKSWAP_INLINE uintptr_t site_of_call(void* ra, void* cfa) {
+  return g_config.profile ? select::t_site_hint : select::caller_ip(ra, cfa);
+}
+
+unsigned choose(Family f, const void* object, uintptr_t site) {
+  unsigned v = select::decide(f, object, site);
+  return v != 0 ? v : g_base_tag[static_cast<int>(f)];
+}
+
+__attribute__((noinline)) const OpsTable& decided_table(pthread_mutex_t* m, uintptr_t site) {
+  std::atomic<int32_t>& kind = abi::obj(m).kind;
+  int k = kind.load(std::memory_order_relaxed);
+  for (;;) {
+    if (k == abi::kKindDestroyed || abi::glibc_owned(k)) return g_base;
+    if (unsigned tag = abi::mutex_tag(k); tag != 0) return is_variant_tag(0, tag) ? g_by_tag[0][tag] : g_base;
+    unsigned v = choose(Family::mutex, m, site);
+    if (kind.compare_exchange_weak(k, abi::with_tag(k, v), std::memory_order_relaxed)) return g_by_tag[0][v];
+  }
+}
+
+// The tag word of a rwlock or semaphore: 0 until decided, the variant after.
+template <class Obj>
+const OpsTable& decided_by_word(Obj* o, std::atomic_ref<uint32_t> word, bool glibc_owned, uintptr_t site) {
+  int f = family_index(o);
+  if (glibc_owned) return g_base;
+  uint32_t tag = word.load(std::memory_order_relaxed);
+  for (;;) {
+    if (tag != 0) return tag < kTagSlots && is_variant_tag(f, tag) ? g_by_tag[f][tag] : g_base;
+    unsigned v = choose(static_cast<Family>(f), o, site);
+    if (word.compare_exchange_weak(tag, v, std::memory_order_relaxed)) return g_by_tag[f][v];
+  }
+}
+__attribute__((noinline)) const OpsTable& decided_table(pthread_rwlock_t* l, uintptr_t site) {
+  return decided_by_word(l, abi::rwlock_tag(l), abi::glibc_owned(abi::obj(l)), site);
+}
+__attribute__((noinline)) const OpsTable& decided_table(sem_t* s, uintptr_t site) {
+  return decided_by_word(s, abi::sem_tag(s), abi::sem_shared(s), site);
+}
+
+// Every slot whose first argument is the lock object. `by_tag` is the slot's
+// column of g_by_tag, so that the entry is one indexed jump.
+template <auto Slot>
+struct Mixed;
+template <class R, class Obj, class... A, R (*OpsTable::*Slot)(Obj*, A...)>
+struct Mixed<Slot> {
+  static inline R (*by_tag[kTagSlots])(Obj*, A...);
+  static void fill() {
+    for (unsigned tag = 0; tag < kTagSlots; ++tag) by_tag[tag] = g_by_tag[family_index(static_cast<Obj*>(nullptr))][tag].*Slot;
+  }
+  static R call(Obj* o, A... args) { return by_tag[tag_of(o)](o, args...); }
+  // Reached from call() by a tail jump: the return address is the caller's.
+  static R decide(Obj* o, A... args) {
+    uintptr_t site = site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa());
+    return (decided_table(o, site).*Slot)(o, args...);
+  }
+};
+
+// Initialisation always decides (again: destroy + init re-decides), from
+// the init call's site; the tag is written before the object is published.
+int mixed_mutex_init(pthread_mutex_t* m, const pthread_mutexattr_t* a) {
+  unsigned v = choose(Family::mutex, m, site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa()));
+  int rc = g_by_tag[0][v].pthread_mutex_init(m, a);
+  int k = abi::obj(m).kind.load(std::memory_order_relaxed);
+  if (rc == 0 && !abi::glibc_owned(k)) abi::obj(m).kind.store(abi::with_tag(k, v), std::memory_order_relaxed);
+  return rc;
+}
+int mixed_rwlock_init(pthread_rwlock_t* l, const pthread_rwlockattr_t* a) {
+  unsigned v = choose(Family::rwlock, l, site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa()));
+  int rc = g_by_tag[1][v].pthread_rwlock_init(l, a);
+  if (rc == 0 && !abi::glibc_owned(abi::obj(l))) abi::rwlock_tag(l).store(v, std::memory_order_relaxed);
+  return rc;
+}
+// A process-shared semaphore keeps the process-wide variant untagged: every
+// variant keeps glibc's word for it (core/sem.h), so processes agree.
+int mixed_sem_init(sem_t* s, int pshared, unsigned value) {
+  if (pshared != 0) return g_base.sem_init(s, pshared, value);
+  unsigned v = choose(Family::sem, s, site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa()));
+  int rc = g_by_tag[2][v].sem_init(s, pshared, value);
+  if (rc == 0) abi::sem_tag(s).store(v, std::memory_order_relaxed);
+  return rc;
+}
+
+#define LOCKSWAP_MUTEX_OBJECT_SLOTS(X)                                                                    \
+  X(pthread_mutex_destroy) X(pthread_mutex_lock) X(pthread_mutex_trylock) X(pthread_mutex_timedlock) \
+  X(pthread_mutex_clocklock) X(pthread_mutex_unlock) X(pthread_mutex_consistent)
+#define LOCKSWAP_RWLOCK_OBJECT_SLOTS(X)                                                                      \
+  X(pthread_rwlock_destroy) X(pthread_rwlock_rdlock) X(pthread_rwlock_tryrdlock) X(pthread_rwlock_timedrdlock) \
+  X(pthread_rwlock_clockrdlock) X(pthread_rwlock_wrlock) X(pthread_rwlock_trywrlock)                         \
+  X(pthread_rwlock_timedwrlock) X(pthread_rwlock_clockwrlock) X(pthread_rwlock_unlock)
+#define LOCKSWAP_SEM_OBJECT_SLOTS(X) \
+  X(sem_destroy) X(sem_wait) X(sem_trywait) X(sem_timedwait) X(sem_clockwait) X(sem_post) X(sem_getvalue)
+
+// g_by_tag: each variant's table at its tag, `decide` entries elsewhere.
+void fill_tag_tables() {
+#define DECIDE(fn) t.fn = &Mixed<&OpsTable::fn>::decide;
+  for (OpsTable& t : g_by_tag[0]) { LOCKSWAP_MUTEX_OBJECT_SLOTS(DECIDE) }
+  for (OpsTable& t : g_by_tag[1]) { LOCKSWAP_RWLOCK_OBJECT_SLOTS(DECIDE) }
+  for (OpsTable& t : g_by_tag[2]) { LOCKSWAP_SEM_OBJECT_SLOTS(DECIDE) }
+#undef DECIDE
+#define X(id, name, type, desc)                                                  \
+  install_mutex_and_cond<type, true>(g_by_tag[0][static_cast<unsigned>(MutexVariant::id)]); \
+  g_variant_tag[0][static_cast<unsigned>(MutexVariant::id)] = true;
+  LOCKSWAP_MUTEX_VARIANTS(X)
+#undef X
+#define X(id, name, type, desc)                                             \
+  install_rwlock<type>(g_by_tag[1][static_cast<unsigned>(RwlockVariant::id)]); \
+  g_variant_tag[1][static_cast<unsigned>(RwlockVariant::id)] = true;
+  LOCKSWAP_RWLOCK_VARIANTS(X)
+#undef X
+#define X(id, name, type, desc)                                       \
+  install_sem<type>(g_by_tag[2][static_cast<unsigned>(SemVariant::id)]); \
+  g_variant_tag[2][static_cast<unsigned>(SemVariant::id)] = true;
+  LOCKSWAP_SEM_VARIANTS(X)
+#undef X
+#define FILL(fn) Mixed<&OpsTable::fn>::fill();
+  LOCKSWAP_MUTEX_OBJECT_SLOTS(FILL) LOCKSWAP_RWLOCK_OBJECT_SLOTS(FILL) LOCKSWAP_SEM_OBJECT_SLOTS(FILL)
+#undef FILL
+}
+
+// Turns the families named by rules in `t` (the process-wide table) into
+// mixed ones. Runs once (racing installers wait for the first).
+void install_mixed(OpsTable& t) {
+  static std::atomic<int> state{0};
+  int expected = 0;
+  if (state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+    g_base = t;
+    g_base_tag[0] = static_cast<unsigned>(mutex_variant());
+    g_base_tag[1] = static_cast<unsigned>(rwlock_variant());
+    g_base_tag[2] = static_cast<unsigned>(sem_variant());
+    fill_tag_tables();
+    state.store(2, std::memory_order_release);
+  }
+  while (state.load(std::memory_order_acquire) != 2) sched_yield();
+#define MIXED(fn) t.fn = &Mixed<&OpsTable::fn>::call;
+  if (select::active(Family::mutex)) {
+    LOCKSWAP_MUTEX_OBJECT_SLOTS(MIXED)
+    t.pthread_mutex_init = mixed_mutex_init;
+    // glibc's condvar reaches into glibc's mutex layout: with mutexes of
+    // several variants, the native condvar, which takes the mutex through
+    // g_ops (the mixed entries), serves them all.
+    install_native_cond(t);
+  }
+  if (select::active(Family::rwlock)) {
+    LOCKSWAP_RWLOCK_OBJECT_SLOTS(MIXED)
+    t.pthread_rwlock_init = mixed_rwlock_init;
+  }
+  if (select::active(Family::sem)) {
+    LOCKSWAP_SEM_OBJECT_SLOTS(MIXED)
+    t.sem_init = mixed_sem_init;
+  }
+#undef MIXED
+}
+
 std::atomic<bool> g_ops_installed{false};
 
 // Fill the table from the configuration (idempotent; racing first calls all
@@ -717,6 +920,8 @@ __attribute__((noinline)) void install_ops() {
     default:
       break;
   }
+  if (select::active(Family::mutex) || select::active(Family::rwlock) || select::active(Family::sem))
+    install_mixed(t);
   // LOCKSWAP_STATS=profile: the variant's table moves inside the profiling
   // wrappers (preload/stats.cpp). Off or counts, nothing here or on any lock
   // path changes.

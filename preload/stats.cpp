@@ -53,6 +53,7 @@
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/select.h"
 #include "preload/stats_backtrace.h"
 #include "preload/stats_table.h"
 
@@ -266,7 +267,59 @@ void begin_hold(LockEntry& l, SiteEntry* s, int32_t self) {
   l.hold_start.store(now_ns(), std::memory_order_relaxed);
 }
 
+// The variant a lock runs: its LOCKSWAP_SELECT tag (abi.h), 0 when its
+// family has no rule (then the bytes are not a tag: the process-wide variant).
+uint8_t selected_variant(const void* obj, Kind kind) {
+  using select::Family;
+  switch (kind) {
+    case Kind::mutex:
+      if (!select::active(Family::mutex)) return 0;
+      return static_cast<uint8_t>(abi::mutex_tag(
+          abi::obj(static_cast<pthread_mutex_t*>(const_cast<void*>(obj))).kind.load(std::memory_order_relaxed)));
+    case Kind::rwlock:
+      if (!select::active(Family::rwlock)) return 0;
+      return static_cast<uint8_t>(
+          abi::rwlock_tag(static_cast<pthread_rwlock_t*>(const_cast<void*>(obj))).load(std::memory_order_relaxed));
+    case Kind::sem:
+      if (!select::active(Family::sem)) return 0;
+      return static_cast<uint8_t>(abi::sem_tag(static_cast<sem_t*>(const_cast<void*>(obj))).load(std::memory_order_relaxed));
+    default:
+      return 0;
+  }
+}
+
+// The init-site slot of `obj` (null: none, and no room when `create`).
+InitSite* init_site(const void* obj, bool create) {
+  auto key = reinterpret_cast<uintptr_t>(obj);
+  uint32_t i = static_cast<uint32_t>(mix(key)) & (kInitSlots - 1);
+  for (uint32_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & (kInitSlots - 1)) {
+    InitSite& e = g_tables->inits[i];
+    uintptr_t at = e.addr.load(std::memory_order_acquire);
+    if (at == key) return &e;
+    if (at == 0) {
+      if (!create) return nullptr;
+      if (e.addr.compare_exchange_strong(at, key, std::memory_order_acq_rel) || at == key) return &e;
+    }
+  }
+  return nullptr;
+}
+
+// A lock's first sight: where it was initialised, else (never initialised
+// while the profiler ran) its first acquisition; and the variant it runs.
+void note_sight(LockEntry& l, const void* obj, Kind kind, uintptr_t ip, bool init) {
+  if (init) {
+    l.first_ip.store(ip, std::memory_order_relaxed);
+  } else if (l.first_ip.load(std::memory_order_relaxed) == 0) {
+    const InitSite* at = init_site(obj, false);
+    uintptr_t init_ip = at ? at->ip.load(std::memory_order_relaxed) : 0;
+    l.first_ip.store(init_ip ? init_ip : ip, std::memory_order_relaxed);
+  }
+  uint8_t v = selected_variant(obj, kind);
+  if (l.variant.load(std::memory_order_relaxed) != v) l.variant.store(v, std::memory_order_relaxed);
+}
+
 void record(const Attempt& a, LockEntry& l, SiteEntry* s, bool contended, uint64_t waited, int32_t self) {
+  note_sight(l, a.obj, a.kind, a.ip, false);
   Access x = a.access;
   bump(l.acq, 1, x);
   if (a.read_side) bump(l.rd_acq, 1, x);
@@ -356,22 +409,10 @@ void release(const void* obj) {
   l->owner.store(0, std::memory_order_relaxed);
 }
 
-// The caller of the exported function. Exports that may not throw reach the
-// wrapper through a call, not a tail jump (`sub $8,%rsp; call *g_ops(%rip)`):
-// then the caller's return address is the export's own one, two words above
-// our canonical frame address. Checked against the instruction bytes; any
-// other shape keeps the immediate return address.
+// The caller of the exported function (preload/select.h), also left for
+// LOCKSWAP_SELECT's first-sight decision in the mixed entry this wrapper calls.
 __attribute__((always_inline)) inline uintptr_t caller_ip(void* ra, void* cfa) {
-  auto r = reinterpret_cast<uintptr_t>(ra);
-#if defined(__x86_64__)
-  static constexpr unsigned char kStub[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0x15};
-  constexpr uintptr_t kPage = 4096;  // the bytes read must lie in the return address's own page
-  if ((r & (kPage - 1)) >= 10 && memcmp(reinterpret_cast<const void*>(r - 10), kStub, sizeof kStub) == 0)
-    return *reinterpret_cast<const uintptr_t*>(static_cast<char*>(cfa) + 8);
-#else
-  (void)cfa;
-#endif
-  return r;
+  return select::t_site_hint = select::caller_ip(ra, cfa);
 }
 #define LOCKSWAP_CALLER() caller_ip(__builtin_return_address(0), __builtin_dwarf_cfa())
 
@@ -601,7 +642,28 @@ template <class R, class... A, R (*F::*Slot)(A...), Kind Fam>
 struct Counted<Slot, Fam> {
   static R call(A... args) {
     count_call(Fam);
+    (void)LOCKSWAP_CALLER();  // the site LOCKSWAP_SELECT sees (an init call's, above all)
     return inner(Slot)(args...);
+  }
+};
+
+// Initialisation: counted, and the lock's init site kept for the report's
+// selectors.
+void note_init(const void* obj, Kind kind, uintptr_t ip) {
+  if (t_inside || g_tables == nullptr) return;
+  if (InitSite* at = init_site(obj, true)) at->ip.store(ip, std::memory_order_relaxed);
+  if (LockEntry* l = lock_entry(obj, kind, false)) note_sight(*l, obj, kind, ip, true);  // initialised again
+}
+template <auto Slot, Kind kKind>
+struct InitWrapper;
+template <class Obj, class... A, int (*F::*Slot)(Obj*, A...), Kind kKind>
+struct InitWrapper<Slot, kKind> {
+  static int call(Obj* o, A... args) {
+    uintptr_t ip = LOCKSWAP_CALLER();
+    count_call(kKind);
+    int rc = inner(Slot)(o, args...);
+    if (rc == 0) note_init(o, kKind, ip);
+    return rc;
   }
 };
 
@@ -609,6 +671,9 @@ void fill_wrappers() {
 #define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
+  g_wrappers.pthread_mutex_init = InitWrapper<&F::pthread_mutex_init, Kind::mutex>::call;
+  g_wrappers.pthread_rwlock_init = InitWrapper<&F::pthread_rwlock_init, Kind::rwlock>::call;
+  g_wrappers.sem_init = InitWrapper<&F::sem_init, Kind::sem>::call;
   g_wrappers.pthread_mutex_lock = w_mutex_lock;
   g_wrappers.pthread_mutex_trylock = w_mutex_trylock;
   g_wrappers.pthread_mutex_timedlock = w_mutex_timedlock;

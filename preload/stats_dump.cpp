@@ -53,6 +53,7 @@
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
+#include "preload/config.h"
 #include "preload/stats.h"
 #include "preload/stats_table.h"
 
@@ -175,6 +176,16 @@ void timings(Out& o, const Timing& wait, const Timing& hold) {
   hist(o, "hold_hist", hold);
 }
 
+// The variant a lock ran: its selection tag, else its family's setting.
+const char* variant_of(Kind kind, uint8_t tag) {
+  switch (kind) {
+    case Kind::mutex: return variant_name(tag ? static_cast<MutexVariant>(tag) : g_config.mutex);
+    case Kind::rwlock: return variant_name(tag ? static_cast<RwlockVariant>(tag) : g_config.rwlock);
+    case Kind::sem: return variant_name(tag ? static_cast<SemVariant>(tag) : g_config.sem);
+    default: return nullptr;  // a condition variable runs with its mutex
+  }
+}
+
 void lock_record(Out& o, uint32_t index, const LockEntry& e) {
   auto kind = static_cast<Kind>(e.kind.load(std::memory_order_relaxed));
   record_start(o, "lock");
@@ -182,6 +193,11 @@ void lock_record(Out& o, uint32_t index, const LockEntry& e) {
   o.key_hex("addr", e.addr.load(std::memory_order_relaxed));
   o.put(" kind=");
   o.put(kKindNames[static_cast<unsigned>(kind)]);
+  if (const char* v = variant_of(kind, e.variant.load(std::memory_order_relaxed))) {
+    o.put(" variant=");
+    o.put(v);
+  }
+  if (uintptr_t ip = e.first_ip.load(std::memory_order_relaxed)) o.key_hex("first_ip", ip);
   o.key_dec("acq", load(e.acq));
   o.key_dec("contended", load(e.contended));
   timings(o, e.wait, e.hold);

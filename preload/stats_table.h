@@ -113,6 +113,10 @@ struct LockEntry {
   std::atomic<uint32_t> depth{0};
   std::atomic<uint64_t> hold_start{0};
   std::atomic<uint32_t> hold_site{0};  // site slot index + 1; 0 = none
+  // Where the lock was initialised (or, never initialised, first taken):
+  // the call site LOCKSWAP_SELECT's site: and func: rules match.
+  std::atomic<uintptr_t> first_ip{0};
+  std::atomic<uint8_t> variant{0};  // its LOCKSWAP_SELECT tag at the last acquisition (0: none)
   Counter acq{0}, contended{0}, rd_acq{0}, rd_contended{0};
   Timing wait, hold;
 };
@@ -137,9 +141,19 @@ struct alignas(64) CallStripe {
   Counter calls[kKinds] = {};
 };
 
+// Where each lock was initialised (pthread_*_init, sem_init), apart from
+// the lock table so that a lock never taken uses no lock slot: its first
+// acquisition copies the site into its entry (LockEntry::first_ip).
+struct InitSite {
+  std::atomic<uintptr_t> addr{0};
+  std::atomic<uintptr_t> ip{0};
+};
+inline constexpr uint32_t kInitSlots = 1u << 15;
+
 struct Tables {
   LockEntry locks[kLockSlots];
   SiteEntry sites[kSiteSlots];
+  InitSite inits[kInitSlots];
 };
 
 // preload/stats.cpp: mapped once when statistics are switched on (null

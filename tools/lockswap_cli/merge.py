@@ -83,7 +83,9 @@ def merge(dumps):
         for rec in d.locks.values():
             key = (d.exe, rec["addr"], rec["kind"])
             if key not in locks:
-                locks[key] = new_stat(addr=rec["addr"], kind=rec["kind"], exe=d.exe)
+                locks[key] = new_stat(addr=rec["addr"], kind=rec["kind"], exe=d.exe, variant=None,
+                                      first_module=None, first_offset=None)
+            note_first_sight(locks[key], d, rec)
             add_stat(locks[key], rec, d.pid)
         for rec in d.sites:
             merge_site(sites, d, rec)
@@ -92,18 +94,28 @@ def merge(dumps):
     return totals, list(locks.values()), list(sites.values())
 
 
+def note_first_sight(stat, d, lock):
+    """The variant the lock ran and the site that initialised it (or first took it), as
+    (file, offset): what a LOCKSWAP_SELECT site:/func: rule matches."""
+    stat["variant"] = stat["variant"] or lock["variant"]
+    if stat["first_module"] is None and lock["first_ip"] is not None:
+        stat["first_module"], stat["first_offset"] = locate(d.maps, lock["first_ip"])
+
+
 def merge_site(sites, d, rec):
     ip, op = rec["ip"], rec["op"]
     module, offset = locate(d.maps, ip)
     key = (module or d.exe, offset, op) if module else (d.exe, ip, op, "unmapped")
     if key not in sites:
         sites[key] = new_stat(ip=ip, op=op, module=module, offset=offset, lock_addrs=[],
-                              lock_kind=None, bt=[], bt_pid=None)
+                              lock_kind=None, bt=[], bt_pid=None, variant=None,
+                              first_module=None, first_offset=None)
     s = sites[key]
     add_stat(s, rec, d.pid)
     lock = d.locks.get(rec["lock"])
     if lock is not None:
         s["lock_kind"] = s["lock_kind"] or lock["kind"]
+        note_first_sight(s, d, lock)
         if len(s["lock_addrs"]) < MAX_LOCKS_PER_SITE and lock["addr"] not in s["lock_addrs"]:
             s["lock_addrs"].append(lock["addr"])
     if rec["bt"] and not s["bt"]:

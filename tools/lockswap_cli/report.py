@@ -43,15 +43,18 @@ processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,se
 stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
 totals {{processes, calls, events, dropped, acq, contended}};
 locks_total, sites_total (before --top); sort;
-locks[] {{addr, kind, exe, pids[], acq, contended, contended_pct, rd_acq,
-rd_contended, wait, hold}}; sites[] {{rank, op, addr, module, offset, lock_addrs[],
-lock_kind, pids[], acq, contended, contended_pct, wait, hold, where, backtrace[],
-backtrace_pid}}; cond_locks[], cond_sites[] (same shapes: condition
+locks[] {{addr, kind, variant, first_module, first_offset, exe, pids[], acq, contended,
+contended_pct, rd_acq, rd_contended, wait, hold}}; sites[] {{rank, op, addr, module, offset,
+lock_addrs[], lock_kind, variant, select[], pids[], acq, contended, contended_pct, wait, hold,
+where, backtrace[], backtrace_pid}}; cond_locks[], cond_sites[] (same shapes: condition
 variables and their wait sites, ranked apart because a condition wait is idle
 time, not contention), cond_locks_total, cond_sites_total. wait/hold = {{count, total_ns, avg_ns, p50_ns, p99_ns, max_ns,
 hist[48]}} with hist[i] = samples in [2^i, 2^(i+1)) ns (bucket 0 also holds 0).
 A frame (where, backtrace[]) = {{addr, module, offset, function, source,
-inlined[]}}; function/source are null when unknown.
+inlined[]}}; function/source are null when unknown. variant: the variant the lock ran
+(LOCKSWAP_SELECT or its family's setting; null in older dumps); first_*: where it was
+initialised (or, never initialised, first taken); select[]: LOCKSWAP_SELECT matchers that
+pick the site's lock (site:MODULE+0xOFF, then func:NAME when debug info names the function).
 
 examples:
   {PROG} --stats-file /tmp/st.%p -- ./server ...; {PROG} report /tmp/st.*
@@ -112,6 +115,7 @@ def build_report(args):
         symbolizer.want(s["module"], s["offset"])
         for _, mod, off in s["bt"]:
             symbolizer.want(mod, off)
+        symbolizer.want(s["first_module"], s["first_offset"])
     symbolizer.resolve()
     procs = []
     for d in dumps:
@@ -139,6 +143,24 @@ def is_cond_site(site):
     return site["lock_kind"] == "cond" or (site["lock_kind"] is None and site["op"] == "wait")
 
 
+SELECTABLE_KINDS = ("mutex", "rwlock", "sem")
+
+
+def selectors(s, symbolizer):
+    """LOCKSWAP_SELECT matchers that pick the site's lock: the exact site that initialised it
+    (or, never initialised, first took it) and, when known from debug info, that site's
+    function (which picks every lock initialised in it). [] when the dump does not say."""
+    if s["lock_kind"] not in SELECTABLE_KINDS or s["first_offset"] is None or s["first_module"] is None:
+        return []
+    out = [f"site:{os.path.basename(s['first_module'])}+{s['first_offset']:#x}"]
+    fr = symbolizer.get(s["first_module"], s["first_offset"])
+    if fr["function"] and fr["source"]:
+        name = fr["function"].split("(")[0]
+        if name and not any(c in name for c in " ;<"):   # templates and operators: the site alone
+            out.append(f"func:{name}")
+    return out
+
+
 def out_sites(sites, symbolizer):
     result = []
     for rank, s in enumerate(sites, 1):
@@ -148,7 +170,8 @@ def out_sites(sites, symbolizer):
                        "lock_kind": s["lock_kind"], "pids": s["pids"],
                        **{k: s[k] for k in COUNTERS}, "contended_pct": s["contended_pct"],
                        "wait": s["wait"], "hold": s["hold"], "where": where,
-                       "backtrace": frames, "backtrace_pid": s["bt_pid"]})
+                       "backtrace": frames, "backtrace_pid": s["bt_pid"],
+                       "variant": s["variant"], "select": selectors(s, symbolizer)})
     return result
 
 
@@ -212,13 +235,13 @@ TIME_HEAD = ["total", "avg", "p50", "p99", "max"]
 def lock_lines(rep):
     if not rep["locks"]:
         return ["", "locks: none recorded"]
-    rows = [["addr", "kind", "procs", "acq", "contended", "%cont", *[f"wait.{h}" for h in TIME_HEAD],
+    rows = [["addr", "kind", "variant", "procs", "acq", "contended", "%cont", *[f"wait.{h}" for h in TIME_HEAD],
              *[f"hold.{h}" for h in TIME_HEAD]]]
     for s in rep["locks"]:
-        rows.append([f"{s['addr']:#x}", s["kind"], len(s["pids"]), s["acq"], s["contended"],
+        rows.append([f"{s['addr']:#x}", s["kind"], shown(s.get("variant") or "?"), len(s["pids"]), s["acq"], s["contended"],
                      f"{s['contended_pct']:.1f}", *side_cols(s["wait"]), *side_cols(s["hold"])])
     return ["", f"top {len(rep['locks'])} of {rep['locks_total']} locks by {rep['sort']}:"] + \
-        table(rows, right_from=2)
+        table(rows, right_from=3)
 
 
 def cond_lines(rep):
@@ -259,6 +282,12 @@ def site_lines(rep):
     for s in rep["sites"]:
         out.append(f"  #{s['rank']} {shown(s['op'])} at {frame_text(s['where'], s['addr'])}  "
                    f"[{s['addr']:#x}]")
+        if s["select"]:
+            family = s["lock_kind"]
+            out.append(f"     lock variant {shown(s['variant'] or '?')}; to swap this lock alone: "
+                       f"--select '{family}=VARIANT@{shown(s['select'][0])}'"
+                       + (f" (or @{shown(s['select'][1])}: every {family} initialised there)"
+                          if len(s["select"]) > 1 else ""))
         if s["backtrace"]:
             out.append(f"     sampled backtrace (pid {s['backtrace_pid']}):")
             for fr in s["backtrace"]:

@@ -135,7 +135,12 @@ class Dump:
         elif rtype == "event" and "name" in f:
             self.events[f["name"]] = self.events.get(f["name"], 0) + need_u64(f, "count")
         elif rtype == "lock" and "id" in f:
-            self.locks[f["id"]] = {"addr": need_u64(f, "addr"), "kind": f.get("kind", "?"), **stat_fields(f)}
+            self.locks[f["id"]] = {"addr": need_u64(f, "addr"), "kind": f.get("kind", "?"),
+                                   # LOCKSWAP_SELECT: the variant it ran, where it was initialised
+                                   # (or, never initialised, first taken)
+                                   "variant": f.get("variant"),
+                                   "first_ip": need_u64(f, "first_ip") if "first_ip" in f else None,
+                                   **stat_fields(f)}
         elif rtype == "site":
             self.sites.append({"ip": need_u64(f, "ip"), "op": f.get("op", "?"), "lock": f.get("lock"),
                                "bt": backtrace(f.get("bt", "")), **stat_fields(f)})

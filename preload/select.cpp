@@ -1,0 +1,368 @@
+// preload/select.cpp — LOCKSWAP_SELECT: parsing the rules and resolving them
+// to addresses once, when the configuration is read.
+//
+// Runs where load_config runs (perhaps inside another library's constructor,
+// before malloc may be used): it allocates nothing. Rules and their resolved
+// address ranges live in fixed static tables; the ELF files of the loaded
+// objects are mapped read-only, scanned for the names the rules ask for, and
+// unmapped. decide() reads those tables only.
+#include "preload/select.h"
+
+#include <elf.h>
+#include <link.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/nocancel_io.h"
+#include "preload/config.h"
+#include "preload/registry.h"
+
+namespace lockswap::select {
+
+__thread uintptr_t t_site_hint __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+constexpr const char* kVar = "LOCKSWAP_SELECT";
+constexpr int kMaxRules = 16;
+constexpr int kMaxRanges = 8;  // one name may be defined in several objects (local symbols, copies)
+constexpr size_t kMaxText = 256;
+
+enum class Matcher : uint8_t { sym, site, func, range };
+
+struct Range {
+  uintptr_t lo, hi;  // [lo, hi) at run time
+};
+
+struct Rule {
+  Family family;
+  uint8_t variant;  // the family's enum value
+  Matcher matcher;
+  char name[kMaxText];    // sym/func: the symbol; site/range: the module
+  uint64_t offset_lo;     // site: the file offset; range: [lo, hi) link-time address
+  uint64_t offset_hi;
+  Range ranges[kMaxRanges];
+  int nranges;
+};
+
+Rule g_rules[kMaxRules];
+int g_nrules;
+bool g_active[3];
+
+[[noreturn]] void fail(const char* value, const char* why) { config_error(kVar, value, why); }
+
+// ------------------------------------------------------------------ parsing
+
+uint8_t parse_variant(Family f, const char* s, size_t n, const char* whole) {
+  auto is = [&](const char* name) { return strlen(name) == n && strncmp(name, s, n) == 0; };
+#define MATCH(id, name, type, desc) \
+  if (is(name)) return static_cast<uint8_t>(E::id);
+  switch (f) {
+    case Family::mutex: {
+      using E = MutexVariant;
+      LOCKSWAP_MUTEX_VARIANTS(MATCH)
+      break;
+    }
+    case Family::rwlock: {
+      using E = RwlockVariant;
+      LOCKSWAP_RWLOCK_VARIANTS(MATCH)
+      break;
+    }
+    case Family::sem: {
+      using E = SemVariant;
+      LOCKSWAP_SEM_VARIANTS(MATCH)
+      break;
+    }
+  }
+#undef MATCH
+  fail(whole, "unknown variant for that family (see LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK / LOCKSWAP_SEM below)");
+}
+
+bool parse_hex(const char* s, size_t n, uint64_t& v) {
+  if (n < 3 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || n > 18) return false;
+  v = 0;
+  for (size_t i = 2; i < n; ++i) {
+    char c = s[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return true;
+}
+
+void copy_text(char (&dst)[kMaxText], const char* s, size_t n, const char* whole) {
+  if (n == 0) fail(whole, "empty name after the matcher");
+  if (n >= kMaxText) fail(whole, "name longer than 255 bytes");
+  memcpy(dst, s, n);
+  dst[n] = '\0';
+}
+
+// MODULE+0xOFF (site) or MODULE+0xLO-0xHI (range); the module is split at
+// the last '+', so module names may hold '+'.
+void parse_module_offset(Rule& r, const char* s, size_t n, const char* whole) {
+  const char* plus = nullptr;
+  for (const char* p = s; p < s + n; ++p)
+    if (*p == '+') plus = p;
+  if (plus == nullptr) fail(whole, "expected MODULE+0xOFFSET");
+  copy_text(r.name, s, static_cast<size_t>(plus - s), whole);
+  const char* num = plus + 1;
+  size_t len = static_cast<size_t>(s + n - num);
+  if (r.matcher == Matcher::site) {
+    if (!parse_hex(num, len, r.offset_lo)) fail(whole, "expected MODULE+0xOFFSET (hexadecimal, as `lockswap report` prints it)");
+    return;
+  }
+  const char* dash = static_cast<const char*>(memchr(num, '-', len));
+  if (dash == nullptr || !parse_hex(num, static_cast<size_t>(dash - num), r.offset_lo) ||
+      !parse_hex(dash + 1, static_cast<size_t>(num + len - dash - 1), r.offset_hi) || r.offset_hi <= r.offset_lo)
+    fail(whole, "expected MODULE+0xLOW-0xHIGH with LOW < HIGH");
+}
+
+// One rule: FAMILY=VARIANT@KIND:WHAT.
+void parse_rule(const char* s, size_t n, const char* whole) {
+  if (g_nrules == kMaxRules) fail(whole, "more than 16 rules");
+  Rule& r = g_rules[g_nrules];
+  const char* eq = static_cast<const char*>(memchr(s, '=', n));
+  const char* at = static_cast<const char*>(memchr(s, '@', n));
+  if (eq == nullptr || at == nullptr || at < eq) fail(whole, "expected FAMILY=VARIANT@MATCHER");
+  size_t flen = static_cast<size_t>(eq - s);
+  if (flen == 5 && strncmp(s, "mutex", 5) == 0) r.family = Family::mutex;
+  else if (flen == 6 && strncmp(s, "rwlock", 6) == 0) r.family = Family::rwlock;
+  else if (flen == 3 && strncmp(s, "sem", 3) == 0) r.family = Family::sem;
+  else fail(whole, "unknown family (mutex, rwlock or sem)");
+  r.variant = parse_variant(r.family, eq + 1, static_cast<size_t>(at - eq - 1), whole);
+  const char* m = at + 1;
+  size_t mlen = static_cast<size_t>(s + n - m);
+  const char* colon = static_cast<const char*>(memchr(m, ':', mlen));
+  if (colon == nullptr) fail(whole, "expected a matcher: sym:NAME, site:MODULE+0xOFF, func:NAME or range:MODULE+0xLO-0xHI");
+  size_t klen = static_cast<size_t>(colon - m);
+  const char* what = colon + 1;
+  size_t wlen = static_cast<size_t>(s + n - what);
+  auto kind_is = [&](const char* k) { return strlen(k) == klen && strncmp(k, m, klen) == 0; };
+  if (kind_is("sym")) r.matcher = Matcher::sym;
+  else if (kind_is("func")) r.matcher = Matcher::func;
+  else if (kind_is("site")) r.matcher = Matcher::site;
+  else if (kind_is("range")) r.matcher = Matcher::range;
+  else fail(whole, "unknown matcher (sym:NAME, site:MODULE+0xOFF, func:NAME, range:MODULE+0xLO-0xHI)");
+  if (r.matcher == Matcher::sym || r.matcher == Matcher::func) {
+    // `lockswap report` prints C++ functions with their parameters: the name alone is matched.
+    const char* paren = static_cast<const char*>(memchr(what, '(', wlen));
+    copy_text(r.name, what, paren ? static_cast<size_t>(paren - what) : wlen, whole);
+  } else {
+    parse_module_offset(r, what, wlen, whole);
+  }
+  g_active[static_cast<int>(r.family)] = true;
+  ++g_nrules;
+}
+
+// ------------------------------------------------------------- resolution
+
+// `want` ("name" or "ns::Class::name") against a symbol: the same name, a
+// compiler's clone of it (name.cold, name.constprop.0), a member or
+// namespaced function of that name, or its Itanium C++ mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
+// A plain name also matches the last component of a nested one
+// (`_ZN...<len>nameE`): debuggers and `lockswap report` often print a member
+// function by its own name alone.
+bool last_component_is(const char* sym, const char* want, size_t wl) {
+  if (strncmp(sym, "_ZN", 3) != 0 || wl == 0 || wl > kMaxText) return false;
+  char pattern[kMaxText + 8];
+  int n = 0;
+  char digits[4];
+  for (size_t v = wl; v != 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  int len = 0;
+  while (n > 0) pattern[len++] = digits[--n];
+  memcpy(pattern + len, want, wl);
+  pattern[len + static_cast<int>(wl)] = 'E';
+  pattern[len + static_cast<int>(wl) + 1] = '\0';
+  for (const char* at = strstr(sym + 3, pattern); at != nullptr; at = strstr(at + 1, pattern))
+    if (!(at[-1] >= '0' && at[-1] <= '9')) return true;
+  return false;
+}
+
+bool symbol_matches(const char* sym, const char* want) {
+  size_t wl = strlen(want);
+  if (strncmp(sym, want, wl) == 0 && (sym[wl] == '\0' || sym[wl] == '.')) return true;
+  if (sym[0] != '_' || sym[1] != 'Z') return false;
+  if (strstr(want, "::") == nullptr && last_component_is(sym, want, wl)) return true;
+  const char* p = sym + 2;
+  if (*p == 'L') ++p;  // internal linkage (a static variable or function)
+  bool nested = strstr(want, "::") != nullptr;
+  if (nested) {
+    if (*p++ != 'N') return false;
+    while (*p == 'K' || *p == 'V' || *p == 'r') ++p;  // cv-qualifiers of a member function
+  }
+  const char* w = want;
+  for (;;) {
+    const char* end = strstr(w, "::");
+    size_t len = end ? static_cast<size_t>(end - w) : strlen(w);
+    char* after = nullptr;
+    unsigned long n = strtoul(p, &after, 10);  // no allocation, no locale lookups for digits
+    if (after == p || n != len || strncmp(after, w, len) != 0) return false;
+    p = after + len;
+    if (end == nullptr) break;
+    w = end + 2;
+  }
+  if (nested) return *p == 'E' || *p == 'I';
+  return !(*p >= '0' && *p <= '9');  // the end (a variable), parameters or a clone suffix
+}
+
+const char* basename_of(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+char g_exe_path[4096];
+
+// The file behind a loaded object, as the report's `map` records name it.
+const char* object_path(const dl_phdr_info* info) {
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') return info->dlpi_name;
+  if (g_exe_path[0] == '\0') {
+    ssize_t n = readlink("/proc/self/exe", g_exe_path, sizeof g_exe_path - 1);
+    g_exe_path[n > 0 ? n : 0] = '\0';
+  }
+  return g_exe_path;
+}
+
+bool module_matches(const dl_phdr_info* info, const char* module) {
+  const char* path = object_path(info);
+  return strcmp(path, module) == 0 || strcmp(basename_of(path), module) == 0;
+}
+
+void add_range(Rule& r, uintptr_t lo, uintptr_t hi) {
+  for (int i = 0; i < r.nranges; ++i)
+    if (r.ranges[i].lo == lo && r.ranges[i].hi == hi) return;
+  if (r.nranges < kMaxRanges) r.ranges[r.nranges++] = {lo, hi};
+}
+
+// site: the file offset of a return address, mapped through the PT_LOAD
+// segment that holds it (as the report computed it from /proc/self/maps).
+void resolve_site(Rule& r, const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || r.offset_lo < ph.p_offset || r.offset_lo >= ph.p_offset + ph.p_filesz) continue;
+    uintptr_t ip = info->dlpi_addr + ph.p_vaddr + (r.offset_lo - ph.p_offset);
+    add_range(r, ip, ip + 1);
+  }
+}
+
+bool wants_symbols(Matcher m) { return m == Matcher::sym || m == Matcher::func; }
+
+bool symbol_kind_fits(Matcher m, unsigned type) {
+  if (m == Matcher::func) return type == STT_FUNC || type == STT_GNU_IFUNC;
+  return type == STT_OBJECT || type == STT_COMMON;
+}
+
+// One symbol table of a mapped ELF file, against every sym/func rule.
+void scan_symbols(const char* file, size_t size, const ElfW(Shdr)& symtab, const ElfW(Shdr)& strtab,
+                  uintptr_t load_bias) {
+  if (symtab.sh_offset + symtab.sh_size > size || strtab.sh_offset + strtab.sh_size > size ||
+      symtab.sh_entsize != sizeof(ElfW(Sym)) || strtab.sh_size == 0)
+    return;
+  const auto* syms = reinterpret_cast<const ElfW(Sym)*>(file + symtab.sh_offset);
+  size_t count = symtab.sh_size / sizeof(ElfW(Sym));
+  const char* names = file + strtab.sh_offset;
+  for (size_t i = 0; i < count; ++i) {
+    const ElfW(Sym)& s = syms[i];
+    if (s.st_shndx == SHN_UNDEF || s.st_size == 0 || s.st_name >= strtab.sh_size) continue;
+    const char* name = names + s.st_name;
+    if (memchr(name, '\0', strtab.sh_size - s.st_name) == nullptr) continue;
+    for (int k = 0; k < g_nrules; ++k) {
+      Rule& r = g_rules[k];
+      if (!wants_symbols(r.matcher) || !symbol_kind_fits(r.matcher, ELF64_ST_TYPE(s.st_info))) continue;
+      if (symbol_matches(name, r.name)) add_range(r, load_bias + s.st_value, load_bias + s.st_value + s.st_size);
+    }
+  }
+}
+
+// The static and the dynamic symbol tables of one loaded object's file.
+void resolve_symbols(const dl_phdr_info* info) {
+  int fd = nocancel::open(object_path(info), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // the vDSO, or a file gone since it was loaded
+  struct stat st;
+  void* map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof(ElfW(Ehdr))))
+    map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  nocancel::close(fd);
+  if (map == MAP_FAILED) return;
+  const char* file = static_cast<const char*>(map);
+  size_t size = static_cast<size_t>(st.st_size);
+  const auto& eh = *reinterpret_cast<const ElfW(Ehdr)*>(file);
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_shentsize == sizeof(ElfW(Shdr)) &&
+      eh.e_shoff + static_cast<size_t>(eh.e_shnum) * sizeof(ElfW(Shdr)) <= size) {
+    const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(file + eh.e_shoff);
+    for (int i = 0; i < eh.e_shnum; ++i)
+      if ((sh[i].sh_type == SHT_SYMTAB || sh[i].sh_type == SHT_DYNSYM) && sh[i].sh_link < eh.e_shnum)
+        scan_symbols(file, size, sh[i], sh[sh[i].sh_link], info->dlpi_addr);
+  }
+  munmap(map, size);
+}
+
+int resolve_object(dl_phdr_info* info, size_t, void*) {
+  bool symbols = false;
+  for (int k = 0; k < g_nrules; ++k) {
+    Rule& r = g_rules[k];
+    if (wants_symbols(r.matcher)) symbols = true;
+    else if (module_matches(info, r.name) && r.matcher == Matcher::site) resolve_site(r, info);
+    else if (module_matches(info, r.name)) add_range(r, info->dlpi_addr + r.offset_lo, info->dlpi_addr + r.offset_hi);
+  }
+  if (symbols) resolve_symbols(info);
+  return 0;
+}
+
+// A rule that matches nothing is most often a typo: said once, not fatal (the
+// lock it meant may live in a library loaded later, which is not searched).
+void warn_unresolved() {
+  for (int k = 0; k < g_nrules; ++k) {
+    if (g_rules[k].nranges != 0) continue;
+    diag("lockswap: LOCKSWAP_SELECT: rule ");
+    int n = k + 1;  // at most kMaxRules
+    char digits[3] = {static_cast<char>(n >= 10 ? '0' + n / 10 : '0' + n), static_cast<char>(n >= 10 ? '0' + n % 10 : '\0'), '\0'};
+    diag(digits);
+    diag(" matches nothing in the objects loaded at start-up (");
+    diag(g_rules[k].name);
+    diag(")\n");
+  }
+}
+
+bool contains(const Rule& r, uintptr_t a) {
+  for (int i = 0; i < r.nranges; ++i)
+    if (a >= r.ranges[i].lo && a < r.ranges[i].hi) return true;
+  return false;
+}
+
+}  // namespace
+
+void load() {
+  const char* text = secure_getenv(kVar);
+  if (text == nullptr || *text == '\0') return;
+  for (const char* s = text; *s != '\0';) {
+    const char* end = strchr(s, ';');
+    size_t n = end ? static_cast<size_t>(end - s) : strlen(s);
+    if (n != 0) parse_rule(s, n, text);
+    s += n + (end ? 1 : 0);
+  }
+  dl_iterate_phdr(resolve_object, nullptr);
+  warn_unresolved();
+}
+
+bool active(Family f) { return g_active[static_cast<int>(f)]; }
+
+uint8_t decide(Family f, const void* object, uintptr_t site) {
+  auto obj = reinterpret_cast<uintptr_t>(object);
+  for (int k = 0; k < g_nrules; ++k) {
+    const Rule& r = g_rules[k];
+    if (r.family != f) continue;
+    bool hit = false;
+    switch (r.matcher) {
+      case Matcher::sym:
+      case Matcher::range: hit = contains(r, obj); break;
+      case Matcher::site: hit = contains(r, site); break;
+      case Matcher::func: hit = site != 0 && contains(r, site - 1); break;  // the call instruction's byte
+    }
+    if (hit) return r.variant;
+  }
+  return 0;
+}
+
+}  // namespace lockswap::select
