@@ -56,6 +56,15 @@ class RwsemTest : public ::testing::Test {
     EXPECT_EQ(w.osq.load(), 0u) << "spinner queue not empty";
   }
 
+  // A thread that takes the write lock (blocking), says so, and lets go.
+  std::thread start_writer(std::atomic<bool>& in) {
+    return std::thread([this, &in] {
+      ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+      in = true;
+      L::write_unlock(w);
+    });
+  }
+
   size_t queued() { return L::waiters(w); }
   uint64_t count() const { return w.count.load(); }
   bool wait_queued(size_t n) {
@@ -1400,11 +1409,7 @@ TYPED_TEST(RwsemTest, ReaderPrefWhenAReadHolderSleeps) {
   ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   read_pref::note_read_acquired(&w.count);  // as preload's adapter does
   std::atomic<bool> writer_in{false};
-  std::thread wr([&] {
-    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-    writer_in = true;
-    L::write_unlock(w);
-  });
+  std::thread wr = this->start_writer(writer_in);
   ASSERT_TRUE(this->wait_queued(1));
   std::atomic<bool> r1_in{false}, release{false};
   std::thread r1([&] {
@@ -1453,11 +1458,7 @@ TYPED_TEST(RwsemTest, ReaderPrefAfterTheBoundOneBatchThenTheWriter) {
   g_rwsem_tunables.writer_spin = false;  // v5.10 readers would spin past the writer
   ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   std::atomic<bool> writer_in{false};
-  std::thread wr([&] {
-    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-    writer_in = true;
-    L::write_unlock(w);
-  });
+  std::thread wr = this->start_writer(writer_in);
   ASSERT_TRUE(this->wait_queued(1));
   Events ev;
   std::atomic<int> in{0};
@@ -1533,11 +1534,7 @@ TYPED_TEST(RwsemTest, StealReadHeldPassesAQueuedWriterWhoseHandoffTimerEndsIt) {
   ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
   ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);  // two holds: "very likely reader-owned"
   std::atomic<bool> writer_in{false};
-  std::thread wr([&] {
-    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-    writer_in = true;
-    L::write_unlock(w);
-  });
+  std::thread wr = this->start_writer(writer_in);
   ASSERT_TRUE(this->wait_queued(1));
   std::thread([&] {  // a writer-nonrecursive reader keeps behind the writer
     EXPECT_EQ(L::read_lock(w, WaitCtx::try_once(), rwsem::kReadBehindWriters), EBUSY);
