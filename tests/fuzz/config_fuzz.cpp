@@ -99,6 +99,13 @@ namespace lockswap::nocancel {
 inline ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) { return ::lockswap_fuzz_write(fd, buf, n); }
 }  // namespace lockswap::nocancel
 
+// LOCKSWAP_SELECT is parsed by preload/select.cpp, which resolves symbols of
+// the loaded objects and is not linked here: its rules and their errors are
+// tested by tests/select. load_config() calls it through this stand-in.
+namespace lockswap::select {
+void load() {}
+}  // namespace lockswap::select
+
 #define _exit(code) lockswap_fuzz_exit(code)
 #define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
 #include "preload/config.cpp"
@@ -180,7 +187,8 @@ bool known_name(std::string_view name) {
   if (name == "LOCKSWAP_LIST" || name == "LOCKSWAP_STATS" || name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" ||
       name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" ||
       name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV || name == "LOCKSWAP_ONCPU_LOADER" ||
-      name == "LOCKSWAP_ROOT" || name == "LOCKSWAP_OVERSUB_STARTED_LOADER")
+      name == "LOCKSWAP_ROOT" || name == "LOCKSWAP_OVERSUB_STARTED_LOADER" ||
+      name == "LOCKSWAP_SELECT")  // its value is select.cpp's (the stand-in above accepts any)
     return true;
   for (const Tunable& t : kTunables)
     if (name == t.name) return true;
