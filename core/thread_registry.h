@@ -148,6 +148,10 @@ inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSh
 struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
+  // The lock whose call is running, while it is one whose events are also
+  // counted apart (set around the call by preload's LOCKSWAP_SELECT entries);
+  // null otherwise.
+  const void* event_object;
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.
@@ -191,9 +195,16 @@ bool may_be_running(ThreadSlot& s);
 // the shared slot).
 void unpark(ThreadSlot& s);
 
-// Count one lock event for the calling thread.
+// Where the events of t_local.event_object go as well (preload installs it
+// when per-lock attribution is on; core never sets event_object itself).
+inline std::atomic<void (*)(const void* object, LockEvent ev, uint64_t n)> g_object_event_sink{nullptr};
+
+// Count one lock event for the calling thread (and, during a call on a lock
+// whose events are counted apart, for that lock).
 inline void lockevent_add([[maybe_unused]] LockEvent ev, [[maybe_unused]] uint64_t n = 1) {
 #if LOCKSWAP_LOCK_EVENTS
+  if (const void* o = t_local.event_object; __builtin_expect(o != nullptr, 0))
+    g_object_event_sink.load(std::memory_order_relaxed)(o, ev, n);
   ThreadSlot& s = self_slot();
   auto& c = s.events[static_cast<uint32_t>(ev)];
   if (__builtin_expect(is_shared(s), 0))

@@ -26,7 +26,7 @@
 //
 // LOCKSWAP_SELECT (preload/select.h) keeps each object's chosen variant in
 // the object, as a tag (0 = not decided yet), in bits glibc never reads:
-//   pthread_mutex_t  bits 10..12 of __kind (glibc reads __kind masked to its
+//   pthread_mutex_t  bits 10..13 of __kind (glibc reads __kind masked to its
 //                    type, flag and elision bits, 0..9; a protect-kind
 //                    mutex's ceiling lives in __lock, not __kind)
 //   pthread_rwlock_t the tail padding at 52
@@ -114,9 +114,15 @@ static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into its fute
 static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 
 // Selection tags (see the file comment). The tag is the family's variant enum
-// value (preload/registry.h), 0 while undecided.
+// value (preload/registry.h) in its low three bits, 0 while undecided, plus
+// kTagSelected on a lock a rule chose whose lock events are counted apart
+// (preload/select.h).
+inline constexpr unsigned kTagVariantMask = 7;
+inline constexpr unsigned kTagSelected = 8;
+inline constexpr unsigned kTagValues = 16;
+static_assert((kTagVariantMask | kTagSelected) == kTagValues - 1);
 inline constexpr int kKindTagShift = 10;
-inline constexpr int kKindTagMask = 7 << kKindTagShift;
+inline constexpr int kKindTagMask = static_cast<int>(kTagValues - 1) << kKindTagShift;
 static_assert((kKindTagMask & (127 | kKindElisionBits)) == 0, "glibc's type, flag and elision bits stay clear");
 inline constexpr std::size_t kSemTagOffset = 16;
 static_assert(kSemTagOffset + sizeof(uint32_t) <= sizeof(sem_t));

@@ -708,8 +708,9 @@ void install_sem(OpsTable& t) {
 // without a rule keep their variant's table: nothing changes for them.
 
 using select::Family;
-constexpr unsigned kTagSlots = 8;
-static_assert(static_cast<unsigned>(RwlockVariant::percid) < kTagSlots && kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
+constexpr unsigned kTagSlots = abi::kTagValues;
+static_assert(static_cast<unsigned>(RwlockVariant::percid) <= abi::kTagVariantMask &&
+              kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
 OpsTable g_by_tag[3][kTagSlots];
 OpsTable g_base;             // the process-wide variants (untagged instantiations)
 unsigned g_base_tag[3];      // their tags
@@ -731,9 +732,18 @@ LOCKSWAP_INLINE uintptr_t site_of_call(void* ra, void* cfa) {
   return g_config.profile ? select::t_site_hint : select::caller_ip(ra, cfa);
 }
 
+// The tag of an object first seen from `site`: a rule's variant, marked
+// kTagSelected when its events get counters of their own, else the
+// process-wide variant's.
 unsigned choose(Family f, const void* object, uintptr_t site) {
-  unsigned v = select::decide(f, object, site);
-  return v != 0 ? v : g_base_tag[static_cast<int>(f)];
+  int rule;
+  unsigned v = select::decide(f, object, site, &rule);
+  if (v == 0) return g_base_tag[static_cast<int>(f)];
+  // Only a run that writes statistics (LOCKSWAP_STATS=counts|profile) pays
+  // for counting apart: a few instructions per call of the selected lock.
+  bool apart = LOCKSWAP_LOCK_EVENTS && g_config.stats &&
+               select::note_selected(f, object, static_cast<uint8_t>(v), rule);
+  return apart ? v | abi::kTagSelected : v;
 }
 
 __attribute__((noinline)) const OpsTable& decided_table(pthread_mutex_t* m, uintptr_t site) {
@@ -777,6 +787,22 @@ struct Mixed<Slot> {
     for (unsigned tag = 0; tag < kTagSlots; ++tag) by_tag[tag] = g_by_tag[family_index(static_cast<Obj*>(nullptr))][tag].*Slot;
   }
   static R call(Obj* o, A... args) { return by_tag[tag_of(o)](o, args...); }
+  // A selected lock (kTagSelected): its variant's entry, with the thread's
+  // lock events also counted for it (select::count_event). Saved and
+  // restored, so a signal handler's lock call inside keeps its own. One
+  // instantiation per variant tag: the object's tag is not read again.
+  template <unsigned kVariantTag>
+  static R counted_apart(Obj* o, A... args) {
+    const void* outer = t_local.event_object;
+    t_local.event_object = o;
+    R r = by_tag[kVariantTag](o, args...);
+    t_local.event_object = outer;
+    return r;
+  }
+  static_assert(abi::kTagVariantMask == 7);
+  static constexpr R (*apart_by_tag[abi::kTagVariantMask + 1])(Obj*, A...) = {
+      nullptr, counted_apart<1>, counted_apart<2>, counted_apart<3>,
+      counted_apart<4>, counted_apart<5>, counted_apart<6>, counted_apart<7>};
   // Reached from call() by a tail jump: the return address is the caller's.
   static R decide(Obj* o, A... args) {
     uintptr_t site = site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa());
@@ -819,7 +845,22 @@ int mixed_sem_init(sem_t* s, int pshared, unsigned value) {
 #define LOCKSWAP_SEM_OBJECT_SLOTS(X) \
   X(sem_destroy) X(sem_wait) X(sem_trywait) X(sem_timedwait) X(sem_clockwait) X(sem_post) X(sem_getvalue)
 
-// g_by_tag: each variant's table at its tag, `decide` entries elsewhere.
+// A selected lock's table: its variant's, each object slot counting apart.
+void fill_counted_apart(int family, unsigned variant_tag) {
+  OpsTable& t = g_by_tag[family][variant_tag | abi::kTagSelected];
+  t = g_by_tag[family][variant_tag];
+#define APART(fn) t.fn = Mixed<&OpsTable::fn>::apart_by_tag[variant_tag];
+  switch (static_cast<Family>(family)) {
+    case Family::mutex: LOCKSWAP_MUTEX_OBJECT_SLOTS(APART) break;
+    case Family::rwlock: LOCKSWAP_RWLOCK_OBJECT_SLOTS(APART) break;
+    case Family::sem: LOCKSWAP_SEM_OBJECT_SLOTS(APART) break;
+  }
+#undef APART
+  g_variant_tag[family][variant_tag | abi::kTagSelected] = true;
+}
+
+// g_by_tag: each variant's table at its tag, the counting one at the tag
+// with kTagSelected, `decide` entries elsewhere.
 void fill_tag_tables() {
 #define DECIDE(fn) t.fn = &Mixed<&OpsTable::fn>::decide;
   for (OpsTable& t : g_by_tag[0]) { LOCKSWAP_MUTEX_OBJECT_SLOTS(DECIDE) }
@@ -841,6 +882,10 @@ void fill_tag_tables() {
   g_variant_tag[2][static_cast<unsigned>(SemVariant::id)] = true;
   LOCKSWAP_SEM_VARIANTS(X)
 #undef X
+  for (int family = 0; family < 3; ++family)
+    for (unsigned tag = 1; tag <= abi::kTagVariantMask; ++tag)
+      if (g_variant_tag[family][tag]) fill_counted_apart(family, tag);
+  select::install_event_sink();
 #define FILL(fn) Mixed<&OpsTable::fn>::fill();
   LOCKSWAP_MUTEX_OBJECT_SLOTS(FILL) LOCKSWAP_RWLOCK_OBJECT_SLOTS(FILL) LOCKSWAP_SEM_OBJECT_SLOTS(FILL)
 #undef FILL

@@ -26,6 +26,7 @@
 #include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
+#include "preload/select.h"
 #include "preload/stats.h"
 
 namespace lockswap {
@@ -37,6 +38,7 @@ void on_fork_child() {
   percid::after_fork_in_child();
   rwsem_detail::after_fork_in_child();
   stats::after_fork_in_child();
+  select::clear_selected_events();
 }
 
 void install_stats_signal();

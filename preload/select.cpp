@@ -15,7 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "core/nocancel_io.h"
+#include "core/thread_registry.h"
 #include "preload/config.h"
 #include "preload/registry.h"
 
@@ -26,8 +29,9 @@ __thread uintptr_t t_site_hint __attribute__((tls_model("initial-exec")));
 namespace {
 
 constexpr const char* kVar = "LOCKSWAP_SELECT";
-constexpr int kMaxRules = 16;
-constexpr int kMaxRanges = 8;  // one name may be defined in several objects (local symbols, copies)
+// One name may be defined many times: local symbols, copies, every `TestBody`
+// or `operator()` of a program (func: rules).
+constexpr int kMaxRanges = 128;
 constexpr size_t kMaxText = 256;
 
 enum class Matcher : uint8_t { sym, site, func, range };
@@ -37,6 +41,7 @@ struct Range {
 };
 
 struct Rule {
+  char text[kMaxText + 32];  // the rule as written (for the statistics)
   Family family;
   uint8_t variant;  // the family's enum value
   Matcher matcher;
@@ -45,6 +50,7 @@ struct Rule {
   uint64_t offset_hi;
   Range ranges[kMaxRanges];
   int nranges;
+  bool ranges_dropped;    // more definitions than kMaxRanges: said at start-up
 };
 
 Rule g_rules[kMaxRules];
@@ -123,6 +129,9 @@ void parse_module_offset(Rule& r, const char* s, size_t n, const char* whole) {
 void parse_rule(const char* s, size_t n, const char* whole) {
   if (g_nrules == kMaxRules) fail(whole, "more than 16 rules");
   Rule& r = g_rules[g_nrules];
+  size_t shown = n < sizeof r.text ? n : sizeof r.text - 1;  // the statistics show it, cut if need be
+  memcpy(r.text, s, shown);
+  r.text[shown] = '\0';
   const char* eq = static_cast<const char*>(memchr(s, '=', n));
   const char* at = static_cast<const char*>(memchr(s, '@', n));
   if (eq == nullptr || at == nullptr || at < eq) fail(whole, "expected FAMILY=VARIANT@MATCHER");
@@ -164,6 +173,23 @@ void parse_rule(const char* s, size_t n, const char* whole) {
 // A plain name also matches the last component of a nested one
 // (`_ZN...<len>nameE`): debuggers and `lockswap report` often print a member
 // function by its own name alone.
+// _ZN [qualifiers] [St] <len><name>... E read component by component: true
+// when the last one is `want`. Covers components whose names end in a digit,
+// which the search below must skip: an anonymous namespace, _GLOBAL__N_1.
+bool plain_nested_name_ends_with(const char* sym, const char* want, size_t wl) {
+  const char* p = sym + 3;
+  while (*p == 'r' || *p == 'V' || *p == 'K' || *p == 'R' || *p == 'O') ++p;
+  if (p[0] == 'S' && p[1] == 't') p += 2;
+  while (*p >= '1' && *p <= '9') {
+    size_t len = 0;
+    for (; *p >= '0' && *p <= '9' && len < kMaxText * 16; ++p) len = len * 10 + static_cast<size_t>(*p - '0');
+    if (strnlen(p, len) < len) return false;
+    if (p[len] == 'E') return len == wl && memcmp(p, want, wl) == 0;
+    p += len;
+  }
+  return false;
+}
+
 bool last_component_is(const char* sym, const char* want, size_t wl) {
   if (strncmp(sym, "_ZN", 3) != 0 || wl == 0 || wl > kMaxText) return false;
   char pattern[kMaxText + 8];
@@ -177,7 +203,7 @@ bool last_component_is(const char* sym, const char* want, size_t wl) {
   pattern[len + static_cast<int>(wl) + 1] = '\0';
   for (const char* at = strstr(sym + 3, pattern); at != nullptr; at = strstr(at + 1, pattern))
     if (!(at[-1] >= '0' && at[-1] <= '9')) return true;
-  return false;
+  return plain_nested_name_ends_with(sym, want, wl);
 }
 
 bool symbol_matches(const char* sym, const char* want) {
@@ -233,6 +259,7 @@ void add_range(Rule& r, uintptr_t lo, uintptr_t hi) {
   for (int i = 0; i < r.nranges; ++i)
     if (r.ranges[i].lo == lo && r.ranges[i].hi == hi) return;
   if (r.nranges < kMaxRanges) r.ranges[r.nranges++] = {lo, hi};
+  else r.ranges_dropped = true;
 }
 
 // site: the file offset of a return address, mapped through the PT_LOAD
@@ -312,16 +339,20 @@ int resolve_object(dl_phdr_info* info, size_t, void*) {
 
 // A rule that matches nothing is most often a typo: said once, not fatal (the
 // lock it meant may live in a library loaded later, which is not searched).
+void warn_rule(int k, const char* what) {
+  diag("lockswap: LOCKSWAP_SELECT: rule ");
+  int n = k + 1;  // at most kMaxRules
+  char digits[3] = {static_cast<char>(n >= 10 ? '0' + n / 10 : '0' + n), static_cast<char>(n >= 10 ? '0' + n % 10 : '\0'), '\0'};
+  diag(digits);
+  diag(what);
+  diag(g_rules[k].name);
+  diag(")\n");
+}
+
 void warn_unresolved() {
   for (int k = 0; k < g_nrules; ++k) {
-    if (g_rules[k].nranges != 0) continue;
-    diag("lockswap: LOCKSWAP_SELECT: rule ");
-    int n = k + 1;  // at most kMaxRules
-    char digits[3] = {static_cast<char>(n >= 10 ? '0' + n / 10 : '0' + n), static_cast<char>(n >= 10 ? '0' + n % 10 : '\0'), '\0'};
-    diag(digits);
-    diag(" matches nothing in the objects loaded at start-up (");
-    diag(g_rules[k].name);
-    diag(")\n");
+    if (g_rules[k].nranges == 0) warn_rule(k, " matches nothing in the objects loaded at start-up (");
+    if (g_rules[k].ranges_dropped) warn_rule(k, " matches more than 128 definitions: only the first 128 are used (");
   }
 }
 
@@ -348,7 +379,8 @@ void load() {
 
 bool active(Family f) { return g_active[static_cast<int>(f)]; }
 
-uint8_t decide(Family f, const void* object, uintptr_t site) {
+uint8_t decide(Family f, const void* object, uintptr_t site, int* rule) {
+  if (rule != nullptr) *rule = -1;
   auto obj = reinterpret_cast<uintptr_t>(object);
   for (int k = 0; k < g_nrules; ++k) {
     const Rule& r = g_rules[k];
@@ -360,9 +392,85 @@ uint8_t decide(Family f, const void* object, uintptr_t site) {
       case Matcher::site: hit = contains(r, site); break;
       case Matcher::func: hit = site != 0 && contains(r, site - 1); break;  // the call instruction's byte
     }
-    if (hit) return r.variant;
+    if (hit) {
+      if (rule != nullptr) *rule = k;
+      return r.variant;
+    }
   }
   return 0;
+}
+
+int rule_count() { return g_nrules; }
+const char* rule_text(int rule) { return rule >= 0 && rule < g_nrules ? g_rules[rule].text : ""; }
+
+// ------------------------------------------- lock events of selected locks
+
+namespace {
+
+struct SelectedLock {
+  std::atomic<uintptr_t> addr;  // claimed once, never freed (destroy + init finds it again)
+  std::atomic<bool> used;       // its fields are written
+  std::atomic<Family> family;
+  std::atomic<uint8_t> variant;
+  std::atomic<int8_t> rule;
+  std::atomic<uint64_t> events[kNumLockEvents];
+};
+SelectedLock g_selected[kMaxSelectedLocks];
+std::atomic<uint64_t> g_unattributed[kMaxRules];  // selected locks that found no entry
+
+// Entries are claimed in order and never given back: a search stops at the
+// first unclaimed one.
+SelectedLock* find_selected(uintptr_t addr, bool claim) {
+  for (SelectedLock& e : g_selected) {
+    uintptr_t at = e.addr.load(std::memory_order_acquire);
+    if (at == 0 && claim && e.addr.compare_exchange_strong(at, addr, std::memory_order_acq_rel)) return &e;
+    if (at == addr) return &e;
+    if (at == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool note_selected(Family f, const void* object, uint8_t variant, int rule) {
+  if (rule < 0 || rule >= g_nrules) return false;
+  SelectedLock* e = find_selected(reinterpret_cast<uintptr_t>(object), true);
+  if (e == nullptr) {
+    g_unattributed[rule].fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  e->family.store(f, std::memory_order_relaxed);
+  e->variant.store(variant, std::memory_order_relaxed);
+  e->rule.store(static_cast<int8_t>(rule), std::memory_order_relaxed);
+  e->used.store(true, std::memory_order_release);
+  return true;
+}
+
+void count_event(const void* object, LockEvent ev, uint64_t n) {
+  if (SelectedLock* e = find_selected(reinterpret_cast<uintptr_t>(object), false))
+    e->events[static_cast<uint32_t>(ev)].fetch_add(n, std::memory_order_relaxed);
+}
+
+void install_event_sink() { g_object_event_sink.store(count_event, std::memory_order_relaxed); }
+
+bool selected_entry(int index, SelectedLockView& out) {
+  const SelectedLock& e = g_selected[index];
+  if (!e.used.load(std::memory_order_acquire)) return false;
+  out.addr = e.addr.load(std::memory_order_relaxed);
+  out.family = e.family.load(std::memory_order_relaxed);
+  out.variant = e.variant.load(std::memory_order_relaxed);
+  out.rule = e.rule.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < kNumLockEvents; ++i) out.events[i] = e.events[i].load(std::memory_order_relaxed);
+  return true;
+}
+
+uint64_t unattributed_locks(int rule) {
+  return rule >= 0 && rule < kMaxRules ? g_unattributed[rule].load(std::memory_order_relaxed) : 0;
+}
+
+void clear_selected_events() {
+  for (SelectedLock& e : g_selected)
+    for (auto& c : e.events) c.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace lockswap::select

@@ -13,7 +13,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/lock_events.h"
+
 namespace lockswap::select {
+
+inline constexpr int kMaxRules = 16;
 
 enum class Family : uint8_t { mutex, rwlock, sem };
 
@@ -28,8 +32,47 @@ bool active(Family f);
 
 // The variant (the family's enum value, 1..) of the first rule that matches
 // an object at `object` first seen from the call whose return address is
-// `site`; 0 when none does (the process-wide variant applies).
-uint8_t decide(Family f, const void* object, uintptr_t site);
+// `site`; 0 when none does (the process-wide variant applies). `rule`, when
+// given, receives that rule's index (-1: none).
+uint8_t decide(Family f, const void* object, uintptr_t site, int* rule = nullptr);
+
+// The rules as written (index as decide() gives it), for the statistics.
+int rule_count();
+const char* rule_text(int rule);
+
+// ------------------------------------------- lock events of selected locks
+// A lock a rule chose counts the lock events of its own calls apart
+// (core/lock_events_list.h): the dispatcher tags it kTagSelected (abi.h) and
+// runs its calls with t_local.event_object naming it, and lockevent_add
+// hands each event to count_event(). The counters live in a fixed table of
+// kMaxSelectedLocks entries, one per object address (nothing allocated); a
+// selected lock that finds no entry free keeps its variant and counts its
+// events with the process only. Only slow paths count events, so the table
+// is searched only there.
+inline constexpr int kMaxSelectedLocks = 64;
+
+// Called once per selected object, where its tag is decided: false when
+// its events cannot be counted apart (no entry left).
+bool note_selected(Family f, const void* object, uint8_t variant, int rule);
+// The sink lockevent_add calls (core/thread_registry.h), and its installer.
+void count_event(const void* object, LockEvent ev, uint64_t n);
+void install_event_sink();
+
+struct SelectedLockView {
+  uintptr_t addr;
+  Family family;
+  uint8_t variant;
+  int rule;
+  uint64_t events[kNumLockEvents];
+};
+// Entry `index` (0 .. kMaxSelectedLocks-1) as relaxed snapshots, false when
+// unused. Async-signal-safe: the statistics dump runs in a signal handler.
+bool selected_entry(int index, SelectedLockView& out);
+// How many locks `rule` chose that found no entry of their own.
+uint64_t unattributed_locks(int rule);
+
+// After fork, in the child: statistics are per process.
+void clear_selected_events();
 
 // The return address of the interposed call's caller as a profiling wrapper
 // saw it (preload/stats.cpp): the wrapper sits between that caller and the

@@ -267,9 +267,10 @@ void begin_hold(LockEntry& l, SiteEntry* s, int32_t self) {
   l.hold_start.store(now_ns(), std::memory_order_relaxed);
 }
 
-// The variant a lock runs: its LOCKSWAP_SELECT tag (abi.h), 0 when its
-// family has no rule (then the bytes are not a tag: the process-wide variant).
-uint8_t selected_variant(const void* obj, Kind kind) {
+// A lock's LOCKSWAP_SELECT tag (abi.h), 0 when its family has no rule (then
+// the bytes are not a tag); the variant it runs is the tag's variant bits,
+// 0 meaning the process-wide variant.
+uint8_t raw_tag(const void* obj, Kind kind) {
   using select::Family;
   switch (kind) {
     case Kind::mutex:
@@ -286,6 +287,9 @@ uint8_t selected_variant(const void* obj, Kind kind) {
     default:
       return 0;
   }
+}
+uint8_t selected_variant(const void* obj, Kind kind) {
+  return raw_tag(obj, kind) & abi::kTagVariantMask;
 }
 
 // The init-site slot of `obj` (null: none, and no room when `create`).

@@ -17,6 +17,11 @@
 //           | stats (counts|profile) exe
 //   calls   | family (mutex|rwlock|cond|sem) calls — one per family, even 0
 //   event   | name count — non-zero lock events (core/lock_events_list.h)
+//   rule    | index text unattributed — a LOCKSWAP_SELECT rule ('=' as %3D)
+//           | and how many locks it chose found no event counters of their own
+//   selected| addr family variant rule events — a lock a rule chose, with the
+//           | lock events of its own calls (name:count;... or -), which the
+//           | event records count as well
 //   lock    | id addr kind acq contended wait_ns wait_max_ns wait_hist hold_ns
 //           | hold_max_ns hold_hist [rd_acq rd_contended: rwlocks]
 //   site    | id lock(=lock id) ip op acq contended wait_* hold_* [bt=ip,ip,...]
@@ -53,7 +58,9 @@
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
+#include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/stats_table.h"
 
@@ -178,6 +185,7 @@ void timings(Out& o, const Timing& wait, const Timing& hold) {
 
 // The variant a lock ran: its selection tag, else its family's setting.
 const char* variant_of(Kind kind, uint8_t tag) {
+  tag &= abi::kTagVariantMask;
   switch (kind) {
     case Kind::mutex: return variant_name(tag ? static_cast<MutexVariant>(tag) : g_config.mutex);
     case Kind::rwlock: return variant_name(tag ? static_cast<RwlockVariant>(tag) : g_config.rwlock);
@@ -356,6 +364,56 @@ void event_records(Out& o) {
 #endif
 }
 
+// A LOCKSWAP_SELECT rule's text: escaped, and '=' too (values never hold one).
+void put_rule_text(Out& o, const char* text) {
+  for (const char* c = text; *c != '\0'; ++c) *c == '=' ? o.put("%3D") : o.escaped(c, 1);
+}
+
+Kind kind_of(select::Family f) {
+  switch (f) {
+    case select::Family::rwlock: return Kind::rwlock;
+    case select::Family::sem: return Kind::sem;
+    default: return Kind::mutex;
+  }
+}
+
+// The rules, then the lock events of each lock a rule chose (events=
+// name:count;... or "-"), counted apart from the process's event records.
+void selected_records(Out& o) {
+  for (int r = 0; r < select::rule_count(); ++r) {
+    record_start(o, "rule");
+    o.key_dec("index", static_cast<uint64_t>(r));
+    o.put(" text=");
+    put_rule_text(o, select::rule_text(r));
+    o.key_dec("unattributed", select::unattributed_locks(r));
+    o.put("\n");
+  }
+  select::SelectedLockView v;
+  for (int i = 0; i < select::kMaxSelectedLocks; ++i) {
+    if (!select::selected_entry(i, v)) continue;
+    record_start(o, "selected");
+    o.key_hex("addr", v.addr);
+    Kind kind = kind_of(v.family);
+    o.put(" family=");
+    o.put(kKindNames[static_cast<unsigned>(kind)]);
+    o.put(" variant=");
+    o.put(variant_of(kind, v.variant));
+    o.key_dec("rule", static_cast<uint64_t>(v.rule));
+    o.put(" events=");
+    bool any = false;
+    for (uint32_t e = 0; e < kNumLockEvents; ++e) {
+      if (v.events[e] == 0) continue;
+      if (any) o.put(";");
+      o.put(kLockEventNames[e]);
+      o.put(":");
+      o.dec(v.events[e]);
+      any = true;
+    }
+    if (!any) o.put("-");
+    o.put("\n");
+  }
+}
+
 // Room for one more lock or site record and the tail? (Entries created
 // after records_bound() was computed may not fit; they are counted.)
 bool room(const Out& o) { return o.cap - o.len >= kRecordBound + kTailReserve; }
@@ -387,6 +445,7 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
   begin_record(o, seq, h, scratch);
   if (h.profile) call_records(o);
   event_records(o);
+  selected_records(o);
   const Tables* t = h.profile ? g_tables : nullptr;
   uint64_t unwritten_locks = 0, unwritten_sites = 0;
   if (t != nullptr) {

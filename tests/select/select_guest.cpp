@@ -61,7 +61,7 @@ constexpr TagName kSemTags[] = {LOCKSWAP_SEM_VARIANTS(SEM_TAG)};
 template <size_t N>
 const char* name_of(const TagName (&names)[N], unsigned tag) {
   for (const TagName& t : names)
-    if (t.tag == tag) return t.name;
+    if (t.tag == (tag & abi::kTagVariantMask)) return t.name;  // kTagSelected: events counted apart
   return "undecided";
 }
 

@@ -280,4 +280,63 @@ TEST(SelectLife, MixedVariantsInOneProcessUnderContention) {
   EXPECT_EQ(r.lines["g_rw_other"], base_rwlock());
 }
 
+// The "selected" records of a dump: family, variant, rule and events each.
+struct SelectedRecord {
+  std::string family, variant, rule;
+  std::map<std::string, uint64_t> events;
+};
+std::string field(const std::string& line, const std::string& key) {
+  size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  at += key.size() + 2;
+  return line.substr(at, line.find(' ', at) - at);
+}
+std::vector<SelectedRecord> selected_records(const std::string& dump, std::map<std::string, uint64_t>& totals) {
+  std::vector<SelectedRecord> out;
+  std::istringstream in(dump);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("lockswap-v1 event ", 0) == 0) totals[field(l, "name")] += std::stoull(field(l, "count"));
+    if (l.rfind("lockswap-v1 selected ", 0) != 0) continue;
+    SelectedRecord r{field(l, "family"), field(l, "variant"), field(l, "rule"), {}};
+    std::istringstream items(field(l, "events"));
+    for (std::string item; std::getline(items, item, ';');)
+      if (size_t colon = item.find(':'); colon != std::string::npos)
+        r.events[item.substr(0, colon)] = std::stoull(item.substr(colon + 1));
+    out.push_back(r);
+  }
+  return out;
+}
+
+// A selected lock's lock events are counted for it as well as for the
+// process: only its own variant's events, never more than the process's.
+TEST(SelectStats, ASelectedLockCountsItsOwnLockEvents) {
+  char path[] = "/tmp/select_test_events.XXXXXX";
+  close(mkstemp(path));
+  std::string rules = "mutex=" + other_mutex() + "@sym:g_plain;rwlock=" + other_rwlock() + "@sym:g_rw_swapped";
+  GuestRun r = run_guest("mixed", rules.c_str(), {"LOCKSWAP_STATS=counts", std::string("LOCKSWAP_STATS_FILE=") + path});
+  EXPECT_RAN(r);
+  std::string dump = slurp(path);
+  unlink(path);
+  std::map<std::string, uint64_t> totals;
+  std::vector<SelectedRecord> sel = selected_records(dump, totals);
+  ASSERT_EQ(sel.size(), 2u) << dump;
+  uint64_t counted = 0;
+  for (const SelectedRecord& s : sel) {
+    bool mutex = s.family == "mutex";
+    EXPECT_EQ(s.variant, mutex ? other_mutex() : other_rwlock()) << dump;
+    EXPECT_EQ(s.rule, mutex ? "0" : "1") << dump;
+    // percid's writers run its inner rwsem; a futex lock counts futex events
+    // only; any sleep inside lockswap may give back a concurrency id (cid_*)
+    std::string prefix = s.variant == "futex" ? "futex_" : s.variant == "percid" ? "" : "rwsem_";
+    for (const auto& [name, n] : s.events) {
+      EXPECT_TRUE(name.rfind(prefix, 0) == 0 || name.rfind("cid_", 0) == 0)
+          << name << " counted for a " << s.variant << " lock:\n" << dump;
+      EXPECT_LE(n, totals[name]) << name << "\n" << dump;
+      counted += n;
+    }
+  }
+  EXPECT_GT(counted, 0u) << "two contended selected locks counted no event:\n" << dump;
+  EXPECT_NE(dump.find("lockswap-v1 rule index=0 text=mutex%3D"), std::string::npos) << dump;
+}
+
 }  // namespace

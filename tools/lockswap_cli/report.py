@@ -40,7 +40,8 @@ shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run
 --json schema ("schema": "lockswap-report-v1"): files; percentile_method;
 profiled (false: counts-only dumps, no per-lock data);
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
-stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended}};
+stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended,
+  selected[{{addr, family, variant, rule, rule_text, events{{name: n}}}}: LOCKSWAP_SELECT's locks]}};
 totals {{processes, calls, events, dropped, acq, contended}};
 locks_total, sites_total (before --top); sort;
 locks[] {{addr, kind, variant, first_module, first_offset, exe, pids[], acq, contended,
@@ -124,6 +125,7 @@ def build_report(args):
                       "file": d.path, "exe": d.exe, "variants": d.variants,
                       "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
                       "events": d.events, "dropped": d.dropped,
+                      "selected": selected_locks(d),
                       "stats": d.stats,
                       "acq": sum(rec["acq"] for rec in lock_vals),
                       "contended": sum(rec["contended"] for rec in lock_vals)})
@@ -221,6 +223,29 @@ def process_lines(rep):
     return ["", "processes:"] + table(rows, right_from=3)
 
 
+def selected_locks(d):
+    """The locks LOCKSWAP_SELECT's rules chose in one process, each with its rule's text and
+    the lock events of its own calls (the process's event totals include them)."""
+    return [{**sel, "rule_text": d.rules.get(sel["rule"], {}).get("text", "?")} for sel in d.selected] + \
+        [{"addr": None, "rule": i, "rule_text": r["text"], "unattributed_locks": r["unattributed"]}
+         for i, r in sorted(d.rules.items()) if r["unattributed"]]
+
+
+def selected_lines(rep):
+    out = []
+    for p in rep["processes"]:
+        for sel in p["selected"]:
+            if sel["addr"] is None:
+                out.append(f"  pid {p['pid']}: {sel['unattributed_locks']} more locks chosen by "
+                           f"'{sel['rule_text']}' (no counters left: their events are in the totals only)")
+                continue
+            out.append(f"  pid {p['pid']} {sel['family']} {hex(sel['addr'])} ran {sel['variant']}, "
+                       f"chosen by '{sel['rule_text']}':")
+            rows = [[name, n] for name, n in sorted(sel["events"].items(), key=lambda kv: -kv[1])]
+            out += ["    " + line for line in table(rows, right_from=1)] if rows else ["    no lock events"]
+    return ["", "lock events of the selected locks (LOCKSWAP_SELECT):"] + out if out else []
+
+
 def event_lines(rep):
     events = rep["totals"]["events"]
     if not events:
@@ -305,7 +330,7 @@ def text_report(rep, per_process):
     out = header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
-    out += event_lines(rep)
+    out += event_lines(rep) + selected_lines(rep)
     if rep["profiled"]:
         out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
     else:

@@ -102,6 +102,18 @@ def backtrace(text):
     return [ip for ip in ips if ip]
 
 
+def event_counts(text):
+    """A selected record's events= field: name:count;... ("-": none) -> {name: count}."""
+    counts = {}
+    for item in ([] if text == "-" else text.split(";")):
+        name, _, n = item.partition(":")
+        value = parse_number(n)
+        if not name or value is None:
+            raise BadRecord(f"events item {item[:40]!r} is not name:count")
+        counts[name] = counts.get(name, 0) + value
+    return counts
+
+
 class Dump:
     """One complete (or truncated) statistics snapshot of one process."""
 
@@ -123,6 +135,8 @@ class Dump:
         self.sites = []
         self.maps = []                # (start, end, offset, path), sorted by start for locate()
         self.dropped = {"locks": 0, "sites": 0}
+        self.rules = {}               # LOCKSWAP_SELECT rule index -> {text, unattributed}
+        self.selected = []            # locks a rule chose, with their own lock events
 
     @property
     def key(self):
@@ -153,6 +167,13 @@ class Dump:
             counts = {k: need_u64(f, k) for k in ("locks", "sites")}
             for k, n in counts.items():
                 self.dropped[k] += n
+        elif rtype == "rule" and "index" in f:
+            self.rules[need_u64(f, "index")] = {"text": unescape_path(f.get("text", "")),
+                                                "unattributed": need_u64(f, "unattributed")}
+        elif rtype == "selected" and "addr" in f:
+            self.selected.append({"addr": need_u64(f, "addr"), "family": f.get("family", "?"),
+                                  "variant": f.get("variant", "?"), "rule": need_u64(f, "rule"),
+                                  "events": event_counts(f.get("events", "-"))})
         # anything else: a newer writer's record, ignored by contract
 
 
