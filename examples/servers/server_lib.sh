@@ -17,6 +17,11 @@
 #                    with that column's LOCKSWAP_* settings), a MUTEX/RWLOCK pair
 #                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
 #                    NAME:K=V:... adds settings to a name.
+#   --select LABEL=RULES  one more variant, LABEL: glibc's locks but for those
+#                    RULES name (LOCKSWAP_SELECT=RULES, docs/select.md), e.g.
+#                    --select 'tc-rwsem=mutex=rwsem@sym:LOCK_table_cache';
+#                    repeatable. LABEL: letters, digits, _ . - (no other variant's
+#                    name); the header (results.md) gives each LABEL's rules.
 #   --repeat N       rounds; each runs every variant once, the order rotated
 #                    (6 rounds give a verdict at 95%)
 #   --time S         measured seconds per run     --warmup S   warm-up seconds
@@ -54,6 +59,8 @@ SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000}
 # package's account (mysql, postgres) with that package's real server.
 SRV_DEFAULT_USER=lockswap-srv SRV_USER=${SRV_USER:-lockswap-srv}
 SRV_DIR='' SRV_KEEP=0 SRV_CHECK=0 SRV_PLOT=1 SRV_QUIET=0 SRV_EXTRA_ENV=()
+# --select: LABEL=RULES, in the order given (a variant each, after --variants).
+SRV_SELECTS=()
 SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_BASE='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
 # A statistics file the server wrote is read back up to this size.
 SRV_STATS_MAX_BYTES=$((64 << 20))
@@ -74,13 +81,14 @@ srv_usage() {
 # number of words used. Returns 1 when $1 is not a common option.
 srv_parse_common() {
   SRV_SHIFT=1
-  local need2=(--variants --repeat --time --warmup --threads --env --dir --port --user --report)
+  local need2=(--variants --select --repeat --time --warmup --threads --env --dir --port --user --report)
   if [[ " ${need2[*]} " == *" $1 "* ]]; then
     [[ $# -ge 2 ]] || { echo "error: $1 needs a value" >&2; exit 2; }
     SRV_SHIFT=2
   fi
   case "$1" in
     --variants) SRV_VARIANTS=$2 ;;
+    --select) srv_add_select "$2" ;;
     --repeat) SRV_REPEAT=$2 ;;
     --time) SRV_TIME=$2 ;;
     --warmup) SRV_WARMUP=$2 ;;
@@ -108,15 +116,53 @@ srv_need_number() {  # srv_need_number NAME VALUE MIN
 
 # --- variants -----------------------------------------------------------
 
+# srv_add_select LABEL=RULES: a --select variant. LABEL names files, rows and
+# RESULT words: a plain name. The rules are the library's to check (srv_setup).
+srv_add_select() {
+  local label=${1%%=*} rules=${1#*=} why=''
+  if [[ "$1" != *=* || ! "$label" =~ ^[A-Za-z0-9_.-]+$ ]]; then why="expected LABEL=RULES, LABEL of letters, digits, _ . -"
+  elif [[ -z "${rules//[[:space:]]/}" ]]; then why="no rules after $label="
+  elif [[ "$rules" == *$'\n'* ]]; then why="a newline in the rules"
+  elif [[ "$label" == none || "$label" == glibc ]] || srv_select_rules "$label" >/dev/null; then
+    why="$label is already the name of a variant"
+  fi
+  [[ -z "$why" ]] || { echo "error: --select $1: $why" >&2; exit 2; }
+  SRV_SELECTS+=("$label=$rules")
+}
+
+# srv_select_rules LABEL: the rules of the --select variant LABEL; status 1
+# when LABEL is none.
+srv_select_rules() {
+  local s
+  for s in ${SRV_SELECTS[@]+"${SRV_SELECTS[@]}"}; do
+    if [[ "${s%%=*}" == "$1" ]]; then echo "${s#*=}"; return 0; fi
+  done
+  return 1
+}
+
 # srv_matrix_entries: "name:K=V,K=V" per line, the test matrix's columns.
 srv_matrix_entries() { matrix_columns; }
 srv_matrix_names() { srv_matrix_entries | cut -d: -f1 | tr '\n' ' '; }
 
 # srv_variant_envs SPEC: the LOCKSWAP_* settings of a variant, one a line
-# (nothing for `none`). Later settings override earlier ones.
+# (nothing for `none`). Later settings override earlier ones. A --select
+# label is glibc with its rules, last: they win over an --env LOCKSWAP_SELECT.
 srv_variant_envs() {
-  local spec=$1 parts entry x skip=1
+  local spec=$1 rules='' x
   [[ "$spec" == none ]] && return 0
+  if rules=$(srv_select_rules "$spec"); then spec=glibc; fi
+  srv_spec_envs "$spec" || return 1
+  for x in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do echo "$x"; done
+  if [[ -n "$rules" ]]; then echo "LOCKSWAP_SELECT=$rules"; fi
+  # The owner-on-CPU map handed down by `lockswap-oncpu exec` (an inherited
+  # descriptor): every variant run from here may use it.
+  if [[ -n "${LOCKSWAP_ONCPU_FD:-}" ]]; then echo "LOCKSWAP_ONCPU_FD=$LOCKSWAP_ONCPU_FD"; fi
+}
+
+# srv_spec_envs SPEC: the settings SPEC names (a matrix column, MUTEX/RWLOCK,
+# K=V:...; NAME:K=V:...), one a line.
+srv_spec_envs() {
+  local spec=$1 parts entry x skip=1
   IFS=':' read -r -a parts <<<"$spec"
   if [[ "${parts[0]}" == *=* ]]; then
     skip=0
@@ -131,10 +177,6 @@ srv_variant_envs() {
     [[ "$x" == LOCKSWAP_*=* ]] || { echo "error: variant $spec: '$x' is not LOCKSWAP_NAME=VALUE" >&2; return 1; }
     echo "$x"
   done
-  for x in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do echo "$x"; done
-  # The owner-on-CPU map handed down by `lockswap-oncpu exec` (an inherited
-  # descriptor): every variant run from here may use it.
-  if [[ -n "${LOCKSWAP_ONCPU_FD:-}" ]]; then echo "LOCKSWAP_ONCPU_FD=$LOCKSWAP_ONCPU_FD"; fi
 }
 
 # srv_env VARIANT TAG: sets SRV_ENV (the preload, the variant's settings and
@@ -187,12 +229,14 @@ srv_tag() { local t=${1//[^A-Za-z0-9_.=-]/_}; echo "${t:0:120}"; }
 # installs the clean-up trap.
 srv_setup() {
   require_library
-  local v out envs
+  local v out envs s
   IFS=', ' read -r -a envs <<<"$SRV_VARIANTS"
   SRV_ALL=(none glibc)
   for v in ${envs[@]+"${envs[@]}"}; do
+    ! srv_select_rules "$v" >/dev/null || { echo "error: --select $v: also a variant of --variants" >&2; exit 2; }
     [[ -z "$v" || " ${SRV_ALL[*]} " == *" $v "* ]] || SRV_ALL+=("$v")
   done
+  for s in ${SRV_SELECTS[@]+"${SRV_SELECTS[@]}"}; do SRV_ALL+=("${s%%=*}"); done
   for v in "${SRV_ALL[@]}"; do
     [[ "$v" == none ]] && continue
     out=$(srv_variant_envs "$v") || exit 2
@@ -272,6 +316,7 @@ srv_user_path() {
 
 SRV_TSV_COLUMNS='bench\tlabel\tvariant\trep\tvalue\tunit\tlat\tlat_kind\terrors\tshutdown\tstatus\tstats\textra\n'
 srv_write_header() {
+  local s
   # shellcheck disable=SC2059
   printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/runs.tsv"
   # shellcheck disable=SC2059
@@ -284,6 +329,9 @@ srv_write_header() {
     echo "library:   $LIBLOCKSWAP"
     [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
+    for s in ${SRV_SELECTS[@]+"${SRV_SELECTS[@]}"}; do
+      echo "select:    ${s%%=*} = LOCKSWAP_SELECT=${s#*=} (glibc for every other lock)"
+    done
     echo "runs:      rounds $SRV_REPEAT, ${SRV_TIME}s + ${SRV_WARMUP}s warm-up, server user $( ((${#SRV_AS[@]})) && echo "$SRV_USER" || id -un)"
     srv_stats_header
   } >"$SRV_DIR/header.txt"

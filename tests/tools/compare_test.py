@@ -3,7 +3,8 @@
 commands and a fake core-to-core probe: the rows (none, glibc, the variants), the rotation of the
 order across rounds, the verdicts (faster, slower, no significant difference, not enough runs),
 dropped unsteady rounds, metric extraction, the CSV, failed runs, the baseline rules, statistics
-that never switch the profiler on, and --help. No timing value is asserted."""
+that never switch the profiler on, --select rows (LOCKSWAP_SELECT as a row) and --help. No timing
+value is asserted."""
 import csv
 import glob
 import os
@@ -25,6 +26,10 @@ TINY_DIFFERENCE = ('n=$(cat "$0" 2>/dev/null || echo 0); n=$((n + 1)); echo $n >
 METRIC = ["--metric", r"ops=(\d+)"]
 # stats=0: no statistics, 1: statistics without the profiler, 9: the profiler.
 STATS_MODE = 'case "$LOCKSWAP_STATS" in profile) echo stats=9;; "") echo stats=0;; *) echo stats=1;; esac'
+# The row's process-wide mutex variant and its LOCKSWAP_SELECT, one line per run.
+LOG_SELECT = 'echo "${LOCKSWAP_MUTEX:-unset}|${LOCKSWAP_SELECT:-unset}" >> "$0"; echo ops=42'
+# Spaces, a comma and parentheses, as `lockswap report` prints a C++ function; matches nothing here.
+RULES = "mutex=rwsem@func:tc_acquire_table(THD*, TDC_element*);rwlock=futex@sym:no_such_lock"
 
 # lockswap-probe's contract: `c2c` prints one line `c2c_ns=N cpus=A,B`, `summary` one `env:` line.
 # This one answers its Nth c2c call with line N of $FAKE_PROBE_SEQ (the last line once past the
@@ -96,7 +101,7 @@ class CompareTest(CliTestCase):
         for want in ("usage: lockswap compare", "--variants", "--repeat", "--metric", "--time",
                      "--higher-is-better", "--lower-is-better", "--csv", "--png", "--set", "rotated",
                      "--baseline", "--level", "--probe", "--keep-unsteady", "--profile-run", "--stats",
-                     "not enough runs", "no significant difference", "hyperfine"):
+                     "not enough runs", "no significant difference", "hyperfine", "--select", "LABEL=RULES"):
             self.assertIn(want, out)
         self.assertIn("compare", self.ok("--help").stdout)
 
@@ -297,6 +302,46 @@ class CompareTest(CliTestCase):
         p = self.compare("--variants", "nope", "--", "sh", "-c", LOG_VARIANT, log, want_rc=2)
         self.assertIn("unknown", p.stderr)
         self.assertFalse(os.path.exists(log))
+
+    def test_select_row(self):
+        """A --select row: glibc plus its rules, rotated with the others, in the table, the header
+        and the CSV; its rules win over a LOCKSWAP_SELECT that --set gives every row."""
+        log, path = os.path.join(self.tmp, "select.log"), os.path.join(self.tmp, "runs.csv")
+        p = self.compare("--variants", "rwsem", "--select", f"tc={RULES}", "--set", "SELECT=mutex=futex@sym:other",
+                         "--repeat", "2", *METRIC, "--csv", path, "--", "sh", "-c", LOG_SELECT, log)
+        n, g, r, tc = "unset|unset", "glibc|mutex=futex@sym:other", "rwsem|mutex=futex@sym:other", f"glibc|{RULES}"
+        with open(log) as fh:
+            self.assertEqual(fh.read().splitlines(), [n, g, r, tc, g, r, tc, n])
+        self.assertEqual(set(table_rows(p.stdout)), {"none", "glibc", "rwsem", "tc"})
+        self.assertEqual(table_rows(p.stdout)["tc"][:2], ["2", "42"])
+        self.assertIn("select row tc: lockswap --variant glibc --set SELECT=mutex=futex@sym:other --select "
+                      f"'{RULES}'", p.stdout)
+        # The library says in the run that a rule matches nothing: compare says it under the table.
+        self.assertIn("  tc: lockswap: LOCKSWAP_SELECT: rule 1 matches nothing", p.stdout)
+        with open(path) as fh:
+            recs = list(csv.DictReader(fh))
+        self.assertEqual({(r["record"], r["select"]) for r in recs if r["variant"] == "tc"},
+                         {("run", RULES), ("summary", RULES)})
+        self.assertEqual({r["select"] for r in recs if r["variant"] != "tc"}, {""})
+        # It may be the baseline.
+        p = self.compare("--variants", "futex", "--select", "tc=mutex=futex@sym:x", "--baseline", "tc", "--repeat", "1",
+                         *METRIC, "--", "sh", "-c", "echo ops=1")
+        self.assertEqual(verdict(table_rows(p.stdout), "tc"), "reference")
+
+    def test_select_errors(self):
+        log = os.path.join(self.tmp, "select.log")
+        # A malformed rule: the library refuses it before any run, and compare names the row.
+        p = self.compare("--select", "bad=mutex=rwsem@nosuch:x", "--", "sh", "-c", LOG_SELECT, log, want_rc=2)
+        self.assertIn("LOCKSWAP_SELECT=mutex=rwsem@nosuch:x", p.stderr)
+        self.assertIn("compare: row bad (lockswap --variant glibc --select mutex=rwsem@nosuch:x): the settings "
+                      "were refused; nothing was run", p.stderr)
+        self.assertFalse(os.path.exists(log))
+        for spec, why in (("tc", "expected LABEL=RULES"), ("a/b=mutex=futex@sym:x", "expected LABEL=RULES"),
+                          ("tc=", "no rules after tc="), ("none=mutex=futex@sym:x", "already the name of a row"),
+                          ("futex=mutex=futex@sym:x", "already the name of a row")):
+            self.assertIn(why, self.compare("--variants", "futex", "--select", spec, "--", "true", want_rc=2).stderr)
+        p = self.compare("--select", "x=mutex=futex@sym:a", "--select", "x=mutex=futex@sym:b", "--", "true", want_rc=2)
+        self.assertIn("--select x: already the name of a row", p.stderr)
 
     def test_usage_errors(self):
         self.assertIn("no command given", self.compare("--variants", "futex", want_rc=2).stderr)

@@ -20,8 +20,10 @@ REFERENCE = "none"   # the command as it is: no LD_PRELOAD, no LOCKSWAP_* variab
 COMPARE_EPILOG = f"""\
 Rows: `none` (COMMAND run as it is: no LD_PRELOAD, no LOCKSWAP_* variable; the
 reference unless --baseline names another row), `glibc` (through lockswap with
-glibc's own locks: what the interposition alone costs) and the listed variants;
-none and glibc are added when not listed (--no-glibc leaves glibc out).
+glibc's own locks: what the interposition alone costs), the listed variants and
+one row per --select LABEL=RULES (glibc everywhere but the locks RULES name:
+`{PROG} --variant glibc --select RULES`, LOCKSWAP_SELECT, docs/select.md); none
+and glibc are added when not listed (--no-glibc leaves glibc out).
 
 Rounds: each repetition is a round that runs every row once, in the listed order
 rotated by the round's number, so drift (a warming cache, a noisy neighbour)
@@ -65,6 +67,8 @@ examples:
       -- sysbench mutex --threads=16 run
   {PROG} compare --variants rwsem,rwsem-rspin --time --csv t.csv --png t.png -- ./app
   {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --baseline glibc --profile-run -- ./bench
+  {PROG} compare --variants rwsem --select tc=mutex=rwsem@sym:LOCK_table_cache \\
+      --select 'tc-func=mutex=rwsem@func:tc_acquire_table(THD*, TDC_element*)' --baseline glibc -- ./bench
 """
 
 
@@ -85,6 +89,9 @@ def compare_parser(ls):
         epilog=COMPARE_EPILOG)
     p.add_argument("--variants", default="glibc,futex,rwsem", metavar="V1,V2,...",
                    help="comma-separated variants (default: glibc,futex,rwsem; none is always a row)")
+    p.add_argument("--select", action="append", default=[], metavar="LABEL=RULES",
+                   help="a row LABEL: glibc, and LOCKSWAP_SELECT=RULES (FAMILY=VARIANT@MATCHER;...) for the "
+                        "locks they name (repeatable)")
     p.add_argument("--baseline", default=REFERENCE, metavar="V",
                    help=f"the reference row of the ratios (default: {REFERENCE}, the command without lockswap)")
     p.add_argument("--repeat", type=int, metavar="N",
@@ -212,9 +219,10 @@ class Environments:
     """Each row's environment, computed once by the lockswap command (which also checks the
     settings: a bad one stops compare here, before any run)."""
 
-    def __init__(self, wrapper, args, stats_dir):
-        self.wrapper, self.args, self.stats_dir = wrapper, args, stats_dir
-        self.common = (["--lib", args.lib] if args.lib else [], [x for s in args.set for x in ("--set", s)])
+    def __init__(self, wrapper, args, stats_dir, selects):
+        self.wrapper, self.args, self.stats_dir, self.selects = wrapper, args, stats_dir, selects
+        self.lib = ["--lib", args.lib] if args.lib else []
+        self.sets = [x for s in args.set for x in ("--set", s)]
 
     def measured(self, v):
         if v == REFERENCE:
@@ -226,12 +234,19 @@ class Environments:
     def profiled(self, v):
         return self.capture(v, ["--profile"], os.path.join(self.stats_dir, f"{file_label(v)}.profile.%p"))
 
+    def row_options(self, v):
+        """The wrapper's options of row V. A --select row is glibc plus its rules, given after
+        --set so that its LOCKSWAP_SELECT wins over one for every row."""
+        if v not in self.selects:
+            return [*variant_options(v), *self.sets]
+        return [*variant_options("glibc"), *self.sets, "--select", self.selects[v]]
+
     def capture(self, v, extra, stats_file=None):
         """`lockswap <options> -- env -0` -> the environment COMMAND would get. With statistics,
         the env process's own dump goes to a scratch file, and the row's file is put in after."""
         scratch = tempfile.mkdtemp(prefix="lockswap-env-") if stats_file else None
         opts = extra + (["--stats-file", os.path.join(scratch, "env.%p")] if scratch else [])
-        argv = [self.wrapper, *self.common[0], *variant_options(v), *self.common[1], *opts, "--", "env", "-0"]
+        argv = [self.wrapper, *self.lib, *self.row_options(v), *opts, "--", "env", "-0"]
         try:
             p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
         finally:
@@ -239,11 +254,16 @@ class Environments:
                 shutil.rmtree(scratch, ignore_errors=True)
         if p.returncode != 0:
             sys.stderr.write(p.stderr.decode("utf-8", errors="replace"))
+            warn(f"compare: row {v} ({self.describe(v)}): the settings were refused; nothing was run")
             raise SystemExit(2)
         env = dict(item.split("=", 1) for item in os.fsdecode(p.stdout).split("\0") if "=" in item)
         if stats_file:
             env["LOCKSWAP_STATS_FILE"] = stats_file
         return env
+
+    def describe(self, v):
+        """Row V as the wrapper's options, for the header and errors."""
+        return shlex.join([PROG, *self.row_options(v)])
 
 
 def probe_path(args, wrapper):
@@ -260,6 +280,7 @@ def loadavg_text():
 
 
 def plan_variants(args, parser):
+    """The rows in order, and {LABEL: RULES} of the --select rows among them."""
     listed = [v for v in (x.strip() for x in args.variants.split(",")) if v]
     if len(set(listed)) != len(listed):
         parser.error(f"--variants lists a variant twice: {args.variants}")
@@ -267,9 +288,30 @@ def plan_variants(args, parser):
     rows += [v for v in listed if v != REFERENCE]
     if args.no_glibc and "glibc" in rows:
         rows.remove("glibc")
+    selects = plan_selects(args.select, parser, taken=set(listed) | {REFERENCE, "glibc"})
+    rows += list(selects)
     if args.baseline not in rows:
         parser.error(f"--baseline {args.baseline} is not one of the rows: {', '.join(rows)}")
-    return rows
+    return rows, selects
+
+
+SELECT_LABEL = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def plan_selects(specs, parser, taken):
+    """--select LABEL=RULES... -> {LABEL: RULES}. The label names files and table rows: a plain
+    name no other row has. The rules are the library's to check (Environments, before any run)."""
+    selects = {}
+    for spec in specs:
+        label, eq, rules = spec.partition("=")
+        if not eq or not SELECT_LABEL.fullmatch(label):
+            parser.error(f"--select {spec!r}: expected LABEL=RULES, LABEL made of letters, digits, _ . -")
+        if not rules.strip():
+            parser.error(f"--select {spec!r}: no rules after {label}=")
+        if label in taken or label in selects:
+            parser.error(f"--select {label}: already the name of a row (none, glibc, --variants, --select)")
+        selects[label] = rules
+    return selects
 
 
 def summarize(ls, rounds, variants, baseline, higher, level):
@@ -335,6 +377,7 @@ def compare_header(info, args, baseline, level, ls):
                f"reference: {ref}")
     out.append(f"x-vs-{baseline} = how many times faster than {baseline} (>1 faster): the median of the per-round "
                f"ratios, with its {level:.0%} sign-test interval [low, high]")
+    out += [f"select row {label}: {how}" for label, how in info["select_rows"].items()]
     return out
 
 
@@ -344,16 +387,17 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
         w.writerow(["record", "variant", "round", "position", "status", "exit_status", "value", "wall_s",
                     "probe_before_ns", "probe_after_ns", "kept", "n", "median", "min", "max", "ratio",
                     "ratio_low", "ratio_high", "verdict", "rounds_kept", "baseline", "metric", "direction",
-                    "stats_file"])
+                    "stats_file", "select"])
         direction = "higher" if info["higher"] else "lower"
         tail = [baseline, info["metric_name"], direction]
         opt = lambda x: "" if x is None else repr(x)
+        rules = lambda v: info["selects"].get(v, "")   # LOCKSWAP_SELECT of a --select row
         for rd in rounds:
             for r in rd.runs:
                 w.writerow(["run", r.variant, rd.number, r.position, "ok" if r.ok else r.error,
                             "" if r.rc is None else r.rc, opt(r.value),
                             "" if r.wall_s is None else f"{r.wall_s:.6f}", opt(rd.probe_before),
-                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, ""])
+                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, "", rules(r.variant)])
         kept = sum(1 for rd in rounds if rd.kept)
         for s in rows:
             res = s.get("result")
@@ -361,10 +405,11 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
                 (res.speed, res.lo, res.hi) if res else (None, None, None))
             w.writerow(["summary", s["variant"], "", "", "", "", "", "", "", "", "", s["n"],
                         *[opt(s.get(k)) for k in ("median", "min", "max")], *[opt(x) for x in ratio],
-                        s["verdict"], kept, *tail, ""])
+                        s["verdict"], kept, *tail, "", rules(s["variant"])])
         for r, dump in profile_runs:
             w.writerow(["profile", r.variant, "", "", "ok" if r.ok else r.error, "" if r.rc is None else r.rc,
-                        opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump])
+                        opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump,
+                        rules(r.variant)])
 
 
 def compare_png(path, rounds, rows, info, baseline):
@@ -393,6 +438,17 @@ def compare_png(path, rounds, rows, info, baseline):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     print(f"{PROG}: compare: wrote {path}", file=sys.stderr)
+
+
+def select_notes(rounds, selects):
+    """What the library said about a select row's rules in its runs (a rule that matches nothing
+    leaves the row plain glibc): each line once."""
+    said = {}
+    for r in (r for rd in rounds for r in rd.runs if r.variant in selects):
+        for line in r.output.splitlines():
+            if line.startswith("lockswap: LOCKSWAP_SELECT:"):
+                said.setdefault(f"  {r.variant}: {line}", None)
+    return ["", "the library on the rules of the select rows:", *said] if said else []
 
 
 def failure_report(run, tail, label=None):
@@ -471,19 +527,20 @@ def cmd_compare(argv, wrapper):
         except re.error as e:
             parser.error(f"--metric: bad regular expression: {e}")
     higher = args.higher if args.higher is not None else regex is not None
-    variants = plan_variants(args, parser)
+    variants, selects = plan_variants(args, parser)
     stats_dir = None
     if args.stats or args.profile_run:
         stats_dir = args.stats_dir or tempfile.mkdtemp(prefix="lockswap-compare-")
         os.makedirs(stats_dir, exist_ok=True)
-    env_maker = Environments(wrapper, args, stats_dir)
+    env_maker = Environments(wrapper, args, stats_dir, selects)
     envs = {v: env_maker.measured(v) for v in variants}
     if args.profile_run and len(variants) > 1:
         env_maker.profiled(variants[-1])   # the wrapper knows --profile: checked before any run
 
     probe = probe_path(args, wrapper)
     info = {"cmd": cmd, "probe": probe, "env_line": ls.probe_summary(probe), "higher": higher,
-            "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text()}
+            "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text(),
+            "selects": selects, "select_rows": {label: env_maker.describe(label) for label in selects}}
     info["probe_ok"] = ls.probe_c2c(probe) is not None
     print(f"{PROG} compare: {len(variants)} rows x {args.repeat} rounds = {len(variants) * args.repeat} runs of: "
           f"{shlex.join(cmd)}" + ("" if info["probe_ok"] else " (probe unavailable)"), file=sys.stderr)
@@ -494,6 +551,7 @@ def cmd_compare(argv, wrapper):
     rows = summarize(ls, rounds, variants, args.baseline, higher, args.level)
     out = compare_header(info, args, args.baseline, args.level, ls) + compare_table(rows, args.baseline, args.level)
     out += [""] + [r["result"].sentence(r["variant"], args.baseline) for r in rows if "result" in r]
+    out += select_notes(rounds, selects)
     if args.stats:
         out.append(f"counts-only statistics of the measured runs: {stats_dir}/ ({PROG} report {stats_dir}/<row>.*)")
     if profiled:
