@@ -711,6 +711,11 @@ using select::Family;
 constexpr unsigned kTagSlots = abi::kTagValues;
 static_assert(static_cast<unsigned>(RwlockVariant::percid) <= abi::kTagVariantMask &&
               kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
+#define COUNT(id, name, type, desc) +1
+// A destroyed mutex's __kind (-1) reads as tag 15: no variant may have it (it
+// reaches `decide`, which returns the process-wide table).
+static_assert(0 LOCKSWAP_MUTEX_VARIANTS(COUNT) < abi::kTagVariantMask);
+#undef COUNT
 OpsTable g_by_tag[3][kTagSlots];
 OpsTable g_base;             // the process-wide variants (untagged instantiations)
 unsigned g_base_tag[3];      // their tags

@@ -19,7 +19,7 @@
 #                    NAME:K=V:... adds settings to a name.
 #   --select LABEL=RULES  one more variant, LABEL: glibc's locks but for those
 #                    RULES name (LOCKSWAP_SELECT=RULES, docs/select.md), e.g.
-#                    --select 'tc-rwsem=mutex=rwsem@sym:LOCK_table_cache';
+#                    --select 'tc-rwsem=mutex=rwsem@site:mariadbd+0x9fd828';
 #                    repeatable. LABEL: letters, digits, _ . - (no other variant's
 #                    name); the header (results.md) gives each LABEL's rules.
 #   --repeat N       rounds; each runs every variant once, the order rotated

@@ -67,7 +67,7 @@ examples:
       -- sysbench mutex --threads=16 run
   {PROG} compare --variants rwsem,rwsem-rspin --time --csv t.csv --png t.png -- ./app
   {PROG} compare --variants rwsem --set RWSEM_SPIN=0 --baseline glibc --profile-run -- ./bench
-  {PROG} compare --variants rwsem --select tc=mutex=rwsem@sym:LOCK_table_cache \\
+  {PROG} compare --variants rwsem --select tc=mutex=rwsem@site:mariadbd+0x9fd828 \\
       --select 'tc-func=mutex=rwsem@func:tc_acquire_table(THD*, TDC_element*)' --baseline glibc -- ./bench
 """
 
