@@ -14,6 +14,7 @@
 #include <climits>
 #include <ctime>
 #include <new>
+#include <optional>
 
 #include "arch/clock.h"
 #include "arch/futex.h"
@@ -932,15 +933,21 @@ bool read_recursive(const WordRefs& r, uint64_t count, bool have_bias) {
 // Deviation (steal_read_held, default-kind locks only): the reader steals
 // even then, as glibc's reader-preferring default does; the head writer's
 // bounded sleep (write_queue()) sets HANDOFF in its place.
+// The rule itself, for a reader that did not queue and finds `other_readers`
+// readers in besides itself: the event its steal counts, or none when it
+// may not steal. read_steal() and the read trylock ask here.
+std::optional<LockEvent> steal_verdict(uint64_t owner, uint64_t other_readers, bool reader_pref) {
+  if (!((owner & kReaderOwned) && other_readers >= 1)) return LockEvent::rwsem_rlock_steal;
+  if (reader_pref && tunables().steal_read_held) return LockEvent::rwsem_rlock_steal_held;
+  return std::nullopt;
+}
+
 template <class P>
 bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_pref) {
   uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
   if (count & (kWriterLocked | kFlagHandoff)) return false;
-  LockEvent ev = LockEvent::rwsem_rlock_steal;
-  if ((r.owner.load(arch::mo_hint) & kReaderOwned) && rcnt > 1) {
-    if (!(reader_pref && tunables().steal_read_held)) return false;
-    ev = LockEvent::rwsem_rlock_steal_held;
-  }
+  std::optional<LockEvent> ev = steal_verdict(r.owner.load(arch::mo_hint), rcnt - 1, reader_pref);
+  if (!ev) return false;
   if (!have_bias) {  // drop_bias_early: take a bias back, on the same terms
     uint64_t c = r.count.load(arch::mo_hint);
     do {
@@ -950,7 +957,7 @@ bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_p
     rcnt = reader_count(count);
   }
   set_reader_owned<P>(r.owner, owner_value(self_slot()));
-  lockevent_inc(ev);
+  lockevent_inc(*ev);
   // First reader in: bring the queued readers along.
   if (rcnt == 1 && (count & kFlagWaiters)) wake_readers_behind_me<P>(r);
   return true;
@@ -1424,7 +1431,7 @@ bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c, bool reader_pre
   if constexpr (P::reader_spinning)
     return tunables().writer_spin && !(o & P::kRdNonspinnable);
   else
-    return !((o & kReaderOwned) && reader_count(c) >= 1) || (reader_pref && tunables().steal_read_held);
+    return steal_verdict(o, reader_count(c), reader_pref).has_value();
 }
 
 // down_read_trylock() (v5.16+: read the count first). Not in the kernel: it

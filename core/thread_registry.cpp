@@ -14,7 +14,7 @@
 
 namespace lockswap {
 
-__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, nullptr};
+__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
 
 namespace thread_registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];
@@ -135,6 +135,11 @@ static ThreadSlot& attach_uncancellable() {
   s->tid = current_tid();
   s->generation.store(g_fork_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
   s->cpu_word.store(arch::rseq_cpu_id_word(), std::memory_order_release);
+  s->event_mode = 0;  // its last owner may have died counting apart
+  if (s->apart_pending) {
+    for (auto& a : s->apart) a.store(0, std::memory_order_relaxed);
+    s->apart_pending = false;
+  }
   t_local.slot = s;
   return *s;
 }

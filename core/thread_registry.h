@@ -73,11 +73,15 @@
 
 namespace lockswap {
 
+// ThreadSlot::event_mode bits.
+inline constexpr uint8_t kEventsShared = 1;
+inline constexpr uint8_t kEventsApart = 2;
+
 struct alignas(64) ThreadSlot {
   // Slots in chunks are never constructed (mmap zero-fills them); only the
   // static shared slot is, with its id.
   ThreadSlot() = default;
-  constexpr explicit ThreadSlot(uint32_t slot_id) : id(slot_id), rwsem_waiter{} {}
+  constexpr explicit ThreadSlot(uint32_t slot_id) : id(slot_id), rwsem_waiter{}, event_mode{kEventsShared} {}
 
   // Futex word the thread parks on while queued. A waker bumps it after
   // granting, so a sleeper that read the old value cannot miss the grant.
@@ -110,6 +114,15 @@ struct alignas(64) ThreadSlot {
   alignas(64) unsigned char rwsem_waiter[64];
   // Lock event counters: written only by the owning thread, read at exit.
   alignas(64) std::atomic<uint64_t> events[kNumLockEvents];
+  // How lockevent_add counts here: 0, plainly; kEventsShared, atomically
+  // (several threads count here); kEventsApart, plainly and also into
+  // `apart`, for the lock whose call the thread is in (preload's
+  // LOCKSWAP_SELECT wrapper sets it around the call and hands `apart` to that
+  // lock afterwards). Written only by the owning thread of a slot of its own,
+  // never on the shared slot: a plain byte, tested with one compare.
+  uint8_t event_mode = 0;
+  bool apart_pending = false;  // `apart` holds counts not handed over yet
+  std::atomic<uint64_t> apart[kNumLockEvents];
 };
 static_assert(offsetof(ThreadSlot, osq_next) == 64, "fields other threads poll share one cache line");
 static_assert(offsetof(ThreadSlot, rwsem_waiter) == 128, "the OSQ node has a cache line of its own");
@@ -148,10 +161,6 @@ inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSh
 struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
-  // The lock whose call is running, while it is one whose events are also
-  // counted apart (set around the call by preload's LOCKSWAP_SELECT entries);
-  // null otherwise.
-  const void* event_object;
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.
@@ -195,22 +204,22 @@ bool may_be_running(ThreadSlot& s);
 // the shared slot).
 void unpark(ThreadSlot& s);
 
-// Where the events of t_local.event_object go as well (preload installs it
-// when per-lock attribution is on; core never sets event_object itself).
-inline std::atomic<void (*)(const void* object, LockEvent ev, uint64_t n)> g_object_event_sink{nullptr};
-
-// Count one lock event for the calling thread (and, during a call on a lock
-// whose events are counted apart, for that lock).
+// Count one lock event for the calling thread (and, with kEventsApart, for
+// the lock whose call it is in).
 inline void lockevent_add([[maybe_unused]] LockEvent ev, [[maybe_unused]] uint64_t n = 1) {
 #if LOCKSWAP_LOCK_EVENTS
-  if (const void* o = t_local.event_object; __builtin_expect(o != nullptr, 0))
-    g_object_event_sink.load(std::memory_order_relaxed)(o, ev, n);
   ThreadSlot& s = self_slot();
   auto& c = s.events[static_cast<uint32_t>(ev)];
-  if (__builtin_expect(is_shared(s), 0))
-    c.fetch_add(n, std::memory_order_relaxed);  // several threads write it
-  else
-    c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  if (__builtin_expect(s.event_mode != 0, 0)) {
+    if (s.event_mode & kEventsShared) {
+      c.fetch_add(n, std::memory_order_relaxed);  // several threads write it
+      return;
+    }
+    auto& a = s.apart[static_cast<uint32_t>(ev)];
+    a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    s.apart_pending = true;
+  }
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 #endif
 }
 inline void lockevent_inc(LockEvent ev) { lockevent_add(ev, 1); }

@@ -731,6 +731,10 @@ LOCKSWAP_INLINE unsigned tag_of(sem_t* s) { return abi::sem_tag(s).load(std::mem
 bool g_variant_tag[3][kTagSlots];  // the tags that name a variant
 bool is_variant_tag(int family, unsigned tag) { return g_variant_tag[family][tag]; }
 
+// The selected lock whose call this thread is in (counted_apart), for a
+// signal handler's nested call to hand over what it had counted.
+__thread const void* t_counting_for __attribute__((tls_model("initial-exec")));
+
 // The call site the rules see: the caller of the export that reached a
 // mixed entry by tail jumps, or the one a profiling wrapper in between saw.
 LOCKSWAP_INLINE uintptr_t site_of_call(void* ra, void* cfa) {
@@ -792,22 +796,28 @@ struct Mixed<Slot> {
     for (unsigned tag = 0; tag < kTagSlots; ++tag) by_tag[tag] = g_by_tag[family_index(static_cast<Obj*>(nullptr))][tag].*Slot;
   }
   static R call(Obj* o, A... args) { return by_tag[tag_of(o)](o, args...); }
-  // A selected lock (kTagSelected): its variant's entry, with the thread's
-  // lock events also counted for it (select::count_event). Saved and
-  // restored, so a signal handler's lock call inside keeps its own. One
-  // instantiation per variant tag: the object's tag is not read again.
-  template <unsigned kVariantTag>
+  // A selected lock (kTagSelected): its variant's entry, with the slot's
+  // kEventsApart bit set, so that the lock events of the call are also
+  // counted for this lock (select::hand_over_events). A thread on the shared
+  // slot counts with the process only. A signal handler's selected-lock call
+  // inside hands over what its interrupted call had counted first, and leaves
+  // the bit and the object as it found them.
   static R counted_apart(Obj* o, A... args) {
-    const void* outer = t_local.event_object;
-    t_local.event_object = o;
-    R r = by_tag[kVariantTag](o, args...);
-    t_local.event_object = outer;
+    ThreadSlot& s = self_slot();
+    if (is_shared(s)) return by_tag[tag_of(o) & abi::kTagVariantMask](o, args...);
+    uint8_t outer_mode = s.event_mode;
+    const void* outer = t_counting_for;
+    if (s.apart_pending) select::hand_over_events(outer, s);
+    t_counting_for = o;
+    s.event_mode = kEventsApart;
+    asm volatile("" ::: "memory");  // set before the call's first event, handler included
+    R r = by_tag[tag_of(o) & abi::kTagVariantMask](o, args...);
+    asm volatile("" ::: "memory");
+    if (s.apart_pending) select::hand_over_events(o, s);
+    s.event_mode = outer_mode;
+    t_counting_for = outer;
     return r;
   }
-  static_assert(abi::kTagVariantMask == 7);
-  static constexpr R (*apart_by_tag[abi::kTagVariantMask + 1])(Obj*, A...) = {
-      nullptr, counted_apart<1>, counted_apart<2>, counted_apart<3>,
-      counted_apart<4>, counted_apart<5>, counted_apart<6>, counted_apart<7>};
   // Reached from call() by a tail jump: the return address is the caller's.
   static R decide(Obj* o, A... args) {
     uintptr_t site = site_of_call(__builtin_return_address(0), __builtin_dwarf_cfa());
@@ -854,7 +864,7 @@ int mixed_sem_init(sem_t* s, int pshared, unsigned value) {
 void fill_counted_apart(int family, unsigned variant_tag) {
   OpsTable& t = g_by_tag[family][variant_tag | abi::kTagSelected];
   t = g_by_tag[family][variant_tag];
-#define APART(fn) t.fn = Mixed<&OpsTable::fn>::apart_by_tag[variant_tag];
+#define APART(fn) t.fn = &Mixed<&OpsTable::fn>::counted_apart;
   switch (static_cast<Family>(family)) {
     case Family::mutex: LOCKSWAP_MUTEX_OBJECT_SLOTS(APART) break;
     case Family::rwlock: LOCKSWAP_RWLOCK_OBJECT_SLOTS(APART) break;
@@ -890,7 +900,6 @@ void fill_tag_tables() {
   for (int family = 0; family < 3; ++family)
     for (unsigned tag = 1; tag <= abi::kTagVariantMask; ++tag)
       if (g_variant_tag[family][tag]) fill_counted_apart(family, tag);
-  select::install_event_sink();
 #define FILL(fn) Mixed<&OpsTable::fn>::fill();
   LOCKSWAP_MUTEX_OBJECT_SLOTS(FILL) LOCKSWAP_RWLOCK_OBJECT_SLOTS(FILL) LOCKSWAP_SEM_OBJECT_SLOTS(FILL)
 #undef FILL

@@ -446,12 +446,16 @@ bool note_selected(Family f, const void* object, uint8_t variant, int rule) {
   return true;
 }
 
-void count_event(const void* object, LockEvent ev, uint64_t n) {
-  if (SelectedLock* e = find_selected(reinterpret_cast<uintptr_t>(object), false))
-    e->events[static_cast<uint32_t>(ev)].fetch_add(n, std::memory_order_relaxed);
+void hand_over_events(const void* object, ThreadSlot& slot) {
+  SelectedLock* e = object != nullptr ? find_selected(reinterpret_cast<uintptr_t>(object), false) : nullptr;
+  for (uint32_t i = 0; i < kNumLockEvents; ++i) {
+    uint64_t n = slot.apart[i].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    slot.apart[i].store(0, std::memory_order_relaxed);
+    if (e != nullptr) e->events[i].fetch_add(n, std::memory_order_relaxed);
+  }
+  slot.apart_pending = false;
 }
-
-void install_event_sink() { g_object_event_sink.store(count_event, std::memory_order_relaxed); }
 
 bool selected_entry(int index, SelectedLockView& out) {
   const SelectedLock& e = g_selected[index];

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/lock_events.h"
+#include "core/thread_registry.h"
 
 namespace lockswap::select {
 
@@ -43,20 +44,19 @@ const char* rule_text(int rule);
 // ------------------------------------------- lock events of selected locks
 // A lock a rule chose counts the lock events of its own calls apart
 // (core/lock_events_list.h): the dispatcher tags it kTagSelected (abi.h) and
-// runs its calls with t_local.event_object naming it, and lockevent_add
-// hands each event to count_event(). The counters live in a fixed table of
-// kMaxSelectedLocks entries, one per object address (nothing allocated); a
-// selected lock that finds no entry free keeps its variant and counts its
-// events with the process only. Only slow paths count events, so the table
-// is searched only there.
+// runs its calls with the thread slot's kEventsApart bit set, so that
+// lockevent_add also counts into the slot's `apart` bank
+// (core/thread_registry.h), which hand_over_events() then adds to the lock's
+// entry. The entries live in a fixed table of kMaxSelectedLocks, one per
+// object address (nothing allocated); a selected lock that finds no entry
+// free keeps its variant and counts its events with the process only.
 inline constexpr int kMaxSelectedLocks = 64;
 
 // Called once per selected object, where its tag is decided: false when
 // its events cannot be counted apart (no entry left).
 bool note_selected(Family f, const void* object, uint8_t variant, int rule);
-// The sink lockevent_add calls (core/thread_registry.h), and its installer.
-void count_event(const void* object, LockEvent ev, uint64_t n);
-void install_event_sink();
+// Adds the slot's `apart` counts to `object`'s entry and clears them.
+void hand_over_events(const void* object, ThreadSlot& slot);
 
 struct SelectedLockView {
   uintptr_t addr;
