@@ -167,12 +167,6 @@ void parse_rule(const char* s, size_t n, const char* whole) {
 
 // ------------------------------------------------------------- resolution
 
-// `want` ("name" or "ns::Class::name") against a symbol: the same name, a
-// compiler's clone of it (name.cold, name.constprop.0), a member or
-// namespaced function of that name, or its Itanium C++ mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
-// A plain name also matches the last component of a nested one
-// (`_ZN...<len>nameE`): debuggers and `lockswap report` often print a member
-// function by its own name alone.
 // _ZN [qualifiers] [St] <len><name>... E read component by component: true
 // when the last one is `want`. Covers components whose names end in a digit,
 // which the search below must skip: an anonymous namespace, _GLOBAL__N_1.
@@ -190,6 +184,12 @@ bool plain_nested_name_ends_with(const char* sym, const char* want, size_t wl) {
   return false;
 }
 
+// `want` ("name" or "ns::Class::name") against a symbol: the same name, a
+// compiler's clone of it (name.cold, name.constprop.0), a member or
+// namespaced function of that name, or its Itanium C++ mangling (_Z4name..., _ZL4name for a static one, _ZN2ns5Class4nameE...).
+// A plain name also matches the last component of a nested one
+// (`_ZN...<len>nameE`): debuggers and `lockswap report` often print a member
+// function by its own name alone.
 bool last_component_is(const char* sym, const char* want, size_t wl) {
   if (strncmp(sym, "_ZN", 3) != 0 || wl == 0 || wl > kMaxText) return false;
   char pattern[kMaxText + 8];
