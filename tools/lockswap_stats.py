@@ -22,6 +22,9 @@ import statistics
 
 DEFAULT_LEVEL = 0.95
 PROBE_TOLERANCE = 1.5   # before/after core-to-core round trips within this factor: a steady round
+# A round trip below this is the fast placement mode of a moving VM (~60-100
+# ns), at or above it the slow one (~400-1000 ns): docs/measuring.md.
+FAST_C2C_NS = 200
 
 
 def median(xs):
@@ -69,6 +72,22 @@ def steady_round(before_ns, after_ns, tolerance=PROBE_TOLERANCE):
     if not before_ns or not after_ns:
         return True
     return max(before_ns, after_ns) / min(before_ns, after_ns) <= tolerance
+
+
+def placement_mode(c2c_ns):
+    """'fast' or 'slow' for a core-to-core round trip in ns (FAST_C2C_NS);
+    None when there was no probe."""
+    if not c2c_ns:
+        return None
+    return "fast" if c2c_ns < FAST_C2C_NS else "slow"
+
+
+def rounds_mode(c2c_per_round):
+    """The placement mode most rounds ran in (ties: slow), or None without probes."""
+    modes = [m for m in map(placement_mode, c2c_per_round) if m]
+    if not modes:
+        return None
+    return "fast" if modes.count("fast") > modes.count("slow") else "slow"
 
 
 def paired_ratios(rounds, variant, reference):

@@ -172,6 +172,7 @@ class Rounds:
         self.dropped = 0
         self.started = 0
         self.steady = []    # per round run: kept or not
+        self.c2c = []       # per kept round: its core-to-core round trip (ns), None without a probe
 
     def run(self, run_variant, probe, want, max_rounds, offset=0):
         """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result."""
@@ -183,6 +184,7 @@ class Rounds:
             self.steady.append(lockswap_stats.steady_round(before, after))
             if self.steady[-1]:
                 self.kept.append(results)
+                self.c2c.append(lockswap_stats.median([before, after]))
             else:
                 self.dropped += 1
         return self
@@ -197,6 +199,11 @@ class Rounds:
 
     def kept_text(self):
         return f"{len(self.kept)}/{self.started}"
+
+    def placement(self):
+        """The placement mode ('fast'/'slow', lockswap_stats.placement_mode)
+        most kept rounds ran in; None without a probe."""
+        return lockswap_stats.rounds_mode(self.c2c)
 
 
 def verdict_text(v):

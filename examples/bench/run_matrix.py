@@ -317,7 +317,8 @@ def summarize(args, cell, rounds, results):
         runs = [rnd[v] for rnd in rounds.kept]
         okr = [r for r in runs if r["status"] == "ok"]
         bad = [r["status"] for r in runs if r["status"] != "ok"]
-        res = {"status": bad[0] if bad else "ok", "reps": len(okr), "kept": len(rounds.kept), "run": rounds.started}
+        res = {"status": bad[0] if bad else "ok", "reps": len(okr), "kept": len(rounds.kept), "run": rounds.started,
+               "placement": rounds.placement()}
         for f in FIELDS:
             res[f] = median([float(r[f]) for r in okr])
         res["verdict"] = None if v == args.baseline else rounds.verdict(kops_of, v, args.baseline, True)
@@ -368,7 +369,7 @@ def result_rows(args, groups, results):
                            "kops": r["kops"], "speed": r["ratio"],
                            "lo": vd.lo if vd else None, "hi": vd.hi if vd else None,
                            "verdict": vd.word if vd else "reference",
-                           "coverage": vd.coverage if vd else None}
+                           "coverage": vd.coverage if vd else None, "placement": r["placement"]}
                     row.update({k: r[k] for k in FIELDS[1:]})
                     yield row
 

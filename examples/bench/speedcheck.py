@@ -18,6 +18,10 @@ Parts (--parts, default all):
 A timed ratio is flagged CHANGED when the reference's ratio lies outside
 today's interval (a verdict needs at least 6 steady rounds); an instruction
 count when it differs from the reference by more than half an instruction.
+The reference keeps one set of timed ratios per placement mode (a moving VM's
+fast or slow core-to-core round trip, lockswap_stats.placement_mode): each
+cell is compared with the reference of the mode most of its kept rounds ran
+in, and --write-reference writes each cell into its own mode.
 Exit status: 0, 1 when a run failed, 3 with --fail-on-change and a change.
 """
 import argparse
@@ -71,15 +75,15 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def timed_entry(speed, lo, hi, word, kept):
-    return {"speed": speed, "lo": lo, "hi": hi, "word": word, "kept": kept}
+def timed_entry(speed, lo, hi, word, kept, placement):
+    return {"speed": speed, "lo": lo, "hi": hi, "word": word, "kept": kept, "placement": placement}
 
 
 def part_sysbench(a):
     total = 200_000 if a.quick else 2_000_000
     res = sysbench_mutex.measure(a.lib, a.probe, sysbench_mutex.builtin_defs(), MUTEX_VARIANTS, THREADS, total,
                                  a.repeat, a.max_rounds)
-    return {f"sysbench mutex t{t} {v}": timed_entry(r["speed"], r["lo"], r["hi"], r["word"], r["kept"])
+    return {f"sysbench mutex t{t} {v}": timed_entry(r["speed"], r["lo"], r["hi"], r["word"], r["kept"], r["placement"])
             for t, cell in res.items() for v, r in cell.items() if v != "none"}
 
 
@@ -95,7 +99,8 @@ def part_rwlock(a):
     with open(os.path.join(out, "results.json")) as f:
         cells = json.load(f)["cells"]
     res = {f"rwlock r{c['read_pct']:g} t{c['threads']} {c['variant']}":
-           timed_entry(c["speed"], c["lo"], c["hi"], c["verdict"], f"{c['rounds_kept']}/{c['rounds_run']}")
+           timed_entry(c["speed"], c["lo"], c["hi"], c["verdict"], f"{c['rounds_kept']}/{c['rounds_run']}",
+                       c.get("placement"))
            for c in cells if c["variant"] != "none"}
     return res, rc
 
@@ -117,7 +122,8 @@ def part_sem(a):
     res = {}
     for v in SEM_VARIANTS[1:]:
         vd = rounds.verdict(lambda x: x, v, "none", higher_is_better=True)
-        res[f"sem pingpong {v}"] = timed_entry(vd.speed, vd.lo, vd.hi, vd.word, rounds.kept_text())
+        res[f"sem pingpong {v}"] = timed_entry(vd.speed, vd.lo, vd.hi, vd.word, rounds.kept_text(),
+                                               rounds.placement())
     failed = any(r[v] is None for r in rounds.kept for v in SEM_VARIANTS)
     return res, failed
 
@@ -141,6 +147,44 @@ def part_instr(a):
     return res, rc
 
 
+# The reference file: {"instr": {key: entry}, "modes": {mode: {"env", "date",
+# "results": {key: entry}}}, "parts", "quick"}; timed entries live under the
+# placement mode they were measured in. A file of the older one-mode shape
+# ("results" and "env" at the top) reads as its instruction counts plus the
+# timed entries of its env line's mode.
+def load_reference(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        ref = json.load(f)
+    if "results" not in ref:
+        return ref
+    mode = run_mode(ref.get("env"))
+    return {"instr": {k: e for k, e in ref["results"].items() if "instr" in e},
+            "modes": {mode: {"env": ref.get("env"), "date": ref.get("date"),
+                             "results": {k: e for k, e in ref["results"].items() if "instr" not in e}}},
+            "parts": ref.get("parts", []), "quick": ref.get("quick", False)}
+
+
+def run_mode(env_line):
+    """The placement mode of an env: line's c2c_ns (slow when it has none)."""
+    c2c = env_field(env_line, "c2c_ns")
+    return lockswap_stats.placement_mode(float(c2c) if c2c and c2c.isdigit() else None) or "slow"
+
+
+def entry_mode(entry, env_line):
+    """The mode a timed entry is compared in: its kept rounds' mode, else the run's."""
+    return entry.get("placement") or run_mode(env_line)
+
+
+def reference_entry(ref, key, entry, env_line):
+    if ref is None:
+        return None
+    if "instr" in entry:
+        return ref.get("instr", {}).get(key)
+    return ref.get("modes", {}).get(entry_mode(entry, env_line), {}).get("results", {}).get(key)
+
+
 def flag(entry, ref):
     """'' (consistent), 'CHANGED', or 'new' (no reference)."""
     if ref is None:
@@ -157,7 +201,8 @@ def describe(entry):
         return f"{entry['instr']:8.2f} instructions/pair"
     if entry["speed"] is None:
         return "no steady rounds"
-    return f"{entry['speed']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}] {entry['word']} (rounds {entry['kept']})"
+    return (f"{entry['speed']:.3f} [{entry['lo']:.3f}, {entry['hi']:.3f}] {entry['word']} "
+            f"(rounds {entry['kept']}, {entry.get('placement') or '-'})")
 
 
 def reference_text(ref):
@@ -167,34 +212,49 @@ def reference_text(ref):
 
 
 def report(results, ref, env_line, elapsed):
-    refs = ref.get("results", {}) if ref else {}
     print(f"speedcheck  {env_line}")
-    if ref:
-        print(f"reference   {ref.get('env', '?')}  ({ref.get('date', '?')}, parts {','.join(ref.get('parts', []))})")
-        if env_field(ref.get("env"), "cpus") != env_field(env_line, "cpus"):
-            print("note: the reference comes from a machine with another CPU count: timed flags compare "
+    for mode, r in sorted((ref or {}).get("modes", {}).items()):
+        print(f"reference   {mode:<4} {r.get('env', '?')}  ({r.get('date', '?')})")
+        if env_field(r.get("env"), "cpus") != env_field(env_line, "cpus"):
+            print("note: that reference comes from a machine with another CPU count: timed flags compare "
                   "different machines; write a reference here first (--write-reference)")
     print("speed = how many times faster than none (no LD_PRELOAD), median of per-round ratios "
-          "[sign-test 95% interval]; rounds = steady/run")
-    changes = 0
+          "[sign-test 95% interval]; rounds = steady/run, placement mode (fast: c2c < "
+          f"{lockswap_stats.FAST_C2C_NS} ns); ref = the reference of that mode")
+    changes, unreferenced = 0, {}
     for key, entry in results.items():
-        f = flag(entry, refs.get(key))
+        r = reference_entry(ref, key, entry, env_line)
+        f = flag(entry, r)
         changes += f == "CHANGED"
-        print(f"  {key:<28} {describe(entry):<70} ref {reference_text(refs.get(key)):>7}  {f}")
+        if r is None and "instr" not in entry:
+            mode = entry_mode(entry, env_line)
+            unreferenced[mode] = unreferenced.get(mode, 0) + 1
+        print(f"  {key:<28} {describe(entry):<76} ref {reference_text(r):>7}  {f}")
+    for mode, n in sorted(unreferenced.items()):
+        print(f"{n} timed line(s) ran in the {mode} placement mode, for which the reference has no value: "
+              "nothing to compare (--write-reference in that mode records them)")
     print(f"{changes} change(s) beyond noise against the reference; wall time {elapsed:.0f} s")
     return changes
 
 
 def write_reference(a, old, results, env_line):
-    """This run's entries replace the reference's; entries of parts not run stay."""
-    merged = dict(old.get("results", {})) if old else {}
-    merged.update(results)
-    parts = sorted(set(old.get("parts", []) if old else []) | set(a.parts))
+    """This run's entries replace the reference's, each timed one in its own
+    placement mode; entries of parts or modes not run stay."""
+    ref = old or {"instr": {}, "modes": {}}
+    date = time.strftime("%Y-%m-%d")
+    for key, entry in results.items():
+        if "instr" in entry:
+            ref.setdefault("instr", {})[key] = entry
+            continue
+        mode = ref.setdefault("modes", {}).setdefault(entry_mode(entry, env_line), {"results": {}})
+        mode["results"][key] = entry
+        mode.update(env=env_line, date=date)
+    ref["parts"] = sorted(set(ref.get("parts", [])) | set(a.parts))
+    ref["quick"] = a.quick
     with open(a.reference, "w") as f:
-        json.dump({"env": env_line, "date": time.strftime("%Y-%m-%d"), "parts": parts, "quick": a.quick,
-                   "results": merged}, f, indent=1, sort_keys=True)
+        json.dump(ref, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"speedcheck: wrote {a.reference} (parts {','.join(parts)})")
+    print(f"speedcheck: wrote {a.reference} (parts {','.join(ref['parts'])})")
 
 
 def env_field(line, key):
@@ -230,10 +290,7 @@ def main():
         r, rc = part_instr(a)
         results.update(r)
         failed |= rc != 0
-    ref = None
-    if os.path.exists(a.reference):
-        with open(a.reference) as f:
-            ref = json.load(f)
+    ref = load_reference(a.reference)
     changes = report(results, ref, env_line, time.time() - t0)
     if a.write_reference:
         write_reference(a, ref, results, env_line)

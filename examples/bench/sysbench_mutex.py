@@ -54,7 +54,7 @@ def run_sysbench(env, threads, total):
 
 
 def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr):
-    """{threads: {variant: {seconds, speed, lo, hi, word, kept}}}, speed against `none`."""
+    """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `none`."""
     out = {}
     for ci, threads in enumerate(threads_list):
         def one(v):
@@ -68,7 +68,8 @@ def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds,
             cell[v] = {"seconds": median([r[v] for r in rounds.kept if r[v] is not None]),
                        "speed": 1.0 if v == "none" else vd.speed, "lo": vd.lo, "hi": vd.hi,
                        "word": "reference" if v == "none" else vd.word, "text": verdict_text(vd),
-                       "kept": rounds.kept_text(), "failed": sum(r[v] is None for r in rounds.kept)}
+                       "kept": rounds.kept_text(), "failed": sum(r[v] is None for r in rounds.kept),
+                       "placement": rounds.placement()}
         out[threads] = cell
     return out
 

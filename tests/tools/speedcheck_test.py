@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""tests/tools/speedcheck_test.py — the speed regression check's reference
+per placement mode (examples/bench/speedcheck.py) and the mode of a set of
+rounds (tools/lockswap_stats.py), from given results: nothing is timed."""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "bench"))
+import lockswap_stats  # noqa: E402
+import speedcheck  # noqa: E402
+
+SLOW_ENV = "env: cpus=2 topology=none c2c_ns=455 load=0.50 steal_pct=0.0 ebpf=yes"
+FAST_ENV = "env: cpus=2 topology=none c2c_ns=75 load=0.50 steal_pct=0.0 ebpf=yes"
+
+
+def timed(speed, lo, hi, placement):
+    return speedcheck.timed_entry(speed, lo, hi, "no significant difference", "6/6", placement)
+
+
+def report_text(results, ref, env_line):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        changes = speedcheck.report(results, ref, env_line, 1.0)
+    return changes, out.getvalue()
+
+
+class PlacementTest(unittest.TestCase):
+    def test_mode_of_a_round_trip(self):
+        self.assertEqual(lockswap_stats.placement_mode(75), "fast")
+        self.assertEqual(lockswap_stats.placement_mode(455), "slow")
+        self.assertIsNone(lockswap_stats.placement_mode(None))
+
+    def test_mode_of_rounds_is_the_majority(self):
+        self.assertEqual(lockswap_stats.rounds_mode([70, 80, 450]), "fast")
+        self.assertEqual(lockswap_stats.rounds_mode([70, 450]), "slow")  # a tie counts as slow
+        self.assertIsNone(lockswap_stats.rounds_mode([None, None]))
+
+
+class ReferenceTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "ref.json")
+        self.args = types.SimpleNamespace(reference=self.path, parts=["sysbench", "instr"], quick=False)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_one_mode_file_reads_as_its_env_mode(self):
+        with open(self.path, "w") as f:
+            json.dump({"env": SLOW_ENV, "date": "2026-12-02", "parts": ["instr", "sysbench"],
+                       "results": {"instr mutex rwsem": {"instr": 43.0},
+                                   "sysbench mutex t2 rwsem": timed(1.4, 1.2, 1.6, None)}}, f)
+        ref = speedcheck.load_reference(self.path)
+        self.assertEqual(ref["instr"], {"instr mutex rwsem": {"instr": 43.0}})
+        self.assertEqual(list(ref["modes"]), ["slow"])
+        self.assertIn("sysbench mutex t2 rwsem", ref["modes"]["slow"]["results"])
+
+    def test_each_cell_is_written_to_and_compared_with_its_own_mode(self):
+        speedcheck.write_reference(self.args, None, {"sysbench mutex t2 rwsem": timed(1.4, 1.2, 1.6, "slow"),
+                                                     "instr mutex rwsem": {"instr": 43.0}}, SLOW_ENV)
+        ref = speedcheck.load_reference(self.path)
+        fast = {"sysbench mutex t2 rwsem": timed(0.4, 0.35, 0.5, "fast")}
+        changes, text = report_text(fast, ref, FAST_ENV)
+        self.assertEqual(changes, 0, text)  # no fast-mode reference: nothing to compare
+        self.assertIn("1 timed line(s) ran in the fast placement mode", text)
+
+        speedcheck.write_reference(self.args, ref, fast, FAST_ENV)
+        ref = speedcheck.load_reference(self.path)
+        self.assertEqual(sorted(ref["modes"]), ["fast", "slow"])
+        self.assertEqual(ref["modes"]["slow"]["results"]["sysbench mutex t2 rwsem"]["speed"], 1.4)
+        self.assertEqual(ref["instr"]["instr mutex rwsem"]["instr"], 43.0)
+        changes, text = report_text({"sysbench mutex t2 rwsem": timed(1.0, 0.9, 1.1, "slow")}, ref, SLOW_ENV)
+        self.assertEqual(changes, 1, text)  # 1.4 lies outside [0.9, 1.1]
+        changes, text = report_text({"sysbench mutex t2 rwsem": timed(0.45, 0.38, 0.52, "fast")}, ref, SLOW_ENV)
+        self.assertEqual(changes, 0, text)  # the fast reference, 0.4, lies inside
+
+    def test_a_cell_without_probe_takes_the_run_mode(self):
+        entry = timed(1.0, 0.9, 1.1, None)
+        self.assertEqual(speedcheck.entry_mode(entry, FAST_ENV), "fast")
+        self.assertEqual(speedcheck.entry_mode(entry, "env: cpus=1"), "slow")
+
+
+if __name__ == "__main__":
+    unittest.main()
