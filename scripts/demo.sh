@@ -4,8 +4,8 @@
 # lockswap variant, compared in one table: per benchmark, the speed against
 # none as the median of per-round ratios with its 95% interval and a verdict
 # (a round runs every variant once, in a rotated order; rounds the
-# core-to-core probe flags as unsteady are dropped, and the table says how
-# many were kept). Measured runs are profiler-free (LOCKSWAP_STATS=counts).
+# core-to-core probe flags as unsteady are dropped and run again, up to twice
+# --repeat in all, and the table says how many were kept). Measured runs are profiler-free (LOCKSWAP_STATS=counts).
 #
 #   scripts/demo.sh [--quick] [--variants "futex rwsem rwsem-rspin lockref"]
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
@@ -26,8 +26,9 @@
 #              oversubscribed (--oversub, 16; --sysbench-threads lists them);
 #   jemalloc   a 16-thread malloc/free stress with jemalloc, whose mutexes then
 #              go through lockswap (and a check that they bind to it).
-# Default: 6 rounds (the fewest that can give a verdict at 95%) of 3-second
-# runs (1 s warm-up), about 25 minutes on a quiet 2-CPU machine; each runner
+# Default: 6 steady rounds (the fewest that can give a verdict at 95%) of
+# 3-second runs (1 s warm-up), about 25 minutes on a quiet 2-CPU machine
+# (more when rounds are dropped and run again); each runner
 # alone (examples/servers/, see its --help) covers more workloads.
 # --profile: after the rounds, one more run per variant with the per-lock
 # profiler (LOCKSWAP_STATS=profile), listed apart and never compared; its
@@ -225,15 +226,13 @@ if wants sysbench; then
   rm -f "$SRV_DIR/rounds.tsv"
   srv_write_header
   n=${#ALL[@]}
-  for ((rep = 1; rep <= REPEAT; rep++)); do
-    for t in $SB_THREADS; do
-      for test in mutex threads; do
-        srv_round_begin
-        for ((i = 0; i < n; i++)); do sysbench_run "$test" "$t" "${ALL[$(( (i + rep - 1) % n ))]}" "$rep"; done
-        srv_round_end "$test-t$t"
-      done
-    done
-  done >/dev/null
+  sysbench_round() {  # TEST-tTHREADS REP: one round (srv_rounds)
+    local i
+    for ((i = 0; i < n; i++)); do sysbench_run "${1%-t*}" "${1##*-t}" "${ALL[$(( (i + $2 - 1) % n ))]}" "$2"; done
+  }
+  keys=()
+  for t in $SB_THREADS; do keys+=("mutex-t$t" "threads-t$t"); done
+  srv_rounds sysbench_round "${keys[@]}" >/dev/null
   if ((PROFILE)); then
     srv_profile_begin
     for t in $SB_THREADS; do

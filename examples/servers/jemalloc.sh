@@ -123,11 +123,11 @@ stress() {  # stress VARIANT REP
        "stats=${stats:--}"
 }
 n=${#VARIANTS[@]}
-for ((rep = 1; rep <= REPEAT; rep++)); do
-  srv_round_begin
-  for ((i = 0; i < n; i++)); do stress "${VARIANTS[$(( (i + rep - 1) % n ))]}" "$rep"; done
-  srv_round_end stress
-done
+stress_round() {  # KEY REP: one round (srv_rounds)
+  local i
+  for ((i = 0; i < n; i++)); do stress "${VARIANTS[$(( (i + $2 - 1) % n ))]}" "$2"; done
+}
+SRV_REPEAT=$REPEAT srv_rounds stress_round stress
 if ((PROFILE)); then
   srv_profile_begin
   for variant in "${VARIANTS[@]}"; do [[ "$variant" == none ]] || stress "$variant" profile; done

@@ -276,8 +276,9 @@ def main():
     loads = [x for x in loads if x is not None]
     if loads:
         out.append(f"1-minute load average at the end of the runs: {min(loads):.1f} to {max(loads):.1f} "
-                   f"(median {median(loads):.1f}) on {os.cpu_count()} CPUs; a load above the CPU count means "
-                   f"other work competed with the measurement.\n")
+                   f"(median {median(loads):.1f}) on {os.cpu_count()} CPUs. It counts the benchmark's own "
+                   f"runnable threads (a 16-client run alone keeps it near 16), so it shows competing work only "
+                   f"where it exceeds what the benchmark itself runs.\n")
     fails = [r for r in rows if r["status"] != "ok"]
     if fails:
         out.append("FAILED runs: " + "; ".join(f"{r['label']} {r['variant']}: {r['status']}" for r in fails) + "\n")

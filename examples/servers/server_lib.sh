@@ -22,8 +22,9 @@
 #                    --select 'tc-rwsem=mutex=rwsem@site:mariadbd+0x9fd828';
 #                    repeatable. LABEL: letters, digits, _ . - (no other variant's
 #                    name); the header (results.md) gives each LABEL's rules.
-#   --repeat N       rounds; each runs every variant once, the order rotated
-#                    (6 rounds give a verdict at 95%)
+#   --repeat N       steady rounds; each runs every variant once, the order
+#                    rotated (6 give a verdict at 95%); a round the core-to-core
+#                    probe drops is run again, up to 2N rounds in all
 #   --time S         measured seconds per run     --warmup S   warm-up seconds
 #   --threads N      client threads
 #   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable;
@@ -365,14 +366,47 @@ srv_probe_c2c() {
 # srv_round_begin / srv_round_end NAME: one round (every variant once) with
 # the probe before and after; rounds.tsv keeps both readings, the report
 # drops the rounds whose readings disagree (lockswap_stats.steady_round).
+# srv_round_end's status says whether the round was steady.
 srv_round_begin() {
   SRV_ROUNDS=$((SRV_ROUNDS + 1)) SRV_ROUND=$((SRV_ROUNDS)) SRV_ROUND_C2C=$(srv_probe_c2c)
 }
 srv_round_end() {
-  local f=$SRV_DIR/rounds.tsv
+  local f=$SRV_DIR/rounds.tsv after
+  after=$(srv_probe_c2c)
   [[ -f "$f" ]] || printf 'round\tload\tc2c_before_ns\tc2c_after_ns\n' >"$f"
-  printf '%s\t%s\t%s\t%s\n' "$SRV_ROUND" "$1" "$SRV_ROUND_C2C" "$(srv_probe_c2c)" >>"$f"
+  printf '%s\t%s\t%s\t%s\n' "$SRV_ROUND" "$1" "$SRV_ROUND_C2C" "$after" >>"$f"
   SRV_ROUND=''
+  srv_steady "$SRV_ROUND_C2C" "$after"
+}
+
+# srv_steady BEFORE AFTER: lockswap_stats.steady_round of two probe readings
+# (an empty one counts as steady), the rule the report applies.
+srv_steady() {
+  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import lockswap_stats as s
+ns = [float(x) if x else None for x in sys.argv[2:4]]; sys.exit(0 if s.steady_round(*ns) else 1)' \
+    "$SRV_HERE/../../tools" "${1:-}" "${2:-}"
+}
+
+# srv_rounds FN KEY...: rounds until every KEY has SRV_REPEAT steady ones or
+# has run twice that many, as the benchmark drivers do (bench_common.Rounds),
+# so a round the probe drops is run again instead of costing the verdict.
+# A round of KEY is `FN KEY REP` between srv_round_begin and srv_round_end
+# KEY; REP (1, 2, ...) rotates the order of the variants.
+srv_rounds() {
+  local fn=$1 key rep more
+  shift
+  local -A kept=()
+  for ((rep = 1; rep <= 2 * SRV_REPEAT; rep++)); do
+    more=0
+    for key in "$@"; do
+      ((${kept[$key]:-0} < SRV_REPEAT)) || continue
+      more=1
+      srv_round_begin
+      "$fn" "$key" "$rep"
+      if srv_round_end "$key"; then kept[$key]=$((${kept[$key]:-0} + 1)); fi
+    done
+    ((more)) || break
+  done
 }
 
 # Runs as the EXIT trap: stops a client and a server left running (by PID),
@@ -585,29 +619,16 @@ srv_note() { echo "$*" | tee -a "$SRV_DIR/header.txt" >&2; }
 
 # --- the run matrix and the results --------------------------------------
 
-# srv_matrix LOAD...: for each repetition and each LOAD a round: every
-# variant once, the order rotated by one per repetition so no variant always
-# runs first: run_one LOAD VARIANT REP (defined by the runner). With
-# --profile, then one profiled run per LOAD and preloaded variant.
+# srv_matrix LOAD...: rounds for each LOAD (srv_rounds): every variant once,
+# the order rotated by one per round so no variant always runs first:
+# run_one LOAD VARIANT REP (defined by the runner). With --profile, then one
+# profiled run per LOAD and preloaded variant. The run count and time left
+# assume no round is dropped.
 srv_matrix() {
-  local n=${#SRV_ALL[@]} rep i load total done=0 t0 eta
+  local n=${#SRV_ALL[@]} i load total done=0 t0
   total=$(( SRV_REPEAT * $# * n + SRV_PROFILE * $# * (n - 1) ))
   t0=$(date +%s)
-  for ((rep = 1; rep <= SRV_REPEAT; rep++)); do
-    for load in "$@"; do
-      srv_round_begin
-      for ((i = 0; i < n; i++)); do
-        SRV_PROGRESS="[$((done + 1))/$total round $rep/$SRV_REPEAT]"
-        run_one "$load" "${SRV_ALL[$(( (i + rep - 1) % n ))]}" "$rep"
-        done=$((done + 1))
-        if ((!SRV_QUIET && done < total)); then
-          eta=$(( ($(date +%s) - t0) * (total - done) / done ))
-          log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
-        fi
-      done
-      srv_round_end "$load"
-    done
-  done
+  srv_rounds srv_matrix_round "$@"
   ((SRV_PROFILE)) || return 0
   srv_profile_begin
   for load in "$@"; do
@@ -618,6 +639,21 @@ srv_matrix() {
     done
   done
   srv_profile_end
+}
+
+# srv_matrix_round LOAD REP: one round of srv_matrix (its locals n, done,
+# total and t0 are this function's too: bash scopes them dynamically).
+srv_matrix_round() {
+  local i eta
+  for ((i = 0; i < n; i++)); do
+    SRV_PROGRESS="[$((done + 1))/$total round $2]"
+    run_one "$1" "${SRV_ALL[$(( (i + $2 - 1) % n ))]}" "$2"
+    done=$((done + 1))
+    if ((!SRV_QUIET && done < total)); then
+      eta=$(( ($(date +%s) - t0) * (total - done) / done ))
+      log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
+    fi
+  done
 }
 
 # srv_profile_begin / srv_profile_end: the runs between them are profiled
