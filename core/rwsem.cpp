@@ -167,6 +167,10 @@ class WaiterRecord {
   alignas(Waiter) unsigned char stack_[sizeof(Waiter)];
 };
 
+// The count's queue flags, all cleared when the queue empties (nobody is
+// left to be owed the lock, to be awake or to head it).
+constexpr uint64_t kQueueFlags = kFlagWaiters | kFlagHandoff | kFlagWoken | kFlagReaderFirst;
+
 // waitq word: Waiter* head | bits 1-5 fork-generation tag of the wait_lock
 // holder | bit 0 wait_lock.
 constexpr uint64_t kWaitLockBit = wait_lock::kLockBit;
@@ -206,9 +210,11 @@ class WaitList {
     }
   }
   // Nobody else writes the word while we hold it, so a store both publishes
-  // the new head and drops the lock (and the tag).
+  // the new head and drops the lock (and the tag). READER_FIRST follows the
+  // head first (a hint; see core/rwsem.h).
   void unlock() {
     held_ = false;
+    if (count_ != nullptr) publish_reader_first();
     word_.store(reinterpret_cast<uint64_t>(head_), arch::mo_unlock);
   }
 
@@ -254,9 +260,21 @@ class WaitList {
     if (!word_.compare_exchange_strong(v, mine, arch::mo_lock, arch::mo_hint)) return false;
     head_ = nullptr;
     held_ = true;
-    if (count_ != nullptr) count_->fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
+    if (count_ != nullptr) count_->fetch_and(~kQueueFlags, arch::mo_hint);
     lockevent_inc(LockEvent::rwsem_wait_lock_recover);
     return true;
+  }
+
+  // Only the wait_lock holder changes READER_FIRST. The head is a reader or a
+  // writer whether or not it is a ghost: first_live() unlinks ghosts later.
+  void publish_reader_first() {
+    const bool reader_first = head_ != nullptr && head_->type == WaitType::read;
+    const uint64_t c = count_->load(arch::mo_hint);
+    if (((c & kFlagReaderFirst) != 0) == reader_first) return;
+    if (reader_first)
+      count_->fetch_or(kFlagReaderFirst, arch::mo_hint);
+    else
+      count_->fetch_and(~kFlagReaderFirst, arch::mo_hint);
   }
 
   std::atomic<uint64_t>& word_;
@@ -398,12 +416,13 @@ void clear_woken(const WordRefs& r) {
 }
 
 // rwsem_del_waiter(): unlink; when the queue empties, clear WAITERS and
-// HANDOFF together (nobody is left to be owed the lock). True if non-empty.
+// HANDOFF together (nobody is left to be owed the lock), and READER_FIRST.
+// True if non-empty.
 // WOKEN belongs to the head: it goes when the head does.
 bool del_waiter(const WordRefs& r, WaitList& wl, Waiter* w) {
   if (wl.first() == w) clear_woken(r);
   if (wl.remove(w)) return true;
-  r.count.fetch_and(~(kFlagWaiters | kFlagHandoff | kFlagWoken), arch::mo_hint);
+  r.count.fetch_and(~kQueueFlags, arch::mo_hint);
   return false;
 }
 
@@ -544,6 +563,7 @@ void grant_readers(const WordRefs& r, WaitList& wl, uint64_t pregranted, bool cl
   if (wl.empty()) {
     adjustment -= kFlagWaiters;
     if (old & kFlagHandoff) adjustment -= kFlagHandoff;
+    if (old & kFlagReaderFirst) adjustment -= kFlagReaderFirst;
   } else if (clear_handoff && woken != 0 && (old & kFlagHandoff)) {
     adjustment -= kFlagHandoff;
   }
@@ -903,6 +923,12 @@ bool optimistic_spin(const WordRefs& r) {
 // ---------------------------------------------------------------------------
 
 // Queued readers follow a reader that just got the lock (wake type READ_OWNED).
+// Only a reader heading the queue can be woken that way (mark_wake()), so a
+// reader that got in asks READER_FIRST before taking the wait_lock (a
+// deviation: see core/rwsem.h).
+bool readers_queued_first(uint64_t count) {
+  return (count & (kFlagWaiters | kFlagReaderFirst)) == (kFlagWaiters | kFlagReaderFirst);
+}
 template <class P>
 void wake_readers_behind_me(const WordRefs& r) {
   wake_queue<P>(r, WakeType::read_owned);
@@ -959,7 +985,7 @@ bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_p
   set_reader_owned<P>(r.owner, owner_value(self_slot()));
   lockevent_inc(*ev);
   // First reader in: bring the queued readers along.
-  if (rcnt == 1 && (count & kFlagWaiters)) wake_readers_behind_me<P>(r);
+  if (rcnt == 1 && readers_queued_first(count)) wake_readers_behind_me<P>(r);
   return true;
 }
 
@@ -975,7 +1001,7 @@ bool read_spin(const WordRefs& r, bool& have_bias, uint64_t& last_rowner) {
     have_bias = false;
   }
   if (optimistic_spin<P, false>(r)) {
-    if (r.count.load(arch::mo_hint) & kFlagWaiters) wake_readers_behind_me<P>(r);
+    if (readers_queued_first(r.count.load(arch::mo_hint))) wake_readers_behind_me<P>(r);
     return true;
   }
   o = r.owner.load(arch::mo_hint);
@@ -1225,7 +1251,7 @@ bool try_write_lock(const WordRefs& r, WaitList& wl, Waiter& w) {
       next |= kWriterLocked;
       next &= ~kFlagHandoff;
       if (&w == first) next &= ~kFlagWoken;
-      if (wl.singular()) next &= ~kFlagWaiters;
+      if (wl.singular()) next &= ~(kFlagWaiters | kFlagReaderFirst);
     }
   } while (!r.count.compare_exchange_weak(c, next, arch::mo_lock, arch::mo_hint));
 
@@ -1473,7 +1499,7 @@ __attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlag
     }
     // First reader in past queued waiters: bring the queued readers along,
     // as a stealing reader does.
-    if (why == Why::steal && reader_count(c) == 0 && (c & kFlagWaiters)) {
+    if (why == Why::steal && reader_count(c) == 0 && readers_queued_first(c)) {
       CancelScope cs;
       wake_readers_behind_me<P>(r);
       restore_cancel<P>(cs, r, 0, false);

@@ -558,6 +558,42 @@ TYPED_TEST(RwsemTest, WriterHandoffBlocksBargersAndIsClearedAfter) {
       << "taking the lock clears HANDOFF";
 }
 
+// READER_FIRST follows the head of the queue: clear while a writer heads it
+// (a reader that gets in then has nobody to bring along), set once a reader
+// does, gone with the queue.
+TYPED_TEST(RwsemTest, ReaderFirstFollowsTheHeadOfTheQueue) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::thread w2([&] {
+    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    L::write_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  std::thread r([&] {
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+    L::read_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(2));
+  EXPECT_EQ(this->count() & rw::kFlagReaderFirst, 0u) << "a writer heads the queue";
+  EXPECT_NE(this->count() & rw::kFlagWaiters, 0u);
+  L::write_unlock(w);  // wakes w2 (head): it takes the lock; the reader follows
+  w2.join();
+  r.join();
+  EXPECT_EQ(this->count(), 0u) << "READER_FIRST goes with the queue";
+
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::thread r2([&] {
+    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+    L::read_unlock(w);
+  });
+  ASSERT_TRUE(this->wait_queued(1));
+  EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters | rw::kFlagReaderFirst) << "a reader heads the queue";
+  L::write_unlock(w);
+  r2.join();
+  EXPECT_EQ(this->count(), 0u);
+}
+
 // The head reader whose pre-grant loses to a writer, past its timeout, sets
 // HANDOFF (reached here through a timed-out first writer's out_nolock wake).
 TYPED_TEST(RwsemTest, ReaderHandoffIsSetAndClearedWhenGranted) {
@@ -580,7 +616,8 @@ TYPED_TEST(RwsemTest, ReaderHandoffIsSetAndClearedWhenGranted) {
   });
   ASSERT_TRUE(this->wait_queued(2));
   w1.join();  // its exit as first waiter wakes the reader, whose grant fails
-  EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters | rw::kFlagHandoff);
+  EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters | rw::kFlagHandoff | rw::kFlagReaderFirst)
+      << "the reader heads the queue";
   EXPECT_EQ(this->queued(), 1u);
   if (kEvents) {
     EXPECT_EQ(ev(LockEvent::rwsem_rlock_handoff), 1u);
@@ -939,7 +976,8 @@ TYPED_TEST(RwsemTest, DropBiasEarlyReaderPaths) {
     L::read_unlock(w);
   });
   ASSERT_TRUE(this->wait_queued(1));
-  EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters) << "no bias left behind";
+  EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters | rw::kFlagReaderFirst)
+      << "no bias left behind (a reader heads the queue)";
   L::write_unlock(w);
   rd.join();
   EXPECT_TRUE(reader_in.load());
