@@ -64,6 +64,14 @@ class RwsemTest : public ::testing::Test {
       L::write_unlock(w);
     });
   }
+  // The same with a read lock.
+  std::thread start_reader(std::atomic<bool>& in) {
+    return std::thread([this, &in] {
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+      in = true;
+      L::read_unlock(w);
+    });
+  }
 
   size_t queued() { return L::waiters(w); }
   uint64_t count() const { return w.count.load(); }
@@ -564,33 +572,27 @@ TYPED_TEST(RwsemTest, WriterHandoffBlocksBargersAndIsClearedAfter) {
 TYPED_TEST(RwsemTest, ReaderFirstFollowsTheHeadOfTheQueue) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  std::atomic<bool> w2_in{false}, r_in{false}, r2_in{false};
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-  std::thread w2([&] {
-    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-    L::write_unlock(w);
-  });
+  std::thread w2 = this->start_writer(w2_in);
   ASSERT_TRUE(this->wait_queued(1));
-  std::thread r([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
-    L::read_unlock(w);
-  });
+  std::thread r = this->start_reader(r_in);
   ASSERT_TRUE(this->wait_queued(2));
   EXPECT_EQ(this->count() & rw::kFlagReaderFirst, 0u) << "a writer heads the queue";
   EXPECT_NE(this->count() & rw::kFlagWaiters, 0u);
   L::write_unlock(w);  // wakes w2 (head): it takes the lock; the reader follows
   w2.join();
   r.join();
+  EXPECT_TRUE(w2_in.load() && r_in.load());
   EXPECT_EQ(this->count(), 0u) << "READER_FIRST goes with the queue";
 
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-  std::thread r2([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
-    L::read_unlock(w);
-  });
+  std::thread r2 = this->start_reader(r2_in);
   ASSERT_TRUE(this->wait_queued(1));
   EXPECT_EQ(this->count(), rw::kWriterLocked | rw::kFlagWaiters | rw::kFlagReaderFirst) << "a reader heads the queue";
   L::write_unlock(w);
   r2.join();
+  EXPECT_TRUE(r2_in.load());
   EXPECT_EQ(this->count(), 0u);
 }
 
@@ -1145,15 +1147,10 @@ TYPED_TEST(RwsemTest, AdaptiveDisablingOfReaderSpinning) {
 TYPED_TEST(RwsemTest, ForkChildSkipsGhostWaiters) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  std::atomic<bool> rd_in{false}, wr_in{false};
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-  std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
-    L::read_unlock(w);
-  });
-  std::thread wr([&] {
-    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-    L::write_unlock(w);
-  });
+  std::thread rd = this->start_reader(rd_in);
+  std::thread wr = this->start_writer(wr_in);
   ASSERT_TRUE(this->wait_queued(2));
   pid_t pid = fork();
   ASSERT_NE(pid, -1);
@@ -1176,6 +1173,7 @@ TYPED_TEST(RwsemTest, ForkChildSkipsGhostWaiters) {
   L::write_unlock(w);
   rd.join();
   wr.join();
+  EXPECT_TRUE(rd_in.load() && wr_in.load());
 }
 
 // --- fork: waiter records live in the thread slots ------------------------------
@@ -1257,11 +1255,9 @@ TYPED_TEST(RwsemTest, ForkChildCreatesThreadsBeforeTouchingTheLock) {
 TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
   using L = typename TestFixture::L;
   auto& w = this->w;
+  std::atomic<bool> rd_in{false};
   ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
-  std::thread rd([&] {
-    ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
-    L::read_unlock(w);
-  });
+  std::thread rd = this->start_reader(rd_in);
   ASSERT_TRUE(this->wait_queued(1));
   // Pretend a parent thread holds the wait_lock across the fork.
   uint64_t head = w.waitq.load();
@@ -1290,6 +1286,7 @@ TYPED_TEST(RwsemTest, WaitLockHeldByAThreadLostInForkIsRecovered) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   L::write_unlock(w);
   rd.join();
+  EXPECT_TRUE(rd_in.load());
 }
 
 // Waiting for a wait_lock that stays held does not burn a CPU: spin, yield,
