@@ -153,16 +153,22 @@ def _run_probe(probe, what, timeout):
         return None
 
 
-def probe_c2c(probe):
-    """Core-to-core round trip in ns from `lockswap-probe c2c` (contract: one
-    line `c2c_ns=N cpus=A,B`), or None when the probe is missing or fails."""
-    for word in (_run_probe(probe, "c2c", 10) or "").split():
+def c2c_in(text):
+    """The `c2c_ns=N` of a probe line (`lockswap-probe c2c`, or the `env:`
+    line of `summary`) in ns, or None when it has none."""
+    for word in (text or "").split():
         if word.startswith("c2c_ns="):
             try:
                 return float(word[len("c2c_ns="):]) or None
             except ValueError:
                 return None
     return None
+
+
+def probe_c2c(probe):
+    """Core-to-core round trip in ns from `lockswap-probe c2c` (contract: one
+    line `c2c_ns=N cpus=A,B`), or None when the probe is missing or fails."""
+    return c2c_in(_run_probe(probe, "c2c", 10))
 
 
 def probe_summary(probe):

@@ -168,8 +168,7 @@ def load_reference(path):
 
 def run_mode(env_line):
     """The placement mode of an env: line's c2c_ns (slow when it has none)."""
-    c2c = env_field(env_line, "c2c_ns")
-    return lockswap_stats.placement_mode(float(c2c) if c2c and c2c.isdigit() else None) or "slow"
+    return lockswap_stats.placement_mode(lockswap_stats.c2c_in(env_line)) or "slow"
 
 
 def entry_mode(entry, env_line):
