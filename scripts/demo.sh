@@ -225,14 +225,10 @@ if wants sysbench; then
   mkdir -p "$SRV_DIR"
   rm -f "$SRV_DIR/rounds.tsv"
   srv_write_header
-  n=${#ALL[@]}
-  sysbench_round() {  # TEST-tTHREADS REP: one round (srv_rounds)
-    local i
-    for ((i = 0; i < n; i++)); do sysbench_run "${1%-t*}" "${1##*-t}" "${ALL[$(( (i + $2 - 1) % n ))]}" "$2"; done
-  }
+  sysbench_one() { sysbench_run "${1%-t*}" "${1##*-t}" "$2" "$3"; }  # TEST-tTHREADS VARIANT REP (srv_rounds)
   keys=()
   for t in $SB_THREADS; do keys+=("mutex-t$t" "threads-t$t"); done
-  srv_rounds sysbench_round "${keys[@]}" >/dev/null
+  srv_rounds sysbench_one "${keys[@]}" >/dev/null
   if ((PROFILE)); then
     srv_profile_begin
     for t in $SB_THREADS; do

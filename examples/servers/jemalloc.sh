@@ -122,12 +122,9 @@ stress() {  # stress VARIANT REP
        "seconds=$(kv seconds "$line") cross_frees=$(kv cross_frees "$line") lock_events=$events status=$status" \
        "stats=${stats:--}"
 }
-n=${#VARIANTS[@]}
-stress_round() {  # KEY REP: one round (srv_rounds)
-  local i
-  for ((i = 0; i < n; i++)); do stress "${VARIANTS[$(( (i + $2 - 1) % n ))]}" "$2"; done
-}
-SRV_REPEAT=$REPEAT srv_rounds stress_round stress
+stress_run() { stress "$2" "$3"; }  # KEY VARIANT REP (srv_rounds)
+SRV_ALL=("${VARIANTS[@]}") SRV_REPEAT=$REPEAT
+srv_rounds stress_run stress
 if ((PROFILE)); then
   srv_profile_begin
   for variant in "${VARIANTS[@]}"; do [[ "$variant" == none ]] || stress "$variant" profile; done

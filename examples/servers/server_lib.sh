@@ -390,10 +390,11 @@ ns = [float(x) if x else None for x in sys.argv[2:4]]; sys.exit(0 if s.steady_ro
 # srv_rounds FN KEY...: rounds until every KEY has SRV_REPEAT steady ones or
 # has run twice that many, as the benchmark drivers do (bench_common.Rounds),
 # so a round the probe drops is run again instead of costing the verdict.
-# A round of KEY is `FN KEY REP` between srv_round_begin and srv_round_end
-# KEY; REP (1, 2, ...) rotates the order of the variants.
+# A round of KEY runs `FN KEY VARIANT REP` for every variant of SRV_ALL, in
+# an order rotated by one per round REP (1, 2, ...) so no variant always
+# runs first, between srv_round_begin and srv_round_end KEY.
 srv_rounds() {
-  local fn=$1 key rep more
+  local fn=$1 key rep more i n=${#SRV_ALL[@]}
   shift
   local -A kept=()
   for ((rep = 1; rep <= 2 * SRV_REPEAT; rep++)); do
@@ -402,7 +403,7 @@ srv_rounds() {
       ((${kept[$key]:-0} < SRV_REPEAT)) || continue
       more=1
       srv_round_begin
-      "$fn" "$key" "$rep"
+      for ((i = 0; i < n; i++)); do "$fn" "$key" "${SRV_ALL[$(( (i + rep - 1) % n ))]}" "$rep"; done
       if srv_round_end "$key"; then kept[$key]=$((${kept[$key]:-0} + 1)); fi
     done
     ((more)) || break
@@ -619,16 +620,15 @@ srv_note() { echo "$*" | tee -a "$SRV_DIR/header.txt" >&2; }
 
 # --- the run matrix and the results --------------------------------------
 
-# srv_matrix LOAD...: rounds for each LOAD (srv_rounds): every variant once,
-# the order rotated by one per round so no variant always runs first:
-# run_one LOAD VARIANT REP (defined by the runner). With --profile, then one
-# profiled run per LOAD and preloaded variant. The run count and time left
-# assume no round is dropped.
+# srv_matrix LOAD...: rounds for each LOAD (srv_rounds) of run_one LOAD
+# VARIANT REP (defined by the runner). With --profile, then one profiled run
+# per LOAD and preloaded variant. The run count and time left assume no round
+# is dropped.
 srv_matrix() {
   local n=${#SRV_ALL[@]} i load total done=0 t0
   total=$(( SRV_REPEAT * $# * n + SRV_PROFILE * $# * (n - 1) ))
   t0=$(date +%s)
-  srv_rounds srv_matrix_round "$@"
+  srv_rounds srv_matrix_run "$@"
   ((SRV_PROFILE)) || return 0
   srv_profile_begin
   for load in "$@"; do
@@ -641,19 +641,18 @@ srv_matrix() {
   srv_profile_end
 }
 
-# srv_matrix_round LOAD REP: one round of srv_matrix (its locals n, done,
-# total and t0 are this function's too: bash scopes them dynamically).
-srv_matrix_round() {
-  local i eta
-  for ((i = 0; i < n; i++)); do
-    SRV_PROGRESS="[$((done + 1))/$total round $2]"
-    run_one "$1" "${SRV_ALL[$(( (i + $2 - 1) % n ))]}" "$2"
-    done=$((done + 1))
-    if ((!SRV_QUIET && done < total)); then
-      eta=$(( ($(date +%s) - t0) * (total - done) / done ))
-      log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
-    fi
-  done
+# srv_matrix_run LOAD VARIANT REP: one run of srv_matrix, with its progress
+# (srv_matrix's locals done, total and t0 are this function's too: bash scopes
+# them dynamically).
+srv_matrix_run() {
+  local eta
+  SRV_PROGRESS="[$((done + 1))/$total round $3]"
+  run_one "$@"
+  done=$((done + 1))
+  if ((!SRV_QUIET && done < total)); then
+    eta=$(( ($(date +%s) - t0) * (total - done) / done ))
+    log "$SRV_NAME: $done/$total runs done, about ${eta}s left"
+  fi
 }
 
 # srv_profile_begin / srv_profile_end: the runs between them are profiled

@@ -2,7 +2,8 @@
 # tests/tools/server_rounds_test.sh — examples/servers/server_lib.sh's
 # srv_rounds with a scripted core-to-core probe: a round whose readings
 # disagree (lockswap_stats.steady_round) is run again until each key has
-# --repeat steady rounds, and never more than twice --repeat rounds per key.
+# --repeat steady rounds, and never more than twice --repeat rounds per key;
+# each round runs every variant once, in a rotated order.
 # No server, no library; about a second.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -24,7 +25,8 @@ echo "c2c_ns=$(sed -n "$((n + 1))p" "$dir/readings") cpus=0,1"
 PROBE
 chmod +x "$SRV_PROBE"
 
-one_round() { echo "$1:$2" >>"$TMP/log"; }
+one_round() { echo "$1:$3" >>"$TMP/log"; }  # KEY VARIANT REP: one run per round below
+SRV_ALL=(only)
 rounds_with() {  # READINGS KEY...: run srv_rounds, print the rounds it ran
   printf '%s\n' $1 >"$TMP/readings"
   rm -f "$TMP/calls" "$TMP/log" "$TMP/rounds.tsv"
@@ -48,5 +50,10 @@ got=$(rounds_with "100 100 100 100 100 400 100 100 100 100" a b)
 SRV_PROBE=/nonexistent
 got=$(rounds_with "" k)
 [[ "$got" == "k:1 k:2 " ]] && ok "without a probe every round is steady" || bad "rounds run: $got"
+# Every variant once per round, the order rotated by one from round to round.
+one_round() { echo "$2" >>"$TMP/log"; }
+SRV_ALL=(a b c)
+got=$(rounds_with "" k)
+[[ "$got" == "a b c b c a " ]] && ok "variants rotated per round" || bad "runs: $got"
 ((fails == 0)) || { echo "server_rounds_test: $fails check(s) FAILED"; exit 1; }
 echo "server_rounds_test: passed"
