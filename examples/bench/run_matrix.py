@@ -43,10 +43,14 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 # name -> (base variant or None for no preload, extra env, applies to mutex?).
 # The columns of the library's matrix (bench_common.matrix_columns) are taken
 # as they are; these are the benchmark's own names beside them.
+CEILING = "ceiling"
 BENCH_ONLY = {
     "none": (None, {}, True),  # no LD_PRELOAD at all: glibc without the forwarding layer
     "rwsem+dropbias": ("rwsem", {"LOCKSWAP_RWSEM_DROP_BIAS": "1"}, False),
     "percid": ("percid", {}, False),  # per-CID sharded readers, the default id allocator (rseq)
+    # No lock at all, every op a read (rwlock_bench --no-lock): the same work with nothing
+    # shared written, so no correct lock can exceed it. A target above its speed is out of reach.
+    CEILING: (None, {}, True),
 }
 
 
@@ -90,13 +94,14 @@ def parse_args():
                         "threads 4,64 x loads 1,100 x reads 50,90; mutex threads 4,64 x loads 1,100")
     p.add_argument("--read-mostly", action="store_true",
                    help="the read-mostly matrix: reads 100,99,90 x threads 2..64 x load 1, variants "
-                        "none,glibc,rwsem,percid, no mutex matrix; other options still apply")
+                        "none,glibc,rwsem,percid,ceiling, no mutex matrix; other options still apply")
     p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default none,glibc,futex,rwsem,rwsem-rspin; "
                    "also: every column of `lockswap --list` (lockref, percid-percpu, rwsem-oncpu-off, ...; "
-                   "percid+percpu etc. as before), rwsem+dropbias, percid, or names from --define)")
+                   "percid+percpu etc. as before), rwsem+dropbias, percid, ceiling (no lock, every op a read: "
+                   "the most any lock could reach), or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
@@ -121,7 +126,7 @@ def parse_args():
     if a.read_mostly:
         a.reads = a.reads or "100,99,90"
         a.loads = a.loads or "1"
-        a.variants = a.variants or "none,glibc,rwsem,percid"
+        a.variants = a.variants or f"none,glibc,rwsem,percid,{CEILING}"
         a.no_mutex = True
     if a.quick:
         a.repeat = a.repeat or 2
@@ -186,6 +191,8 @@ def run_one(args, mode, variant, threads, load, read_pct, duration, stats_mode=N
         cmd += ["--reads", f"{read_pct:g}%"]
         if args.prefer_writer:
             cmd.append("--prefer-writer")
+    if variant == CEILING:
+        cmd.append("--no-lock")
     stats = None
     if stats_mode:
         os.makedirs(os.path.join(args.out, "stats"), exist_ok=True)
@@ -410,6 +417,10 @@ def make_report(args, groups, results, elapsed):
              f"`{b}`{' (no LD_PRELOAD)' if b == 'none' else ''}, >1 faster, with the sign-test 95% interval "
              f"and verdict (docs/measuring.md). No LOCKSWAP_STATS in timed runs. Fairness = per-thread "
              f"min ops / mean ops. Wall time {elapsed:.0f} s.\n")
+    if any(CEILING in vs for (_, _, vs) in groups):
+        s.append(f"\n`{CEILING}` takes no lock and makes every op a read (`rwlock_bench --no-lock`): the same work "
+                 f"with nothing shared written, so no correct lock can be faster; a speed above the ceiling's "
+                 f"is out of reach in that cell.\n")
     for (mode, read, vs) in groups:
         s.append(f"\n## {group_title(mode, read)}\n\n")
         rows = []

@@ -47,13 +47,14 @@ struct Options {
   bool latency = true;     // clock_gettime around each lock call
   bool prefer_writer = false;  // PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP
   bool unlocked = false;   // --unlocked: take no lock at all (shows the checker firing)
+  bool no_lock = false;    // --no-lock: no lock, every op a read: the ceiling of any lock
   uint64_t seed = 1;
   std::string label;       // copied to the output line (the driver's variant name)
 };
 
 constexpr const char* kUsage =
     "usage: %s [--threads N] [--load PAUSES] [--reads FRACTION|PERCENT%%] [--duration S]\n"
-    "          [--work PAUSES] [--mutex] [--no-latency] [--prefer-writer] [--seed N] [--label S]\n"
+    "          [--work PAUSES] [--mutex] [--no-latency] [--prefer-writer] [--no-lock] [--seed N] [--label S]\n"
     "  --threads N       threads hammering the one lock (default 4)\n"
     "  --load P          pause instructions inside the critical section (default 1)\n"
     "  --reads F         read fraction 0..1, or a percentage like 90%% (default 0.5; rwlock only)\n"
@@ -63,7 +64,9 @@ constexpr const char* kUsage =
     "  --no-latency      do not time the lock calls (no clock_gettime per op)\n"
     "  --prefer-writer   init the rwlock PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP\n"
     "                    (default: default attributes, i.e. glibc's reader preference)\n"
-    "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n";
+    "  --unlocked        take no lock at all: the consistency checks must abort (checker self-test)\n"
+    "  --no-lock         take no lock and make every op a read: the same work with nothing shared\n"
+    "                    written, the most ops/s any correct lock could reach (the ceiling)\n";
 
 double parse_double(bench::Args& args, const char* s) {
   char* end = nullptr;
@@ -92,6 +95,7 @@ Options parse(int argc, char** argv) {
     else if (args.is("--no-latency")) o.latency = false;
     else if (args.is("--prefer-writer")) o.prefer_writer = true;
     else if (args.is("--unlocked")) o.unlocked = true;
+    else if (args.is("--no-lock")) o.no_lock = true;
     else if (args.is_help()) args.help();
     else args.unknown();
   }
@@ -179,11 +183,14 @@ void worker(const Options& o, int idx, ThreadStats& st) {
   ThreadStats s;
   g_race.wait_start();
   while (!g_race.stopped()) {
-    const bool read = !o.mutex && (rng.next() >> 32) < threshold;
+    // Drawn under --no-lock too, so that the ceiling does the same work.
+    const bool drawn_read = !o.mutex && (rng.next() >> 32) < threshold;
+    const bool read = o.no_lock || drawn_read;
+    const bool take_lock = !o.unlocked && !o.no_lock;
     uint64_t t0 = 0, waited = 0;
     if (o.latency) t0 = now_ns();
     int rc = 0;
-    if (o.unlocked) {
+    if (!take_lock) {
     } else if (o.mutex) rc = pthread_mutex_lock(&g_mx);
     else if (read) rc = pthread_rwlock_rdlock(&g_rw);
     else rc = pthread_rwlock_wrlock(&g_rw);
@@ -194,7 +201,7 @@ void worker(const Options& o, int idx, ThreadStats& st) {
     }
     if (read) reader_cs(o.load);
     else writer_cs(o.load);
-    if (o.unlocked) {
+    if (!take_lock) {
     } else if (o.mutex) rc = pthread_mutex_unlock(&g_mx);
     else rc = pthread_rwlock_unlock(&g_rw);
     if (rc != 0) {
@@ -293,7 +300,7 @@ int main(int argc, char** argv) {
       "lockswap-bench label=%s mode=%s variant=%s impl=%s threads=%d load=%d work=%d read_pct=%.0f "
       "duration_s=%.3f ops=%llu reads=%llu writes=%llu kops=%.1f min_ops=%llu mean_ops=%.1f "
       "max_ops=%llu fairness=%.3f max_rd_wait_us=%.1f max_wr_wait_us=%.1f p99_rd_wait_us=%.2f "
-      "p99_wr_wait_us=%.2f latency=%d\n",
+      "p99_wr_wait_us=%.2f latency=%d locked=%d\n",
       o.label.empty() ? "-" : o.label.c_str(), o.mutex ? "mutex" : "rwlock",
       o.mutex ? env_or("LOCKSWAP_MUTEX", "-") : env_or("LOCKSWAP_RWLOCK", "-"), impl.c_str(), o.threads,
       o.load, o.work, o.read_frac * 100.0, secs, static_cast<unsigned long long>(total),
@@ -301,6 +308,6 @@ int main(int argc, char** argv) {
       static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(spread.min), spread.mean(),
       static_cast<unsigned long long>(spread.max), spread.fairness(),
       static_cast<double>(max_rd) / 1000.0, static_cast<double>(max_wr) / 1000.0,
-      percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0);
+      percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0, o.unlocked || o.no_lock ? 0 : 1);
   return 0;
 }
