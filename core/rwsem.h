@@ -325,6 +325,9 @@ inline constexpr bool last_reader_with_waiters(uint64_t c) {
 }
 inline constexpr uint64_t kReadFailedMask = kWriterMask | kFlagWaiters | kFlagHandoff | kFlagReadFail;
 inline constexpr uint64_t kUnlocked = 0;
+// One reader in, no flag set: what a read unlock finds most often.
+inline constexpr uint64_t kLoneReader = kReaderBias;
+static_assert(!last_reader_with_waiters(kLoneReader), "a lone reader without waiters releases on the fast path");
 
 static_assert(((kWriterLocked | kFlagWaiters | kFlagHandoff | kFlagWoken) & kReaderMask) == 0,
               "flag bits sit below the reader field");
@@ -522,11 +525,15 @@ struct Rwsem {
   }
   // read_unlock() without its slow path: false (nothing done) when this is
   // the last reader with waiters queued, which read_unlock_last() releases.
+  // The first CAS guesses the count (this reader alone, nothing queued)
+  // instead of loading it: a load of a line another CPU wrote takes it
+  // shared and the CAS must then fetch it again for writing, two
+  // core-to-core transfers where the guess costs one, right or wrong (a
+  // failed lock cmpxchg owns the line too and returns the count).
   static bool read_release_fast(S& s) {
-    uint64_t c = s.count.load(arch::mo_hint);
-    do {
+    uint64_t c = rwsem::kLoneReader;
+    while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint))
       if (__builtin_expect(rwsem::last_reader_with_waiters(c), 0)) return false;
-    } while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint));
     return true;
   }
   __attribute__((noinline)) static void read_unlock_last(S& s) { SlowPaths::read_unlock_last(ref(s)); }
