@@ -170,15 +170,34 @@ class CompareTest(CliTestCase):
     def test_unsteady_rounds_dropped(self):
         # c2c call 1 is compare's availability check, then before and after of each round:
         # round 2's after-reading jumps (the host moved the vCPUs), round 3 starts from there.
+        # --max-rounds 6 leaves no room to run the dropped round again.
         probe = self.fake_probe([100, 100, 100, 100, 900, 900, 900])
-        p = self.compare("--variants", "rwsem", "--repeat", "6", *METRIC, "--", "sh", "-c", CLEAR_DIFFERENCE,
-                         probe=probe)
+        p = self.compare("--variants", "rwsem", "--repeat", "6", "--max-rounds", "6", *METRIC,
+                         "--", "sh", "-c", CLEAR_DIFFERENCE, probe=probe)
         self.assertEqual(self.probe_calls(probe), 1 + 2 * 6)
         self.assertIn("rounds: 5 of 6 kept (1 dropped: the core-to-core probe changed by more than 1.5x", p.stdout)
         self.assertIn("env: fake probe, cpus=2", p.stdout)
         rows = table_rows(p.stdout)
         self.assertEqual([rows[v][0] for v in ("none", "glibc", "rwsem")], ["5", "5", "5"])
         self.assertEqual(verdict(rows, "rwsem"), "not enough runs")   # 5 rounds cannot reach 95%
+
+    def test_dropped_round_run_again(self):
+        # As above with the default --max-rounds (2 x --repeat): a seventh round replaces round 2.
+        probe = self.fake_probe([100, 100, 100, 100, 900, 900, 900])
+        p = self.compare("--variants", "rwsem", "--repeat", "6", *METRIC, "--", "sh", "-c", CLEAR_DIFFERENCE,
+                         probe=probe)
+        self.assertEqual(self.probe_calls(probe), 1 + 2 * 7)
+        self.assertIn("rounds: 6 of 7 kept (1 dropped: the core-to-core probe changed by more than 1.5x", p.stdout)
+        rows = table_rows(p.stdout)
+        self.assertEqual([rows[v][0] for v in ("none", "glibc", "rwsem")], ["6", "6", "6"])
+        self.assertEqual(verdict(rows, "rwsem"), "faster")
+        # A probe that never settles: the rounds stop at --max-rounds, every one dropped.
+        probe = self.fake_probe([100] + [100, 900] * 8)
+        p = self.compare("--variants", "rwsem", "--repeat", "2", *METRIC, "--", "sh", "-c", CLEAR_DIFFERENCE,
+                         probe=probe)
+        self.assertEqual(self.probe_calls(probe), 1 + 2 * 4)
+        self.assertIn("rounds: 0 of 4 kept (4 dropped", p.stdout)
+        self.compare("--repeat", "3", "--max-rounds", "2", "--", "true", want_rc=2)
         path = os.path.join(self.tmp, "runs.csv")
         probe = self.fake_probe([100, 100, 100, 100, 900, 900, 900, 900])
         p = self.compare("--variants", "rwsem", "--repeat", "6", "--keep-unsteady", *METRIC, "--csv", path,

@@ -30,8 +30,10 @@ rotated by the round's number, so drift (a warming cache, a noisy neighbour)
 does not always hit the same row. Before and after each round the core-to-core
 probe (`lockswap-probe c2c`, next to the lockswap command; --probe PATH) is
 read; a round whose two readings differ by more than lockswap_stats.PROBE_TOLERANCE
-(the host moved the vCPUs) is dropped, unless --keep-unsteady, and the table
-says how many rounds were kept. Without the probe every round counts.
+(the host moved the vCPUs) is dropped, unless --keep-unsteady, and run again,
+until --repeat rounds are kept or --max-rounds (2 x --repeat) ran; the table
+says how many rounds were kept of how many run. Without the probe every round
+counts.
 
 Verdicts: per kept round the ratio row/reference; a row's ratio is the median of
 those, with the sign test's distribution-free confidence interval (--level,
@@ -96,6 +98,8 @@ def compare_parser(ls):
                    help=f"the reference row of the ratios (default: {REFERENCE}, the command without lockswap)")
     p.add_argument("--repeat", type=int, metavar="N",
                    help=f"rounds (default {ls.runs_needed()}: the fewest that can reach 95%%)")
+    p.add_argument("--max-rounds", type=int, metavar="N",
+                   help="rounds to run at most while dropped ones are run again (default 2 x --repeat)")
     p.add_argument("--level", type=float, default=ls.DEFAULT_LEVEL, metavar="P",
                    help="confidence level of the intervals (default 0.95)")
     m = p.add_mutually_exclusive_group()
@@ -371,7 +375,8 @@ def compare_header(info, args, baseline, level, ls):
     else:
         out.append(f"rounds: {kept} of {total} kept" + (
             f" ({unsteady} dropped: the core-to-core probe changed by more than {ls.PROBE_TOLERANCE:g}x "
-            "across it; --keep-unsteady keeps them)" if unsteady else " (all steady)"))
+            "across it, and run again up to --max-rounds; --keep-unsteady keeps them)" if unsteady
+            else " (all steady)"))
     ref = f"{baseline} (the command without lockswap)" if baseline == REFERENCE else f"{baseline} (--baseline)"
     out.append(f"metric: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better; "
                f"reference: {ref}")
@@ -460,10 +465,13 @@ def failure_report(run, tail, label=None):
 
 
 def run_rounds(ls, variants, envs, cmd, args, regex, probe):
-    """The measured rounds: every row once per round, order rotated, probes around each."""
-    rounds, total, index = [], args.repeat * len(variants), 0
+    """The measured rounds: every row once per round, order rotated, probes around each;
+    a dropped round is run again until --repeat rounds are kept or --max-rounds ran."""
+    rounds, index = [], 0
     try:
-        for number in range(1, args.repeat + 1):
+        while sum(rd.kept for rd in rounds) < args.repeat and len(rounds) < args.max_rounds:
+            number = len(rounds) + 1
+            total = index + (args.repeat - sum(rd.kept for rd in rounds)) * len(variants)
             rd = Round(number)
             rounds.append(rd)
             rd.probe_before = ls.probe_c2c(probe)
@@ -518,6 +526,9 @@ def cmd_compare(argv, wrapper):
     args.repeat = ls.runs_needed(args.level) if args.repeat is None else args.repeat
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    args.max_rounds = 2 * args.repeat if args.max_rounds is None else args.max_rounds
+    if args.max_rounds < args.repeat:
+        parser.error("--max-rounds must be at least --repeat")
     if not wrapper:
         parser.error("internal: run through the lockswap command (no --wrapper)")
     regex = None
