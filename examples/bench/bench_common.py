@@ -63,7 +63,9 @@ def write_report(out_dir, report):
 
 
 def parse_define(p, d):
-    """NAME=BASE[:ENV=VAL...] -> (name, base, env); p is the argparse parser for errors."""
+    """NAME=BASE[:ENV=VAL...] -> (name, base, env); p is the argparse parser for errors.
+    Besides LOCKSWAP_* variables, LD_PRELOAD=PATH runs the variant from another build of the
+    library: an A/B of two builds in the same interleaved rounds."""
     name, _, rest = d.partition("=")
     parts = rest.split(":")
     if not name or not parts[0]:
@@ -71,8 +73,10 @@ def parse_define(p, d):
     env = {}
     for kv in parts[1:]:
         k, _, v = kv.partition("=")
-        if not k.startswith("LOCKSWAP_"):
-            p.error(f"--define {d}: {k} is not a LOCKSWAP_ variable")
+        if not k.startswith("LOCKSWAP_") and k != "LD_PRELOAD":
+            p.error(f"--define {d}: {k} is neither a LOCKSWAP_ variable nor LD_PRELOAD")
+        if k == "LD_PRELOAD" and not os.path.isfile(v):
+            p.error(f"--define {d}: no library at {v}")
         env[k] = v
     return name, parts[0], env
 

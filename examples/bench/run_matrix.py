@@ -104,7 +104,8 @@ def parse_args():
                    "the most any lock could reach), or names from --define)")
     p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
-                   help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists)")
+                   help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists); "
+                        "old=rwsem:LD_PRELOAD=/path/to/old/liblockswap.so runs rwsem from another build (A/B)")
     p.add_argument("--baseline", default="none",
                    help="variant the ratios are taken against (default none: no LD_PRELOAD)")
     p.add_argument("--repeat", type=int, help="steady rounds to keep per cell (default 6, the fewest that give a "
@@ -210,7 +211,8 @@ def available(args, mode, variants):
     ok = []
     for v in variants:
         r = run_one(args, mode, v, 2, 1, 50, 0.02)
-        want = "libc.so.6" if args.defs[v][0] is None else os.path.basename(args.lib)
+        base, extra, _ = args.defs[v]
+        want = "libc.so.6" if base is None else os.path.basename(extra.get("LD_PRELOAD", args.lib))
         if r["status"] == "UNAVAILABLE":
             print(f"note: {mode} variant {v} unavailable in {args.lib}, skipped: {r['detail']}", file=sys.stderr)
         elif r["status"] != "ok":

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tests/tools/ceiling_test.sh — the benchmark's ceiling: rwlock_bench --no-lock
-# takes no lock and makes every op a read (nothing shared is written, so the
-# consistency checks hold), and run_matrix.py's `ceiling` column runs it with
-# no LD_PRELOAD beside the locks, in the same rounds. Structure only: nothing
-# here is timed. Usage: ceiling_test.sh BUILD_DIR. A few seconds.
+# tests/tools/matrix_columns_test.sh — run_matrix.py's columns beside the
+# library's: the ceiling (rwlock_bench --no-lock takes no lock and makes every
+# op a read, so the consistency checks hold; run with no LD_PRELOAD beside the
+# locks, in the same rounds) and a --define that runs a variant from another
+# build of the library (LD_PRELOAD=PATH, an A/B of two builds). Structure
+# only: nothing here is timed. Usage: matrix_columns_test.sh BUILD_DIR. A few
+# seconds.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -11,7 +13,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/expect.sh"
 BUILD=$1
 BENCH=$BUILD/examples/bench/rwlock_bench
-TMP=$(mktemp -d /tmp/lockswap-ceiling-test.XXXXXX)
+TMP=$(mktemp -d /tmp/lockswap-matrix-test.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 
 expect "no-lock: every op a read, none a write, no lock" 0 ' writes=0 .* locked=0$' -- \
@@ -39,4 +41,23 @@ PY
 expect "results.md explains the ceiling" 0 'takes no lock and makes every op a read' -- cat "$TMP/m/results.md"
 expect "--read-mostly runs the ceiling by default" 0 'percid,ceiling' -- \
   python3 "$HERE/../../examples/bench/run_matrix.py" --help
+
+# The same library under another name stands for another build.
+cp "$BUILD/preload/liblockswap.so" "$TMP/liblockswap-other.so"
+expect "--define NAME=BASE:LD_PRELOAD=PATH runs that build" 0 '' -- \
+  python3 "$HERE/../../examples/bench/run_matrix.py" --build "$BUILD" --out "$TMP/ab" --no-plot --no-mutex \
+  --threads 2 --loads 1 --reads 90 --variants rwsem,other --define "other=rwsem:LD_PRELOAD=$TMP/liblockswap-other.so" \
+  --baseline rwsem --repeat 1 --duration 0.05
+expect "raw.csv: each build's lock calls resolve into it" 0 '^ok$' -- python3 - "$TMP/ab" <<'PY'
+import csv, sys
+impl = {r["variant"]: r["impl"] for r in csv.DictReader(open(f"{sys.argv[1]}/raw.csv"))}
+assert impl == {"rwsem": "liblockswap.so", "other": "liblockswap-other.so"}, impl
+print("ok")
+PY
+expect "--define with a missing library stops" 2 'no library at' -- \
+  python3 "$HERE/../../examples/bench/run_matrix.py" --build "$BUILD" --out "$TMP/x" --no-plot --no-mutex \
+  --variants glibc,bad --define "bad=rwsem:LD_PRELOAD=$TMP/missing.so"
+expect "--define with another variable stops" 2 'neither a LOCKSWAP_ variable nor LD_PRELOAD' -- \
+  python3 "$HERE/../../examples/bench/run_matrix.py" --build "$BUILD" --out "$TMP/x" --no-plot --no-mutex \
+  --variants glibc,bad --define "bad=rwsem:PATH=/"
 exit $((fails > 0))
