@@ -51,6 +51,28 @@ constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerRead
 // the latest at the next tick, ours has no such signal.
 constexpr uint64_t kSpinCapExtraNs = 4 * kRspinMaxNs;
 
+// The CPUs this process may run on, read once (sched_getaffinity is a system
+// call); 2 when it cannot be read.
+uint32_t usable_cpus() {
+  static std::atomic<uint32_t> cpus{0};
+  uint32_t n = cpus.load(std::memory_order_relaxed);
+  if (__builtin_expect(n == 0, 0)) {
+    cpu_set_t set;
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set)) : 2;
+    cpus.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// When a waiter queued at `now` may ask for HANDOFF: handoff_ns, stretched
+// by threads per CPU (core/rwsem.h, "Deviations").
+uint64_t handoff_deadline(uint64_t now) {
+  const RwsemTunables& t = g_rwsem_tunables;
+  uint64_t stretch = rwsem::handoff_stretch(thread_registry::g_attached_threads.load(std::memory_order_relaxed),
+                                            usable_cpus(), t.handoff_stretch_max);
+  return now + t.handoff_ns * stretch;
+}
+
 
 // ---------------------------------------------------------------------------
 // Cancellation
@@ -77,7 +99,7 @@ enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
 // the child reuses the ghosts' stacks.
 struct alignas(64) Waiter {
   Waiter(ThreadSlot& s, WaitType t, uint64_t now)
-      : slot(&s), task(&s), queued_at(now), timeout(now + g_rwsem_tunables.handoff_ns),
+      : slot(&s), task(&s), queued_at(now), timeout(handoff_deadline(now)),
         generation(thread_registry::g_fork_generation.load(arch::mo_hint)), type(t) {}
 
   Waiter* prev = nullptr;        // list links: under wait_lock
@@ -464,15 +486,8 @@ SpinBudget starting_budget(uint64_t now) {
 std::atomic<uint32_t> g_spinners{0};
 uint32_t spinner_limit() {
   if (uint32_t l = tunables().max_spinners) return l;
-  static std::atomic<uint32_t> cpus_minus_one{0};  // read once: sched_getaffinity is a system call
-  uint32_t l = cpus_minus_one.load(std::memory_order_relaxed);
-  if (__builtin_expect(l == 0, 0)) {
-    cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
-    l = n > 2 ? static_cast<uint32_t>(n - 1) : 1;
-    cpus_minus_one.store(l, std::memory_order_relaxed);
-  }
-  return l;
+  uint32_t n = usable_cpus();
+  return n > 2 ? n - 1 : 1;
 }
 }  // namespace
 

@@ -218,6 +218,18 @@
 //     reader that queues on a read-held lock grants itself
 //     (cond_wake_waiter()), and on a write-held one the writer's unlock,
 //     which takes the wait_lock after the reader's, wakes it.
+//   * handoff under oversubscription (handoff_stretch_max,
+//     LOCKSWAP_RWSEM_HANDOFF_STRETCH, default 16): a waiter's handoff
+//     deadline is handoff_ns times the process's threads per usable CPU
+//     (core/thread_registry.h counts the attached threads), between 1 and
+//     the maximum. The kernel's 4 ms is a few scheduler time slices for a
+//     waiter among few runnable tasks; with 32 threads per CPU every thread
+//     waits longer than that for the CPU alone, so nearly every queued
+//     writer set HANDOFF (1,017 in 0.5 s at 64 threads, 90% reads, CS 100),
+//     and each one stopped all stealing until the preempted read holders
+//     had run again: rwsem lost 10% to glibc there, the mutex 20% to a
+//     longer deadline (docs/measurements.md, "Handoff under
+//     oversubscription"). With threads <= CPUs nothing changes.
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
@@ -273,6 +285,10 @@ namespace lockswap {
 // Set once by preload at start-up; read with plain loads on slow paths only.
 struct RwsemTunables {
   uint64_t handoff_ns = 4'000'000;   // RWSEM_WAIT_TIMEOUT analogue (kernel: >= 4 ms)
+  // Not in the kernel (see "Deviations"): with more threads than CPUs the
+  // handoff deadline stretches by threads per CPU, up to this factor
+  // (1: the kernel's fixed deadline).
+  uint32_t handoff_stretch_max = 16;
   // Spin budget on a writer owner (or on no owner) per optimistic spin: the
   // need_resched() stand-in while that owner looks on-CPU (reader-owned
   // spinning has the kernel's own threshold; see "Deviations"). Without the
@@ -304,6 +320,15 @@ struct RwsemTunables {
 extern RwsemTunables g_rwsem_tunables;
 
 namespace rwsem {
+// The handoff deadline's factor: threads per CPU (rounded down), within
+// [1, stretch_max] (see "Deviations": handoff under oversubscription).
+inline constexpr uint64_t handoff_stretch(uint32_t threads, uint32_t cpus, uint32_t stretch_max) {
+  uint64_t per_cpu = cpus == 0 ? 1 : threads / cpus;
+  return per_cpu < 1 ? 1 : (per_cpu > stretch_max ? (stretch_max < 1 ? 1 : stretch_max) : per_cpu);
+}
+static_assert(handoff_stretch(2, 2, 16) == 1 && handoff_stretch(64, 2, 16) == 16 && handoff_stretch(16, 2, 16) == 8);
+static_assert(handoff_stretch(64, 2, 1) == 1 && handoff_stretch(1, 8, 16) == 1 && handoff_stretch(5, 0, 16) == 1);
+
 // --- count word ---
 inline constexpr uint64_t kWriterLocked = 1ull << 0;
 inline constexpr uint64_t kFlagWaiters = 1ull << 1;

@@ -61,6 +61,7 @@ void on_thread_exit(void* arg) {
   s->cpu_word.store(nullptr, std::memory_order_seq_cst);
   while (s->peekers.load(std::memory_order_seq_cst) != 0) sched_yield();
   s->blocked.store(0, std::memory_order_relaxed);
+  g_attached_threads.fetch_sub(1, std::memory_order_relaxed);
   RegistryGuard g;
   s->next_free = g_free;
   g_free = s;
@@ -132,6 +133,7 @@ static ThreadSlot& attach_uncancellable() {
     give_back(s);
     return attach_shared();
   }
+  g_attached_threads.fetch_add(1, std::memory_order_relaxed);
   s->tid = current_tid();
   s->generation.store(g_fork_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
   s->cpu_word.store(arch::rseq_cpu_id_word(), std::memory_order_release);
@@ -218,6 +220,8 @@ void after_fork_in_child() {
     for (auto& e : s.events) e.store(0, std::memory_order_relaxed);
   });
   thread_registry::g_shared_slot.generation.store(gen, std::memory_order_relaxed);  // never a ghost
+  const bool attached = t_local.slot != nullptr && !is_shared(*t_local.slot);
+  thread_registry::g_attached_threads.store(attached ? 1 : 0, std::memory_order_relaxed);  // the others are ghosts
   if (ThreadSlot* s = t_local.slot; s != nullptr && !is_shared(*s)) {
     s->tid = current_tid();
     s->generation.store(gen, std::memory_order_relaxed);

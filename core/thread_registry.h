@@ -140,6 +140,11 @@ extern std::atomic<ThreadSlot*> g_chunks[kChunks];
 extern std::atomic<uint32_t> g_fork_generation;
 extern ThreadSlot g_shared_slot;
 
+// Threads that hold a slot of their own now (attached, not exited; in a fork
+// child only the forking thread). Read relaxed: a heuristic's input (the
+// rwsem's handoff stretch), never a bound.
+inline std::atomic<uint32_t> g_attached_threads{0};
+
 // Runs in an exiting thread that has a slot, before the slot is recycled
 // (core/cid.cpp returns a LOCKSWAP_CID=global id there); null when unused.
 inline std::atomic<void (*)()> g_thread_exit_hook{nullptr};

@@ -41,6 +41,8 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
 #define LOCKSWAP_TUNABLES(X)                                                                        \
   X(LOCKSWAP_RWSEM_HANDOFF_US, 0, 10000000, "waiter age (us) after which rwsem hands off (kernel: 4000)", \
     g_rwsem_tunables.handoff_ns = v * 1000)                                                          \
+  X(LOCKSWAP_RWSEM_HANDOFF_STRETCH, 1, 1024, "with more threads than CPUs the handoff deadline is multiplied by threads per CPU, up to this (1 = the kernel's fixed deadline; default 16)", \
+    g_rwsem_tunables.handoff_stretch_max = static_cast<uint32_t>(v))                                 \
   X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us one rwsem spin spends on a writer (or no) owner; reader-owned spinning has the kernel's 10-25 us (default 5)",   \
     g_rwsem_tunables.owner_spin_ns = v * 1000)                                                       \
   X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), 0: off",             \

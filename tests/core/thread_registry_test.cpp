@@ -44,6 +44,37 @@ TEST(ThreadRegistry, EventsOfExitedThreadsStillCount) {
   EXPECT_EQ(lockevent_total(LockEvent::cond_wait) - before, 10u);
 }
 
+// The count of attached threads (the rwsem's handoff stretch reads it)
+// follows threads in and out, and a fork child counts only itself.
+TEST(ThreadRegistry, AttachedThreadsAreCountedInAndOut) {
+  self_slot();
+  const uint32_t before = thread_registry::g_attached_threads.load();
+  constexpr int kThreads = 6;
+  std::atomic<int> in{0};
+  std::atomic<bool> release{false};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kThreads; ++i)
+    ts.emplace_back([&] {
+      self_slot();
+      in.fetch_add(1);
+      while (!release) std::this_thread::yield();
+    });
+  while (in.load() < kThreads) std::this_thread::yield();
+  EXPECT_EQ(thread_registry::g_attached_threads.load(), before + kThreads);
+  pid_t pid = fork();
+  if (pid == 0) {
+    after_fork_in_child();
+    _exit(thread_registry::g_attached_threads.load() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  release = true;
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "a fork child counts only the forking thread";
+  EXPECT_EQ(thread_registry::g_attached_threads.load(), before);
+}
+
 TEST(ThreadRegistry, OtherThreadsBecomeGhostsInAForkChild) {
   std::atomic<ThreadSlot*> other_slot{nullptr};
   std::atomic<bool> release{false};
