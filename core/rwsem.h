@@ -227,9 +227,10 @@
 //     waits longer than that for the CPU alone, so nearly every queued
 //     writer set HANDOFF (1,017 in 0.5 s at 64 threads, 90% reads, CS 100),
 //     and each one stopped all stealing until the preempted read holders
-//     had run again: rwsem lost 10% to glibc there, the mutex 20% to a
-//     longer deadline (docs/measurements.md, "Handoff under
-//     oversubscription"). With threads <= CPUs nothing changes.
+//     had run again: rwsem lost 8-12% to glibc there, and the mutex at 64
+//     threads ran 1.35x none with 4 ms against 1.62x with 50 ms
+//     (docs/measurements.md, "Handoff under oversubscription"). With
+//     threads <= CPUs nothing changes.
 //   * preemption is not disabled, so loops that wait for another thread's
 //     store (wait_lock, OSQ neighbours) spin 64 polls, yield 64 times, then
 //     sleep 10 us doubling to 1 ms: never an unbounded busy loop. No
