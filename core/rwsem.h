@@ -271,6 +271,7 @@
 //     rwsem_set_nonspinnable() sets RD|WR, and like 5.10.13 does nothing
 //     when either one is already set.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -324,8 +325,9 @@ namespace rwsem {
 // The handoff deadline's factor: threads per CPU (rounded down), within
 // [1, stretch_max] (see "Deviations": handoff under oversubscription).
 inline constexpr uint64_t handoff_stretch(uint32_t threads, uint32_t cpus, uint32_t stretch_max) {
-  uint64_t per_cpu = cpus == 0 ? 1 : threads / cpus;
-  return per_cpu < 1 ? 1 : (per_cpu > stretch_max ? (stretch_max < 1 ? 1 : stretch_max) : per_cpu);
+  const uint64_t per_cpu = cpus == 0 ? 1 : threads / cpus;
+  const uint64_t cap = stretch_max < 1 ? 1 : stretch_max;
+  return std::clamp<uint64_t>(per_cpu, 1, cap);
 }
 static_assert(handoff_stretch(2, 2, 16) == 1 && handoff_stretch(64, 2, 16) == 16 && handoff_stretch(16, 2, 16) == 8);
 static_assert(handoff_stretch(64, 2, 1) == 1 && handoff_stretch(1, 8, 16) == 1 && handoff_stretch(5, 0, 16) == 1);
@@ -555,7 +557,9 @@ struct Rwsem {
   // instead of loading it: a load of a line another CPU wrote takes it
   // shared and the CAS must then fetch it again for writing, two
   // core-to-core transfers where the guess costs one, right or wrong (a
-  // failed lock cmpxchg owns the line too and returns the count).
+  // failed lock cmpxchg owns the line too and returns the count). A wrong
+  // guess costs a second locked instruction (docs/measurements.md, "Read
+  // unlock guesses the count").
   static bool read_release_fast(S& s) {
     uint64_t c = rwsem::kLoneReader;
     while (!s.count.compare_exchange_weak(c, c - rwsem::kReaderBias, arch::mo_unlock, arch::mo_hint))
