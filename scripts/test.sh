@@ -40,7 +40,10 @@ tier_filter=(-LE glibc241_full)
 clang_build_and_test() {
   local dir=${CLANG_BUILD_DIR:-$ROOT/build-clang} log launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSWAP_TESTS=ON \
+  # Optimised as the gcc build (-O2), without its debug info: nobody debugs
+  # this build, and -g costs a third of its compile time.
+  CC=clang CXX=clang++ cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLOCKSWAP_TESTS=ON \
+    -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
     -DCMAKE_C_FLAGS="-Wall -Wextra" -DCMAKE_CXX_FLAGS="-Wall -Wextra" "${launcher[@]}" >/dev/null || return 1
   log=$(cmake --build "$dir" -j"$JOBS" --target lockswap core_tests 2>&1) || { echo "$log"; return 1; }
   if grep -q 'warning:' <<<"$log"; then
