@@ -74,6 +74,42 @@ def steady_round(before_ns, after_ns, tolerance=PROBE_TOLERANCE):
     return max(before_ns, after_ns) / min(before_ns, after_ns) <= tolerance
 
 
+def rotated(items, i):
+    """items rotated left by i: round i's order, so every variant takes every position."""
+    i %= len(items)
+    return items[i:] + items[:i]
+
+
+class RoundSlot:
+    """One round of interleaved_rounds(): its number (1-based), the order to
+    run the variants in, and, once the caller ran them, the probes and verdict."""
+
+    def __init__(self, number, order, missing):
+        self.number = number
+        self.order = order
+        self.missing = missing          # rounds still to keep, this one included
+        self.probe_before = self.probe_after = None
+        self.steady = self.kept = False
+
+
+def interleaved_rounds(variants, probe, want, max_rounds, keep_unsteady=False, offset=0):
+    """The one round loop of every measuring driver. Yields a RoundSlot per
+    round, the core-to-core probe taken just before; the caller runs every
+    variant of slot.order; then the probe after decides whether the round is
+    steady (kept; every round with keep_unsteady). Rounds run until `want`
+    are kept or `max_rounds` ran: a dropped round is run again."""
+    kept = started = 0
+    while kept < want and started < max_rounds:
+        slot = RoundSlot(started + 1, rotated(list(variants), offset + started), want - kept)
+        slot.probe_before = probe_c2c(probe)
+        yield slot
+        slot.probe_after = probe_c2c(probe)
+        slot.steady = steady_round(slot.probe_before, slot.probe_after)
+        slot.kept = slot.steady or keep_unsteady
+        kept += slot.kept
+        started += 1
+
+
 def placement_mode(c2c_ns):
     """'fast' or 'slow' for a core-to-core round trip in ns (FAST_C2C_NS);
     None when there was no probe."""

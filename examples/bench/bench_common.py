@@ -160,15 +160,10 @@ def env_summary(probe):
             or f"env: unknown ({probe} not built: cmake --build BUILD --target lockswap-probe)")
 
 
-def rotated(items, i):
-    i %= len(items)
-    return items[i:] + items[:i]
-
-
 class Rounds:
-    """One cell's interleaved rounds: every variant once per round, in an
-    order rotated from round to round; a round counts only when the
-    core-to-core probe before and after it agree (lockswap_stats.steady_round)."""
+    """One cell's interleaved rounds (lockswap_stats.interleaved_rounds): every
+    variant once per round, in an order rotated from round to round; a round
+    counts only when the core-to-core probe before and after it agree."""
 
     def __init__(self, variants):
         self.variants = list(variants)
@@ -180,15 +175,16 @@ class Rounds:
 
     def run(self, run_variant, probe, want, max_rounds, offset=0):
         """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result."""
-        while len(self.kept) < want and self.started < max_rounds:
-            before = lockswap_stats.probe_c2c(probe)
-            results = {v: run_variant(v) for v in rotated(self.variants, offset + self.started)}
-            after = lockswap_stats.probe_c2c(probe)
+        ran = []
+        for slot in lockswap_stats.interleaved_rounds(self.variants, probe, want - len(self.kept),
+                                                      max_rounds - self.started, offset=offset + self.started):
+            ran.append((slot, {v: run_variant(v) for v in slot.order}))
             self.started += 1
-            self.steady.append(lockswap_stats.steady_round(before, after))
-            if self.steady[-1]:
+        for slot, results in ran:  # a slot's verdict is known once the loop moved past it
+            self.steady.append(slot.steady)
+            if slot.steady:
                 self.kept.append(results)
-                self.c2c.append(lockswap_stats.median([before, after]))
+                self.c2c.append(lockswap_stats.median([slot.probe_before, slot.probe_after]))
             else:
                 self.dropped += 1
         return self

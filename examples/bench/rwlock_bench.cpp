@@ -50,6 +50,8 @@ struct Options {
   bool no_lock = false;    // --no-lock: no lock, every op a read: the ceiling of any lock
   uint64_t seed = 1;
   std::string label;       // copied to the output line (the driver's variant name)
+
+  bool takes_lock() const { return !unlocked && !no_lock; }
 };
 
 constexpr const char* kUsage =
@@ -186,11 +188,10 @@ void worker(const Options& o, int idx, ThreadStats& st) {
     // Drawn under --no-lock too, so that the ceiling does the same work.
     const bool drawn_read = !o.mutex && (rng.next() >> 32) < threshold;
     const bool read = o.no_lock || drawn_read;
-    const bool take_lock = !o.unlocked && !o.no_lock;
     uint64_t t0 = 0, waited = 0;
     if (o.latency) t0 = now_ns();
     int rc = 0;
-    if (!take_lock) {
+    if (!o.takes_lock()) {
     } else if (o.mutex) rc = pthread_mutex_lock(&g_mx);
     else if (read) rc = pthread_rwlock_rdlock(&g_rw);
     else rc = pthread_rwlock_wrlock(&g_rw);
@@ -201,7 +202,7 @@ void worker(const Options& o, int idx, ThreadStats& st) {
     }
     if (read) reader_cs(o.load);
     else writer_cs(o.load);
-    if (!take_lock) {
+    if (!o.takes_lock()) {
     } else if (o.mutex) rc = pthread_mutex_unlock(&g_mx);
     else rc = pthread_rwlock_unlock(&g_rw);
     if (rc != 0) {
@@ -308,6 +309,6 @@ int main(int argc, char** argv) {
       static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(spread.min), spread.mean(),
       static_cast<unsigned long long>(spread.max), spread.fairness(),
       static_cast<double>(max_rd) / 1000.0, static_cast<double>(max_wr) / 1000.0,
-      percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0, o.unlocked || o.no_lock ? 0 : 1);
+      percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0, o.takes_lock() ? 1 : 0);
   return 0;
 }

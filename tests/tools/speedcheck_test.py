@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tests/tools/speedcheck_test.py — the speed regression check's reference
-per placement mode (examples/bench/speedcheck.py) and the mode of a set of
-rounds (tools/lockswap_stats.py), from given results: nothing is timed."""
+per placement mode (examples/bench/speedcheck.py), the mode of a set of
+rounds and the one round loop (tools/lockswap_stats.py) as the benchmark
+drivers use it (examples/bench/bench_common.py), from given results and
+scripted probes: nothing is timed."""
 import contextlib
 import io
 import json
@@ -14,6 +16,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "bench"))
+import bench_common  # noqa: E402
 import lockswap_stats  # noqa: E402
 import speedcheck  # noqa: E402
 
@@ -42,6 +45,40 @@ class PlacementTest(unittest.TestCase):
         self.assertEqual(lockswap_stats.rounds_mode([70, 80, 450]), "fast")
         self.assertEqual(lockswap_stats.rounds_mode([70, 450]), "slow")  # a tie counts as slow
         self.assertIsNone(lockswap_stats.rounds_mode([None, None]))
+
+
+class RoundLoopTest(unittest.TestCase):
+    """Probe readings are scripted: a pair further apart than PROBE_TOLERANCE
+    is a placement change, and its round is dropped and run again."""
+
+    def run_rounds(self, readings, want, max_rounds):
+        script, order = iter(readings), []
+        saved = lockswap_stats.probe_c2c
+        lockswap_stats.probe_c2c = lambda probe: next(script)
+        try:
+            rounds = bench_common.Rounds(["a", "b", "c"]).run(lambda v: order.append(v) or v.upper(),
+                                                               "probe", want, max_rounds)
+        finally:
+            lockswap_stats.probe_c2c = saved
+        return rounds, order
+
+    def test_order_rotates_and_every_round_runs_every_variant(self):
+        rounds, order = self.run_rounds([100, 100] * 3, want=3, max_rounds=6)
+        self.assertEqual(order, ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
+        self.assertEqual(rounds.kept, [{"a": "A", "b": "B", "c": "C"}] * 3)
+        self.assertEqual((rounds.started, rounds.dropped, rounds.steady), (3, 0, [True] * 3))
+
+    def test_a_round_across_a_placement_change_is_dropped_and_run_again(self):
+        rounds, _ = self.run_rounds([100, 100, 100, 450, 450, 450, 450, 450], want=3, max_rounds=6)
+        self.assertEqual((rounds.started, rounds.dropped, len(rounds.kept)), (4, 1, 3))
+        self.assertEqual(rounds.steady, [True, False, True, True])
+        self.assertEqual(rounds.c2c, [100, 450, 450])
+        self.assertEqual(rounds.placement(), "slow")
+
+    def test_max_rounds_bounds_the_reruns(self):
+        rounds, _ = self.run_rounds([100, 450] * 4, want=3, max_rounds=4)
+        self.assertEqual((rounds.started, rounds.dropped, len(rounds.kept)), (4, 4, 0))
+        self.assertEqual(rounds.kept_text(), "0/4")
 
 
 class ReferenceTest(unittest.TestCase):

@@ -166,12 +166,28 @@ class Run:
 
 
 class Round:
-    def __init__(self, number):
-        self.number = number
-        self.probe_before = self.probe_after = None
-        self.kept = True
-        self.steady = True
+    """A round's runs; its probes and verdict are its slot's (set once the loop moved past it)."""
+
+    def __init__(self, slot):
+        self.slot = slot
+        self.number = slot.number
         self.runs = []
+
+    @property
+    def probe_before(self):
+        return self.slot.probe_before
+
+    @property
+    def probe_after(self):
+        return self.slot.probe_after
+
+    @property
+    def steady(self):
+        return self.slot.steady
+
+    @property
+    def kept(self):
+        return self.slot.kept
 
     def values(self):
         return {r.variant: r.value for r in self.runs if r.ok}
@@ -465,30 +481,27 @@ def failure_report(run, tail, label=None):
 
 
 def run_rounds(ls, variants, envs, cmd, args, regex, probe):
-    """The measured rounds: every row once per round, order rotated, probes around each;
-    a dropped round is run again until --repeat rounds are kept or --max-rounds ran."""
+    """The measured rounds (lockswap_stats.interleaved_rounds): every row once per
+    round, order rotated, probes around each; a dropped round is run again until
+    --repeat rounds are kept or --max-rounds ran."""
     rounds, index = [], 0
     try:
-        while sum(rd.kept for rd in rounds) < args.repeat and len(rounds) < args.max_rounds:
-            number = len(rounds) + 1
-            total = index + (args.repeat - sum(rd.kept for rd in rounds)) * len(variants)
-            rd = Round(number)
+        for slot in ls.interleaved_rounds(variants, probe, args.repeat, args.max_rounds, args.keep_unsteady):
+            total = index + slot.missing * len(variants)
+            rd = Round(slot)
             rounds.append(rd)
-            rd.probe_before = ls.probe_c2c(probe)
-            k = (number - 1) % len(variants)
-            for pos, v in enumerate(variants[k:] + variants[:k], 1):
+            for pos, v in enumerate(slot.order, 1):
                 index += 1
-                run = Run(index, number, pos, v)
-                print(f"[{index}/{total}] {v} round {number} ...", end="", file=sys.stderr, flush=True)
+                run = Run(index, slot.number, pos, v)
+                print(f"[{index}/{total}] {v} round {slot.number} ...", end="", file=sys.stderr, flush=True)
                 execute(run, cmd, envs[v], args, regex)
                 status = fmt_val(run.value) if run.ok else f"FAILED: {run.error}"
                 print(f" {status}  ({run.wall_s or 0:.2f}s)", file=sys.stderr, flush=True)
                 rd.runs.append(run)
-            rd.probe_after = ls.probe_c2c(probe)
-            rd.steady = ls.steady_round(rd.probe_before, rd.probe_after)
-            rd.kept = rd.steady or args.keep_unsteady
     except KeyboardInterrupt:
         print("\ninterrupted: summary of the completed runs", file=sys.stderr)
+        if rounds and rounds[-1].probe_after is None:  # cut short: its finished runs count, unprobed
+            rounds[-1].slot.steady = rounds[-1].slot.kept = True
         return rounds, True
     return rounds, False
 
