@@ -7,7 +7,7 @@ variant against `none` (no LD_PRELOAD) and its sign-test interval
 alone:
 
   sysbench_mutex.py [--threads 2,16,64] [--variants none,glibc,futex,rwsem]
-                    [--define NAME=BASE[:LOCKSWAP_X=V...]] [--total 2000000]
+                    [--define NAME=BASE[:LOCKSWAP_X=V...]] [--baseline none] [--total 2000000]
                     [--repeat 6] [--build DIR] [--json FILE]
 
 Measured runs never have LOCKSWAP_STATS set. The metric is sysbench's
@@ -53,8 +53,8 @@ def run_sysbench(env, threads, total):
     return float(m.group(1)) if pr.returncode == 0 and m else None
 
 
-def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr):
-    """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `none`."""
+def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr, reference="none"):
+    """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `reference`."""
     out = {}
     for ci, threads in enumerate(threads_list):
         def one(v):
@@ -64,10 +64,10 @@ def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds,
         rounds = Rounds(variants).run(one, probe, repeat, max_rounds, offset=ci)
         cell = {}
         for v in variants:
-            vd = rounds.verdict(lambda x: x, v, "none", higher_is_better=False)
+            vd = rounds.verdict(lambda x: x, v, reference, higher_is_better=False)
             cell[v] = {"seconds": median([r[v] for r in rounds.kept if r[v] is not None]),
-                       "speed": 1.0 if v == "none" else vd.speed, "lo": vd.lo, "hi": vd.hi,
-                       "word": "reference" if v == "none" else vd.word, "text": verdict_text(vd),
+                       "speed": 1.0 if v == reference else vd.speed, "lo": vd.lo, "hi": vd.hi,
+                       "word": "reference" if v == reference else vd.word, "text": verdict_text(vd),
                        "kept": rounds.kept_text(), "failed": sum(r[v] is None for r in rounds.kept),
                        "placement": rounds.placement()}
         out[threads] = cell
@@ -81,6 +81,9 @@ def main():
     p.add_argument("--threads", default="2,16,64")
     p.add_argument("--variants", default="none,glibc,futex,rwsem")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]")
+    p.add_argument("--baseline", default="none",
+                   help="the variant every speed is against (default none: no LD_PRELOAD); another, "
+                        "e.g. one --define'd from an older build, gives an A/B in the same rounds")
     p.add_argument("--total", type=int, default=2_000_000, help="lock pairs in all, split over the threads")
     p.add_argument("--repeat", type=int, default=lockswap_stats.runs_needed(), help="steady rounds to keep")
     p.add_argument("--max-rounds", type=int)
@@ -91,8 +94,9 @@ def main():
         name, base, env = parse_define(p, d)
         defs[name] = (base, env)
     variants = csv_list(a.variants)
-    if "none" not in variants:
-        variants.insert(0, "none")
+    for v in ("none", a.baseline):
+        if v not in variants:
+            variants.insert(0, v)
     for v in variants:
         if v not in defs:
             p.error(f"unknown variant {v} (known: {', '.join(defs)}; add more with --define)")
@@ -100,14 +104,15 @@ def main():
     probe = probe_binary(a.build)
     env_line = env_summary(probe)
     res = measure(lib, probe, defs, variants, csv_list(a.threads, int), a.total, a.repeat,
-                  a.max_rounds or 2 * a.repeat)
+                  a.max_rounds or 2 * a.repeat, reference=a.baseline)
     print(env_line)
-    print(f"sysbench mutex: one mutex, {a.total} lock pairs in all, --mutex-loops={LOOPS}; speed vs none "
-          f"(no LD_PRELOAD) = time ratio, >1 faster, sign-test 95% interval")
+    against = "none (no LD_PRELOAD)" if a.baseline == "none" else a.baseline
+    print(f"sysbench mutex: one mutex, {a.total} lock pairs in all, --mutex-loops={LOOPS}; speed vs {against} "
+          f"= time ratio, >1 faster, sign-test 95% interval")
     for t, cell in res.items():
         for v, r in cell.items():
             print(f"  {t:>3} threads {v:<14} {r['seconds'] or 0:.4f} s  "
-                  f"{'reference' if v == 'none' else r['text']}  rounds {r['kept']}")
+                  f"{'reference' if v == a.baseline else r['text']}  rounds {r['kept']}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": env_line, "total": a.total, "cells": res}, f, indent=1)
