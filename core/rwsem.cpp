@@ -349,16 +349,16 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // the lock, whose cache holds it and the data it guards, can take it again;
 // that thread's next unlock wakes us (our token is published). Timed waiters
 // retry at once.
-// Sleeps on the park word (while it reads `seen`) for at most polite_ns:
-// 0, or ETIMEDOUT.
-int sleep_polite_ns(ThreadSlot& me, uint32_t seen) {
-  timespec end = arch::timespec_at(now_ns() + tunables().polite_ns);
+// Sleeps on the park word (while it reads `seen`) for at most polite_ns (the
+// lock's: WordRefs::polite_ns): 0, or ETIMEDOUT.
+int sleep_polite_ns(ThreadSlot& me, uint32_t seen, uint64_t polite_ns) {
+  timespec end = arch::timespec_at(now_ns() + polite_ns);
   return WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
 }
 
-int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
-  if (ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0) {
-    int rc = sleep_polite_ns(me, seen);
+int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, uint64_t polite_ns) {
+  if (ctx.mode == WaitCtx::Mode::forever && polite_ns != 0) {
+    int rc = sleep_polite_ns(me, seen, polite_ns);
     lockevent_inc(rc == ETIMEDOUT ? LockEvent::rwsem_polite_timeout : LockEvent::rwsem_polite_woken);
   }
   me.blocked.store(0, arch::mo_hint);
@@ -367,14 +367,14 @@ int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx) {
 
 // park_sleep(): see above polite_sleep().
 int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::atomic<uint64_t>* free_lock = nullptr,
-               const std::atomic<uint8_t>* writer_flags = nullptr) {
+               const std::atomic<uint8_t>* writer_flags = nullptr, uint64_t polite_ns = 0) {
   read_pref::ReadHolderSleep holder_asleep;
   const bool shared = is_shared(me);
   if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
   if (free_lock != nullptr) {
     bool marked = (writer_flags->load(arch::mo_dekker) & Waiter::kWokenMark) != 0;
     if (marked || !(free_lock->load(arch::mo_dekker) & kLockMask)) {
-      if (!marked && !shared) return polite_sleep(me, seen, ctx);
+      if (!marked && !shared) return polite_sleep(me, seen, ctx, polite_ns);
       if (!shared) me.blocked.store(0, arch::mo_hint);
       return 0;
     }
@@ -1304,9 +1304,9 @@ bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
 // (no unlock wakes it, no unlock pays for a wakeup) and then tries again;
 // a failure after its next ordinary sleep brings it back here. HANDOFF,
 // which it sets after handoff_ns of waiting, still bounds how long it waits.
-void lost_to_barger(ThreadSlot& me) {
+void lost_to_barger(ThreadSlot& me, uint64_t polite_ns) {
   read_pref::ReadHolderSleep holder_asleep;  // a sleep like park_sleep()'s
-  sleep_polite_ns(me, me.park.load(arch::mo_lock));
+  sleep_polite_ns(me, me.park.load(arch::mo_lock), polite_ns);
   lockevent_inc(LockEvent::rwsem_polite_backoff);
 }
 
@@ -1332,13 +1332,15 @@ WriterWake writer_sleep(const WordRefs& r, ThreadSlot& me, uint32_t seen, const 
     uint64_t to_handoff = w.timeout >= now ? w.timeout - now + 1 : 1;
     if (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > to_handoff) {
       timespec due = arch::timespec_at(now + to_handoff);
-      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &r.count, &w.writer_flags) != ETIMEDOUT)
+      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &r.count, &w.writer_flags, r.polite_ns) !=
+          ETIMEDOUT)
         return WriterWake::woken;
       lockevent_inc(LockEvent::rwsem_handoff_timer);
       return WriterWake::handoff_due;
     }
   }
-  return park_sleep(me, seen, ctx, &r.count, &w.writer_flags) == ETIMEDOUT ? WriterWake::timed_out : WriterWake::woken;
+  return park_sleep(me, seen, ctx, &r.count, &w.writer_flags, r.polite_ns) == ETIMEDOUT ? WriterWake::timed_out
+                                                                                        : WriterWake::woken;
 }
 
 // The polite backoff is for a writer that lost the lock to the thread that
@@ -1377,10 +1379,10 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
-    if (woken && ctx.mode == WaitCtx::Mode::forever && tunables().polite_ns != 0 && lost_to_the_releaser(r, wl)) {
+    if (woken && ctx.mode == WaitCtx::Mode::forever && r.polite_ns != 0 && lost_to_the_releaser(r, wl)) {
       wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
-      lost_to_barger(me);
+      lost_to_barger(me, r.polite_ns);
       wl.lock();
       continue;
     }

@@ -181,7 +181,8 @@
 //         sleep, takes the lock or leaves the head; while it is set an unlock
 //         releases with one CAS, and readers of a read-mostly lock with a
 //         writer queued stop taking the wait_lock on every last unlock.
-//       - politeness (polite_ns, 50 us): a queued writer that was woken and
+//       - politeness (polite_ns, 50 us; exclusive_polite_ns, 500 us, on a
+//         lock only ever taken exclusively, the mutex): a queued writer that was woken and
 //         still lost the lock to the releaser (a writer, or a lone reader
 //         while nobody else waits), or that finds it free just before
 //         sleeping, sleeps up to polite_ns before trying again
@@ -191,8 +192,8 @@
 //         cost read-mostly rwlocks 10-30% at 64 threads; docs/measurements.md,
 //         "Read-mostly rwlocks").
 //     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
-//     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US; 0 restores the
-//     kernel's rule); measurements in docs/measurements.md
+//     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US and
+//     _MUTEX_POLITE_US; 0 restores the kernel's rule); measurements in docs/measurements.md
 //     ("One contended lock").
 //   * read-mostly, more threads than CPUs (steal_read_held,
 //     LOCKSWAP_RWSEM_STEAL_READ_HELD, default-kind rwlocks only): a reader
@@ -309,6 +310,10 @@ struct RwsemTunables {
   // Not in the kernel: a queued writer that finds the lock free just before
   // sleeping sleeps this long (or until the next unlock) before retrying.
   uint64_t polite_ns = 50'000;
+  // The same for a lock that is only ever taken exclusively (storage that
+  // declares kExclusiveOnly: the mutex): longer, since no reader can be
+  // kept waiting by it (docs/measurements.md, "The 2-thread rwsem mutex").
+  uint64_t exclusive_polite_ns = 500'000;
   // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
   // only): a queued reader that waited this long while readers held the lock
   // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.
@@ -438,7 +443,16 @@ struct WordRefs {
   std::atomic<uint64_t>& owner;
   std::atomic<uint64_t>& waitq;
   std::atomic<uint32_t>& osq;
+  uint64_t polite_ns;  // this kind of lock's politeness (RwsemTunables)
 };
+
+// The politeness of storage S: a mutex's words declare kExclusiveOnly.
+template <class S>
+uint64_t polite_ns_of(const RwsemTunables& t) {
+  if constexpr (requires { S::kExclusiveOnly; })
+    if (S::kExclusiveOnly) return t.exclusive_polite_ns;
+  return t.polite_ns;
+}
 
 // Slow paths (core/rwsem.cpp), instantiated there for both policies.
 template <class Policy>
@@ -598,7 +612,9 @@ struct Rwsem {
 
  private:
   using SlowPaths = rwsem_detail::SlowPaths<Policy>;
-  static rwsem_detail::WordRefs ref(S& s) { return {s.count, s.owner, s.waitq, s.osq}; }
+  static rwsem_detail::WordRefs ref(S& s) {
+    return {s.count, s.owner, s.waitq, s.osq, rwsem_detail::polite_ns_of<S>(g_rwsem_tunables)};
+  }
   __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) {
     LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceWrite);
     int rc = SlowPaths::write(ref(s), ctx);

@@ -55,8 +55,10 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
     g_rwsem_tunables.spin_lost_races = static_cast<uint32_t>(v))                                      \
   X(LOCKSWAP_RWSEM_BARGE, 0, 1, "1 (default): a writer entering the slow path takes a free lock before spinning or queueing; 0: only spinners may (kernel)", \
     g_rwsem_tunables.barge = v != 0)                                                                 \
-  X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer that lost the lock to a thread that did not queue, or found it free just before sleeping, leaves it to that thread before retrying (0 = at once, as the kernel; default 50)", \
+  X(LOCKSWAP_RWSEM_POLITE_US, 0, 1000000, "us a queued writer of an rwlock that lost the lock to a thread that did not queue, or found it free just before sleeping, leaves it to that thread before retrying (0 = at once, as the kernel; default 50)", \
     g_rwsem_tunables.polite_ns = v * 1000)                                                           \
+  X(LOCKSWAP_RWSEM_MUTEX_POLITE_US, 0, 1000000, "LOCKSWAP_RWSEM_POLITE_US for the rwsem mutex (default 500)", \
+    g_rwsem_tunables.exclusive_polite_ns = v * 1000)                                                 \
   X(LOCKSWAP_RWSEM_STEAL_READ_HELD, 0, 1, "1 (default): on a default-kind rwlock a reader steals a read-held lock past a queued writer, whose head wakes at its handoff deadline to set HANDOFF; 0: kernel rule (no steal from a reader-owned lock)", \
     g_rwsem_tunables.steal_read_held = v != 0)                                                       \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \

@@ -14,6 +14,7 @@ namespace lockswap {
 
 // The rwsem's four words at the offsets abi.h reserves for algorithms.
 struct RwsemMutexWords {
+  static constexpr bool kExclusiveOnly = true;  // RwsemTunables::exclusive_polite_ns
   std::atomic<uint64_t> count;  //  0  word A
   int32_t owner_tid_;           //  8  (abi)
   uint32_t recursion_;          // 12  (abi)

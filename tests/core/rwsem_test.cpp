@@ -1388,6 +1388,26 @@ TYPED_TEST(RwsemTest, TryReadSucceedsOnAFreeLockWithWaitersQueued) {
   }
 }
 
+// --- politeness per kind of lock -----------------------------------------------------
+
+// Storage that declares itself exclusive-only (the rwsem mutex's words) takes
+// the mutex politeness; every other storage (rwlocks, percid's rwsem) the
+// rwlock one.
+struct ExclusiveOnlyWords : RwsemWords {
+  static constexpr bool kExclusiveOnly = true;
+};
+TEST(RwsemPoliteness, ExclusiveOnlyStorageTakesTheMutexPoliteness) {
+  RwsemTunables t;
+  t.polite_ns = 50'000;
+  t.exclusive_polite_ns = 500'000;
+  EXPECT_EQ(rwsem_detail::polite_ns_of<RwsemWords>(t), 50'000u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of<ExclusiveOnlyWords>(t), 500'000u);
+  t.exclusive_polite_ns = 0;  // LOCKSWAP_RWSEM_MUTEX_POLITE_US=0: the kernel's rule for mutexes only
+  EXPECT_EQ(rwsem_detail::polite_ns_of<ExclusiveOnlyWords>(t), 0u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of<RwsemWords>(t), 50'000u);
+  EXPECT_GT(RwsemTunables{}.exclusive_polite_ns, RwsemTunables{}.polite_ns);
+}
+
 // --- per-thread read holds (core/read_pref.h) ----------------------------------------
 
 TEST(ReadHolds, CountsPerLockBucketAndNeverGoesBelowZero) {
