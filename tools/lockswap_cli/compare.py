@@ -166,28 +166,16 @@ class Run:
 
 
 class Round:
-    """A round's runs; its probes and verdict are its slot's (set once the loop moved past it)."""
+    """A round's runs; its probes and verdict (probe_before, probe_after, steady,
+    kept) are its slot's, set once the loop moved past it."""
 
     def __init__(self, slot):
         self.slot = slot
         self.number = slot.number
         self.runs = []
 
-    @property
-    def probe_before(self):
-        return self.slot.probe_before
-
-    @property
-    def probe_after(self):
-        return self.slot.probe_after
-
-    @property
-    def steady(self):
-        return self.slot.steady
-
-    @property
-    def kept(self):
-        return self.slot.kept
+    def __getattr__(self, name):  # only for what the Round itself lacks
+        return getattr(self.slot, name)
 
     def values(self):
         return {r.variant: r.value for r in self.runs if r.ok}
