@@ -181,8 +181,7 @@
 //         sleep, takes the lock or leaves the head; while it is set an unlock
 //         releases with one CAS, and readers of a read-mostly lock with a
 //         writer queued stop taking the wait_lock on every last unlock.
-//       - politeness (polite_ns, 50 us; exclusive_polite_ns, 500 us, on a
-//         lock only ever taken exclusively, the mutex): a queued writer that was woken and
+//       - politeness (polite_ns, 50 us): a queued writer that was woken and
 //         still lost the lock to the releaser (a writer, or a lone reader
 //         while nobody else waits), or that finds it free just before
 //         sleeping, sleeps up to polite_ns before trying again
@@ -190,11 +189,16 @@
 //         stealing readers with others queued: they hold it until the last
 //         one's unlock, which wakes the writer anyway (backing off from them
 //         cost read-mostly rwlocks 10-30% at 64 threads; docs/measurements.md,
-//         "Read-mostly rwlocks").
+//         "Read-mostly rwlocks"). A lock only ever taken exclusively (the
+//         mutex: storage with kExclusiveOnly) waits exclusive_polite_ns,
+//         500 us: the releaser runs on with the line on its CPU, which took
+//         the 2-thread mutex from 0.6-0.8x the unpreloaded program to
+//         1.4-2.0x in the slow placement mode, at 0-8% of the 64-thread mutex
+//         (docs/measurements.md, "The 2-thread rwsem mutex, slow mode").
 //     HANDOFF (handoff_ns) still bounds every waiter's wait. Each is a
 //     setting (LOCKSWAP_RWSEM_BARGE, _LOST_RACES, _POLITE_US and
-//     _MUTEX_POLITE_US; 0 restores the kernel's rule); measurements in docs/measurements.md
-//     ("One contended lock").
+//     _MUTEX_POLITE_US; 0 restores the kernel's rule); measurements in
+//     docs/measurements.md ("One contended lock").
 //   * read-mostly, more threads than CPUs (steal_read_held,
 //     LOCKSWAP_RWSEM_STEAL_READ_HELD, default-kind rwlocks only): a reader
 //     steals a read-held lock past a queued writer (rwsem_rlock_steal_held),
