@@ -275,6 +275,19 @@
 //     writer_wait_state (d257cc8cb8d5 was backported to 5.10.y anyway). Its
 //     rwsem_set_nonspinnable() sets RD|WR, and like 5.10.13 does nothing
 //     when either one is already set.
+//
+// Where the time goes with more threads than CPUs (read-mostly, 16-64
+// threads on 2 vCPUs; docs/measurements.md, "Where the time goes at 16 and
+// 64 threads"): most threads sleep in the queue (writers waiting while
+// barging writers and stealing readers take the lock), the few runnable
+// ones gather on one CPU, and the scheduler leaves the other idle 40% of the
+// time (no shared cache exposed: a woken thread is not steered to an idle
+// CPU, a recently run one is not pulled). rwsem then does the most work per
+// CPU-second of any lock measured and uses 1.1 CPUs; the futex lock's
+// polling writers keep 2 CPUs busy at two thirds of the efficiency and lead.
+// Keeping rwsem's waiters runnable (yielding, short sleeps, polling, waking
+// more writers) raised the CPUs used and lowered the throughput every time,
+// so the kernel's sleeping waiters stay.
 #pragma once
 #include <algorithm>
 #include <atomic>

@@ -134,15 +134,32 @@ struct Race {
     while (start.load(std::memory_order_acquire) == 0) start.wait(0, std::memory_order_acquire);
   }
   bool stopped() const { return stop.load(std::memory_order_relaxed) != 0; }
+  // CPU time the whole process used between the start line and the stop
+  // flag (every thread; this one sleeps meanwhile): cpus_used() says how many
+  // CPUs were busy, which tells a lock that leaves a CPU idle from one that
+  // keeps both busy (docs/measuring.md, "CPUs used").
+  uint64_t cpu_ns = 0;
+
   // Opens the start line, lets the threads run `secs`, raises the stop flag.
   // Returns the measured interval in ns.
   uint64_t run_for(double secs) {
+    const uint64_t cpu0 = process_cpu_ns();
     const uint64_t t0 = now_ns();
     start.store(1, std::memory_order_release);
     start.notify_all();
     sleep_s(secs);
     stop.store(1, std::memory_order_seq_cst);
-    return now_ns() - t0;
+    const uint64_t elapsed = now_ns() - t0;
+    cpu_ns = process_cpu_ns() - cpu0;
+    return elapsed;
+  }
+  double cpus_used(uint64_t elapsed_ns) const {
+    return elapsed_ns > 0 ? static_cast<double>(cpu_ns) / static_cast<double>(elapsed_ns) : 0.0;
+  }
+  static uint64_t process_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
   }
   void await_finished(int want, double secs, const char* prog, const char* suspect) {
     await_count(finished, want, secs, prog, suspect);

@@ -284,14 +284,14 @@ int main(int argc, char** argv) {
   const double updates = 2.0 * static_cast<double>(total);
   printf(
       "lockswap-lockref-bench label=%s impl=%s threads=%d objects=%d pick=%s put=%s retries=%ld hold=%d work=%d "
-      "duration_s=%.3f ops=%llu kops=%.1f min_ops=%llu mean_ops=%.1f max_ops=%llu fairness=%.3f "
+      "duration_s=%.3f ops=%llu kops=%.1f min_ops=%llu mean_ops=%.1f max_ops=%llu fairness=%.3f cpus=%.2f "
       "lockless=%llu cas_fail=%llu fallback=%llu lock_sleep=%llu cas_fail_per_update=%.4f "
       "fallback_per_kupdate=%.3f put_locked=%llu events=%d\n",
       o.label.empty() ? "-" : o.label.c_str(), o.impl_name.c_str(), o.threads, o.objects,
       o.random_pick ? "random" : "rr", o.put_return ? "return" : "or_lock", o.retries, o.hold, o.work, secs,
       static_cast<unsigned long long>(total), static_cast<double>(total) / secs / 1000.0,
       static_cast<unsigned long long>(spread.min), spread.mean(), static_cast<unsigned long long>(spread.max),
-      spread.fairness(), static_cast<unsigned long long>(ev[0]),
+      spread.fairness(), g_race.cpus_used(elapsed_ns), static_cast<unsigned long long>(ev[0]),
       static_cast<unsigned long long>(ev[1]), static_cast<unsigned long long>(ev[2]),
       static_cast<unsigned long long>(ev[3]), updates > 0 ? static_cast<double>(ev[1]) / updates : 0.0,
       updates > 0 ? 1000.0 * static_cast<double>(ev[2] + put_locked) / updates : 0.0,

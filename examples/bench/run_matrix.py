@@ -71,7 +71,7 @@ def known_variants(lib):
     return defs
 
 
-FIELDS = ["kops", "fairness", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
+FIELDS = ["kops", "fairness", "cpus", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
 
 
@@ -329,7 +329,7 @@ def summarize(args, cell, rounds, results):
         res = {"status": bad[0] if bad else "ok", "reps": len(okr), "kept": len(rounds.kept), "run": rounds.started,
                "placement": rounds.placement()}
         for f in FIELDS:
-            res[f] = median([float(r[f]) for r in okr])
+            res[f] = median([float(r[f]) for r in okr if f in r])  # an older --bench lacks cpus
         res["verdict"] = None if v == args.baseline else rounds.verdict(kops_of, v, args.baseline, True)
         res["ratio"] = 1.0 if v == args.baseline else res["verdict"].speed
         results[(mode, read, load, threads, v)] = res
@@ -352,7 +352,7 @@ def statistics_runs(args, cell):
 def write_raw(args, raw):
     write_csv(os.path.join(args.out, "raw.csv"), raw,
               ["mode", "read_pct", "load", "threads", "variant", "round", "kept", "status", "detail", "impl", "kops",
-               "ops", "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "max_rd_wait_us",
+               "ops", "reads", "writes", "min_ops", "mean_ops", "max_ops", "fairness", "cpus", "max_rd_wait_us",
                "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us", "duration_s", "work"])
 
 
@@ -418,7 +418,8 @@ def make_report(args, groups, results, elapsed):
              f"(`rounds` = kept/run; {args.repeat} wanted). `speed` = median of the per-round kops ratios to "
              f"`{b}`{' (no LD_PRELOAD)' if b == 'none' else ''}, >1 faster, with the sign-test 95% interval "
              f"and verdict (docs/measuring.md). No LOCKSWAP_STATS in timed runs. Fairness = per-thread "
-             f"min ops / mean ops. Wall time {elapsed:.0f} s.\n")
+             f"min ops / mean ops. CPUs = CPU time the process used per second of the run (all threads): below the "
+             f"usable CPUs, a CPU sat idle (docs/measuring.md, \"CPUs used\"). Wall time {elapsed:.0f} s.\n")
     if any(CEILING in vs for (_, _, vs) in groups):
         s.append(f"\n`{CEILING}` takes no lock and makes every op a read (`rwlock_bench --no-lock`): the same work "
                  f"with nothing shared written, so no correct lock can be faster; a speed above the ceiling's "
@@ -432,9 +433,10 @@ def make_report(args, groups, results, elapsed):
                     r = results[(mode, read, load, t, v)]
                     speed = "reference" if v == b else verdict_text(r["verdict"])
                     rows.append([str(t), str(load), v, fmt(r["kops"]) + ("" if r["status"] == "ok" else f" {r['status']}"),
-                                 speed, fmt(r["fairness"], "{:.3f}"), f"{r['kept']}/{r['run']}"])
+                                 speed, fmt(r["fairness"], "{:.3f}"), fmt(r["cpus"], "{:.2f}"),
+                                 f"{r['kept']}/{r['run']}"])
         s.append(md_table(["threads", "load", "variant", "kops/s", f"speed vs {b} [95%] verdict", "fairness",
-                           "rounds"], rows))
+                           "CPUs", "rounds"], rows))
 
     s.append(f"\n## Geometric mean of the speeds vs {b} (over the cells above)\n\n")
     allv = []

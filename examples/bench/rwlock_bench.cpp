@@ -300,14 +300,14 @@ int main(int argc, char** argv) {
   printf(
       "lockswap-bench label=%s mode=%s variant=%s impl=%s threads=%d load=%d work=%d read_pct=%.0f "
       "duration_s=%.3f ops=%llu reads=%llu writes=%llu kops=%.1f min_ops=%llu mean_ops=%.1f "
-      "max_ops=%llu fairness=%.3f max_rd_wait_us=%.1f max_wr_wait_us=%.1f p99_rd_wait_us=%.2f "
+      "max_ops=%llu fairness=%.3f cpus=%.2f max_rd_wait_us=%.1f max_wr_wait_us=%.1f p99_rd_wait_us=%.2f "
       "p99_wr_wait_us=%.2f latency=%d locked=%d\n",
       o.label.empty() ? "-" : o.label.c_str(), o.mutex ? "mutex" : "rwlock",
       o.mutex ? env_or("LOCKSWAP_MUTEX", "-") : env_or("LOCKSWAP_RWLOCK", "-"), impl.c_str(), o.threads,
       o.load, o.work, o.read_frac * 100.0, secs, static_cast<unsigned long long>(total),
       static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes),
       static_cast<double>(total) / secs / 1000.0, static_cast<unsigned long long>(spread.min), spread.mean(),
-      static_cast<unsigned long long>(spread.max), spread.fairness(),
+      static_cast<unsigned long long>(spread.max), spread.fairness(), g_race.cpus_used(elapsed_ns),
       static_cast<double>(max_rd) / 1000.0, static_cast<double>(max_wr) / 1000.0,
       percentile_us(rd_hist, 0.99), percentile_us(wr_hist, 0.99), o.latency ? 1 : 0, o.takes_lock() ? 1 : 0);
   return 0;
