@@ -334,7 +334,7 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // a wake-all. Its sleepers read park before re-checking, so the bump after the
 // condition changed is seen either by that read or by futex_wait.
 //
-// `free_lock` (queued writers): after publishing the token the sleeper looks
+// `writer` (queued writers): after publishing the token the sleeper looks
 // at the count once more and does not sleep if the lock is free. That makes
 // wakeups of a writer optional while it is awake (wake_writer()). A queued
 // writer also passes its Waiter's flags, whose kWokenMark says that the
@@ -350,7 +350,7 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // that thread's next unlock wakes us (our token is published). Timed waiters
 // retry at once.
 // Sleeps on the park word (while it reads `seen`) for at most polite_ns (the
-// lock's: WordRefs::polite_ns): 0, or ETIMEDOUT.
+// lock's: polite_ns_of()): 0, or ETIMEDOUT.
 int sleep_polite_ns(ThreadSlot& me, uint32_t seen, uint64_t polite_ns) {
   timespec end = arch::timespec_at(now_ns() + polite_ns);
   return WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
@@ -365,16 +365,23 @@ int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, uint64_t pol
   return 0;
 }
 
+// What a queued writer's park_sleep() re-checks after publishing its token
+// (see above), and how long it leaves a free lock to the releaser.
+struct WriterRecheck {
+  const std::atomic<uint64_t>& count;
+  const std::atomic<uint8_t>& writer_flags;
+  uint64_t polite_ns;
+};
+
 // park_sleep(): see above polite_sleep().
-int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const std::atomic<uint64_t>* free_lock = nullptr,
-               const std::atomic<uint8_t>* writer_flags = nullptr, uint64_t polite_ns = 0) {
+int park_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, const WriterRecheck* writer = nullptr) {
   read_pref::ReadHolderSleep holder_asleep;
   const bool shared = is_shared(me);
   if (!shared) me.blocked.store(sleep_token(seen), arch::mo_dekker);  // also tells spinners we are not running
-  if (free_lock != nullptr) {
-    bool marked = (writer_flags->load(arch::mo_dekker) & Waiter::kWokenMark) != 0;
-    if (marked || !(free_lock->load(arch::mo_dekker) & kLockMask)) {
-      if (!marked && !shared) return polite_sleep(me, seen, ctx, polite_ns);
+  if (writer != nullptr) {
+    bool marked = (writer->writer_flags.load(arch::mo_dekker) & Waiter::kWokenMark) != 0;
+    if (marked || !(writer->count.load(arch::mo_dekker) & kLockMask)) {
+      if (!marked && !shared) return polite_sleep(me, seen, ctx, writer->polite_ns);
       if (!shared) me.blocked.store(0, arch::mo_hint);
       return 0;
     }
@@ -394,7 +401,7 @@ void wake_parked(ThreadSlot& s) {
 
 // Not in the kernel: a queued writer that is awake (no sleep token) is not
 // sent a wakeup. It re-checks the lock after publishing its token
-// (park_sleep()'s `free_lock`), so this is a Dekker pair, all four accesses
+// (park_sleep()'s `writer` re-check), so this is a Dekker pair, all four accesses
 // seq_cst: the waker's count change (the slow unlocks' release RMW, or the
 // WOKEN fetch_or of mark_wake()), then its read of `blocked`; the sleeper's
 // token store, then its read of the count — one of the two sees the other.
@@ -1326,21 +1333,20 @@ enum class WriterWake : uint8_t { woken, timed_out, handoff_due };
 
 // A queued writer's sleep, bounded by its handoff deadline when `handoff_timer`.
 WriterWake writer_sleep(const WordRefs& r, ThreadSlot& me, uint32_t seen, const Waiter& w, const WaitCtx& ctx,
-                        bool handoff_timer) {
+                        bool handoff_timer, uint64_t polite_ns) {
+  const WriterRecheck recheck{r.count, w.writer_flags, polite_ns};
   if (handoff_timer) {
     uint64_t now = now_ns();
     uint64_t to_handoff = w.timeout >= now ? w.timeout - now + 1 : 1;
     if (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > to_handoff) {
       timespec due = arch::timespec_at(now + to_handoff);
-      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &r.count, &w.writer_flags, r.polite_ns) !=
-          ETIMEDOUT)
+      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &recheck) != ETIMEDOUT)
         return WriterWake::woken;
       lockevent_inc(LockEvent::rwsem_handoff_timer);
       return WriterWake::handoff_due;
     }
   }
-  return park_sleep(me, seen, ctx, &r.count, &w.writer_flags, r.polite_ns) == ETIMEDOUT ? WriterWake::timed_out
-                                                                                        : WriterWake::woken;
+  return park_sleep(me, seen, ctx, &recheck) == ETIMEDOUT ? WriterWake::timed_out : WriterWake::woken;
 }
 
 // The polite backoff is for a writer that lost the lock to the thread that
@@ -1374,15 +1380,16 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
   }
 
   QueueGuard<P> guard{r, w};  // the wait_lock is never held where it can fire
+  const uint64_t polite_ns = polite_ns_of(tunables(), r.exclusive_only);
   bool timed_out = false, woken = false;
   uint64_t spin_deadline = 0;
   for (;;) {
     uint32_t seen = me.park.load(arch::mo_lock);  // before the attempt: see header
     if (try_write_lock<P>(r, wl, w)) break;
-    if (woken && ctx.mode == WaitCtx::Mode::forever && r.polite_ns != 0 && lost_to_the_releaser(r, wl)) {
+    if (woken && ctx.mode == WaitCtx::Mode::forever && polite_ns != 0 && lost_to_the_releaser(r, wl)) {
       wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
-      lost_to_barger(me, r.polite_ns);
+      lost_to_barger(me, polite_ns);
       wl.lock();
       continue;
     }
@@ -1404,7 +1411,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
     }
     if (!(w.handoff_set.load(arch::mo_hint) && handoff_spin<P>(r, spin_deadline))) {
       spin_deadline = 0;
-      WriterWake why = writer_sleep(r, me, seen, w, ctx, handoff_timer);
+      WriterWake why = writer_sleep(r, me, seen, w, ctx, handoff_timer, polite_ns);
       timed_out = why == WriterWake::timed_out;
       woken = why != WriterWake::handoff_due;
       lockevent_inc(LockEvent::rwsem_sleep_writer);

@@ -460,15 +460,19 @@ struct WordRefs {
   std::atomic<uint64_t>& owner;
   std::atomic<uint64_t>& waitq;
   std::atomic<uint32_t>& osq;
-  uint64_t polite_ns;  // this kind of lock's politeness (RwsemTunables)
+  bool exclusive_only;  // only ever taken exclusively (the mutex): its own politeness
 };
 
-// The politeness of storage S: a mutex's words declare kExclusiveOnly.
+// Storage S declares kExclusiveOnly when it is a mutex's words. A constant:
+// the fast paths' bridges to the slow paths read no tunable.
 template <class S>
-uint64_t polite_ns_of(const RwsemTunables& t) {
-  if constexpr (requires { S::kExclusiveOnly; })
-    if (S::kExclusiveOnly) return t.exclusive_polite_ns;
-  return t.polite_ns;
+constexpr bool exclusive_only_of() {
+  if constexpr (requires { S::kExclusiveOnly; }) return S::kExclusiveOnly;
+  return false;
+}
+// The politeness of a lock of that kind (read on the writer's queue path only).
+inline uint64_t polite_ns_of(const RwsemTunables& t, bool exclusive_only) {
+  return exclusive_only ? t.exclusive_polite_ns : t.polite_ns;
 }
 
 // Slow paths (core/rwsem.cpp), instantiated there for both policies.
@@ -630,7 +634,7 @@ struct Rwsem {
  private:
   using SlowPaths = rwsem_detail::SlowPaths<Policy>;
   static rwsem_detail::WordRefs ref(S& s) {
-    return {s.count, s.owner, s.waitq, s.osq, rwsem_detail::polite_ns_of<S>(g_rwsem_tunables)};
+    return {s.count, s.owner, s.waitq, s.osq, rwsem_detail::exclusive_only_of<S>()};
   }
   __attribute__((noinline)) static int write_slow(S& s, WaitCtx ctx) {
     LOCKSWAP_TRACE_ACQUIRE_BEGIN(&s, kTraceWrite);

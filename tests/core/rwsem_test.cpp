@@ -1400,11 +1400,11 @@ TEST(RwsemPoliteness, ExclusiveOnlyStorageTakesTheMutexPoliteness) {
   RwsemTunables t;
   t.polite_ns = 50'000;
   t.exclusive_polite_ns = 500'000;
-  EXPECT_EQ(rwsem_detail::polite_ns_of<RwsemWords>(t), 50'000u);
-  EXPECT_EQ(rwsem_detail::polite_ns_of<ExclusiveOnlyWords>(t), 500'000u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of(t, rwsem_detail::exclusive_only_of<RwsemWords>()), 50'000u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of(t, rwsem_detail::exclusive_only_of<ExclusiveOnlyWords>()), 500'000u);
   t.exclusive_polite_ns = 0;  // LOCKSWAP_RWSEM_MUTEX_POLITE_US=0: the kernel's rule for mutexes only
-  EXPECT_EQ(rwsem_detail::polite_ns_of<ExclusiveOnlyWords>(t), 0u);
-  EXPECT_EQ(rwsem_detail::polite_ns_of<RwsemWords>(t), 50'000u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of(t, rwsem_detail::exclusive_only_of<ExclusiveOnlyWords>()), 0u);
+  EXPECT_EQ(rwsem_detail::polite_ns_of(t, rwsem_detail::exclusive_only_of<RwsemWords>()), 50'000u);
   EXPECT_GT(RwsemTunables{}.exclusive_polite_ns, RwsemTunables{}.polite_ns);
 }
 
