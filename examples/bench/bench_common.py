@@ -35,6 +35,13 @@ def fmt(x, spec="{:.1f}"):
     return "-" if x is None else spec.format(x)
 
 
+def baseline_first(variants, baseline, also=None):
+    """The variants with the baseline run first in every round (and `also`,
+    the unpreloaded reference, kept in the table), each once."""
+    firsts = [baseline] + ([also] if also and also != baseline else [])
+    return firsts + [v for v in variants if v not in firsts]
+
+
 def md_table(header, rows, align=None):
     align = align or ["---:"] * len(header)
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]

@@ -25,7 +25,6 @@ Outputs (in --out, default build/bench-results/):
   ratio.png       the same as ratio to the baseline
 """
 import csv
-import math
 import os
 import shutil
 import statistics
@@ -34,8 +33,9 @@ import sys
 import json
 import time
 
-from bench_common import (Rounds, driver_parser, env_summary, lockswap_stats, matrix_columns, parse_define,
-                          probe_binary, run_child, verdict_text, write_report)
+from bench_common import (Rounds, baseline_first, csv_list, driver_parser, env_summary, fmt, geomean, lockswap_stats,
+                          matrix_columns, md_table, median, parse_define, probe_binary, run_child, verdict_text,
+                          write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -74,9 +74,6 @@ def known_variants(lib):
 FIELDS = ["kops", "fairness", "cpus", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
 
-
-def csv_list(s, conv=str):
-    return [conv(x) for x in s.split(",") if x.strip()]
 
 
 def pct(s):
@@ -155,11 +152,8 @@ def parse_args():
     for v in a.variants + a.mutex_variants:
         if v not in a.defs:
             p.error(f"unknown variant {v}: known {', '.join(a.defs)} (add more with --define)")
-    # The baseline always runs, first in each cell.
-    for lst in (a.variants, a.mutex_variants):
-        if a.baseline in lst:
-            lst.remove(a.baseline)
-        lst.insert(0, a.baseline)
+    a.variants = baseline_first(a.variants, a.baseline)
+    a.mutex_variants = baseline_first(a.mutex_variants, a.baseline)
     if a.repeat < 1 or a.max_rounds < a.repeat:
         p.error("--repeat must be >= 1 and --max-rounds >= --repeat")
     return a
@@ -229,17 +223,7 @@ def available(args, mode, variants):
     return ok
 
 
-def median(xs):
-    return statistics.median(xs) if xs else None
 
-
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def fmt(x, spec="{:.1f}"):
-    return "-" if x is None else spec.format(x)
 
 
 def main():
@@ -400,11 +384,6 @@ def write_results(args, groups, results):
 def group_title(mode, read):
     return "mutex" if mode == "mutex" else f"rwlock, {read:g}% reads"
 
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
 
 
 def make_report(args, groups, results, elapsed):

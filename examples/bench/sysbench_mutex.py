@@ -21,8 +21,8 @@ import re
 import subprocess
 import sys
 
-from bench_common import (ROOT, Rounds, clean_env, csv_list, env_summary, lockswap_stats, median, parse_define,
-                          probe_binary, verdict_text)
+from bench_common import (ROOT, Rounds, baseline_first, clean_env, csv_list, env_summary, lockswap_stats, median,
+                          parse_define, probe_binary, verdict_text)
 
 LOOPS = 100  # sysbench's --mutex-loops: the work inside the critical section
 
@@ -93,10 +93,7 @@ def main():
     for d in a.define:
         name, base, env = parse_define(p, d)
         defs[name] = (base, env)
-    variants = csv_list(a.variants)
-    for v in ("none", a.baseline):
-        if v not in variants:
-            variants.insert(0, v)
+    variants = baseline_first(csv_list(a.variants), a.baseline, also="none")
     for v in variants:
         if v not in defs:
             p.error(f"unknown variant {v} (known: {', '.join(defs)}; add more with --define)")
