@@ -28,6 +28,7 @@ LOCK_EVENT(rwsem_opt_rlock2,    "v5.10: reader took the lock in a new reader pha
 LOCK_EVENT(rwsem_opt_norspin,   "v5.10: reader spinning disabled on this lock")
 LOCK_EVENT(rwsem_rlock,         "reader acquired after queueing")
 LOCK_EVENT(rwsem_rlock_steal,   "reader stole the lock in the slow path")
+LOCK_EVENT(rwsem_rlock_writer_poll, "reader polled a running writer owner until it left, then entered (not in the kernel)")
 LOCK_EVENT(rwsem_rlock_steal_held, "reader stole a read-held default-kind lock past a queued writer (not in the kernel)")
 LOCK_EVENT(rwsem_handoff_timer, "head writer woke at its handoff deadline to set HANDOFF (not in the kernel)")
 LOCK_EVENT(rwsem_rlock_fast,    "reader acquired through the empty-queue shortcut")

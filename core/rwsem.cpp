@@ -1011,6 +1011,38 @@ bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_p
   return true;
 }
 
+// Deviation (reader polls; v5.11+ readers never spin): a reader that met a
+// writer owner polls for it to leave, for at most owner_spin_ns and only
+// while that writer may be running (a writer spinner's rule, without a seat
+// or the OSQ: at most one poller per CPU is running anyway). It keeps its
+// bias, so it holds the read lock the moment the writer's release clears
+// WRITER_LOCKED, and the acquire load that sees it orders the critical
+// section after the writer's. The alternative, queueing, puts the reader to
+// sleep and its waker's wake-up places it on the waker's CPU: with more
+// threads than CPUs the other CPU then sat idle (docs/measurements.md,
+// "Where the time goes at 16 and 64 threads", "Readers poll a running
+// writer"). True when WRITER_LOCKED cleared without HANDOFF; `count` then
+// holds what was seen.
+template <class P>
+bool read_poll_writer(const WordRefs& r, uint64_t& count) {
+  if (!tunables().writer_spin) return false;
+  const uint64_t o = r.owner.load(arch::mo_hint);
+  ThreadSlot* writer = (o & kReaderOwned) ? nullptr : owner_slot<P>(o);  // not yet recorded: poll on
+  const uint64_t deadline = now_ns() + tunables().owner_spin_ns;
+  for (unsigned polls = 1;; ++polls) {
+    arch::cpu_relax();
+    uint64_t c = r.count.load(arch::mo_lock);
+    if (c & kFlagHandoff) return false;
+    if (!(c & kWriterLocked)) {
+      count = c;
+      lockevent_inc(LockEvent::rwsem_rlock_writer_poll);
+      return true;
+    }
+    if (polls % kClockEvery == 0 && (now_ns() > deadline || (writer != nullptr && !slot_running(*writer))))
+      return false;
+  }
+}
+
 // v5.10 reader optimistic spinning, then one retry if a new reader phase
 // began meanwhile (rwsem_reader_phase_trylock()).
 template <class P>
@@ -1455,6 +1487,9 @@ int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags f
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {
     if (read_steal<P>(r, count, have_bias, flags & kReadReaderPref)) return 0;
+    if (have_bias && (count & kWriterLocked) && !(count & kFlagHandoff) && read_poll_writer<P>(r, count) &&
+        read_steal<P>(r, count, have_bias, flags & kReadReaderPref))
+      return 0;
   }
   if ((flags & kReadReaderPref) && read_pref_arrival<P>(r, count, have_bias)) return 0;
   return read_queue<P>(r, have_bias, last_rowner, ctx, flags);

@@ -315,7 +315,7 @@ struct RwsemTunables {
   // eBPF map an owner's preemption is seen only on our own CPU, so the bound
   // must be short (docs/measurements.md, "Owner spin budget").
   uint64_t owner_spin_ns = 5'000;
-  bool writer_spin = true;           // optimistic spinning (and the handoff spin) on/off
+  bool writer_spin = true;           // optimistic spinning (and the handoff spin, reader polls) on/off
   uint32_t max_spinners = 0;         // threads of the process spinning at once (0: CPUs - 1, at least 1)
   bool drop_bias_early = false;      // 2016 RFC: failed fast-path reader drops its bias at once
   // Not in the kernel (see "Deviations"): a writer spin ends once it has seen

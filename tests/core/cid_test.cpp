@@ -38,13 +38,6 @@ namespace {
 
 using namespace coretest;
 
-bool pin_to_cpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
-}
-
 bool two_cpus_usable() {
   if (get_nprocs() < 2) return false;
   bool ok = false;

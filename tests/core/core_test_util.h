@@ -1,6 +1,8 @@
 // tests/core/core_test_util.h — helpers shared by the core unit tests.
 #pragma once
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -126,5 +128,35 @@ inline const char* cid_param_name(const ::testing::TestParamInfo<CidMode>& info)
     default: return "thread";
   }
 }
+
+// Pins the calling thread to one CPU; false if that is not allowed.
+inline bool pin_to_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+// The first two CPUs this thread may run on, for a test that needs two
+// threads on different CPUs; puts the calling thread's affinity back when it
+// goes. ok() is false with fewer than two.
+class TwoCpus {
+ public:
+  TwoCpus() {
+    if (sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+    for (int c = 0; c < CPU_SETSIZE && n_ < 2; ++c)
+      if (CPU_ISSET(c, &saved_)) cpu_[n_++] = c;
+  }
+  ~TwoCpus() { pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_); }
+  TwoCpus(const TwoCpus&) = delete;
+  TwoCpus& operator=(const TwoCpus&) = delete;
+  bool ok() const { return n_ == 2; }
+  int operator[](int i) const { return cpu_[i]; }
+
+ private:
+  cpu_set_t saved_{};
+  int cpu_[2] = {-1, -1};
+  int n_ = 0;
+};
 
 }  // namespace lockswap::coretest

@@ -166,22 +166,12 @@ TYPED_TEST(RwsemTest, WriterFindingEverySpinnerSeatTakenQueuesAtOnce) {
   EXPECT_FALSE(rwsem_detail::take_spinner_seat()) << "a third seat out of two";
   // The owner stays busy on a CPU of its own, so owner_on_cpu() holds and
   // only the seats can stop a spin.
-  cpu_set_t mine;
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  if (CPU_COUNT(&mine) < 2) GTEST_SKIP() << "needs two CPUs";
-  int cpus[2], n = 0;
-  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
-    if (CPU_ISSET(c, &mine)) cpus[n++] = c;
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-  };
-  ASSERT_EQ(pin(cpus[0]), 0);
+  TwoCpus cpus;
+  if (!cpus.ok()) GTEST_SKIP() << "needs two CPUs";
+  ASSERT_TRUE(pin_to_cpu(cpus[0]));
   std::atomic<bool> held{false}, release{false};
   std::thread owner([&] {
-    ASSERT_EQ(pin(cpus[1]), 0);
+    ASSERT_TRUE(pin_to_cpu(cpus[1]));
     ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
     held.store(true);
     while (!release.load()) {
@@ -194,7 +184,6 @@ TYPED_TEST(RwsemTest, WriterFindingEverySpinnerSeatTakenQueuesAtOnce) {
   int rc = L::write_lock(w, WaitCtx::until(CLOCK_MONOTONIC, &deadline));
   release.store(true);
   owner.join();
-  pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
   EXPECT_EQ(rc, ETIMEDOUT);
   if (kEvents) {
     EXPECT_GE(ev(LockEvent::rwsem_opt_crowded), 1u);
@@ -1572,6 +1561,62 @@ TYPED_TEST(RwsemTest, ReaderPrefDoesNotStarveWritersUnderAReaderStream) {
   }
   stop = true;
   for (auto& t : readers) t.join();
+}
+
+// Reader polls (not in the kernel): a reader that meets a running writer
+// keeps its bias and polls; the writer's release lets it in without queueing
+// or sleeping. The two run on CPUs of their own (a writer on the reader's
+// own CPU is not running); a preemption can still end a poll, so a few
+// attempts are allowed.
+TYPED_TEST(RwsemTest, ReaderPollsARunningWriterAndEntersWhenItLeaves) {
+  using L = typename TestFixture::L;
+  if (TestFixture::kReaderSpin) GTEST_SKIP() << "v5.10 readers spin on the owner instead";
+  if (!kEvents) GTEST_SKIP() << "needs lock events to tell a poll from a queue";
+  TwoCpus cpus;
+  if (!cpus.ok()) GTEST_SKIP() << "needs two CPUs";
+  ASSERT_TRUE(pin_to_cpu(cpus[0]));
+  auto& w = this->w;
+  g_rwsem_tunables.owner_spin_ns = 2'000'000'000;  // the writer's run state ends the poll, not the clock
+  Events ev;
+  bool polled = false;
+  for (int attempt = 0; attempt < 50 && !polled; ++attempt) {
+    const uint64_t sleeps = ev(LockEvent::rwsem_sleep_reader), polls = ev(LockEvent::rwsem_rlock_writer_poll);
+    ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    std::atomic<bool> reader_in{false};
+    std::thread rd([&] {
+      ASSERT_TRUE(pin_to_cpu(cpus[1]));
+      ASSERT_EQ(L::read_lock(w, WaitCtx::blocking()), 0);
+      reader_in = true;
+      L::read_unlock(w);
+    });
+    // The reader's bias in the count, or a queued waiter.
+    ASSERT_TRUE(eventually([&] { return rw::reader_count(this->count()) != 0 || this->queued() != 0; }));
+    L::write_unlock(w);
+    rd.join();
+    EXPECT_TRUE(reader_in.load());
+    polled = ev(LockEvent::rwsem_rlock_writer_poll) > polls && ev(LockEvent::rwsem_sleep_reader) == sleeps;
+  }
+  EXPECT_TRUE(polled) << "in 50 attempts no reader waited out the running writer by polling";
+}
+
+// With optimistic spinning off (LOCKSWAP_RWSEM_SPIN=0) readers do not poll:
+// they queue behind the writer at once, as v5.11's do.
+TYPED_TEST(RwsemTest, ReaderQueuesBehindAWriterWhenSpinningIsOff) {
+  using L = typename TestFixture::L;
+  auto& w = this->w;
+  g_rwsem_tunables.writer_spin = false;
+  Events ev;
+  ASSERT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::atomic<bool> reader_in{false};
+  std::thread rd = this->start_reader(reader_in);
+  ASSERT_TRUE(this->wait_queued(1));
+  EXPECT_FALSE(reader_in.load());
+  L::write_unlock(w);
+  rd.join();
+  EXPECT_TRUE(reader_in.load());
+  if (kEvents) {
+    EXPECT_EQ(ev(LockEvent::rwsem_rlock_writer_poll), 0u);
+  }
 }
 
 // steal_read_held (not in the kernel): on a read-held default-kind lock a
