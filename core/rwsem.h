@@ -7,7 +7,8 @@
 // queue, §2, is core/osq_lock.h). Two policies share one
 // body of code and differ only in `if constexpr (Policy::reader_spinning)`:
 //
-//   RwsemSteal       Linux >= v5.11: readers never spin; a reader that fails
+//   RwsemSteal       Linux >= v5.11: readers never spin (here they poll a
+//                    running writer briefly: "reader polls"); a reader that fails
 //                    the fast path may "steal" the lock when no writer holds
 //                    it and no HANDOFF is pending (1a728dff855a), except when
 //                    the lock is very likely reader-owned (2f06f702925b).
@@ -211,6 +212,19 @@
 //     a writer's wait, kept without a waker. On 2 CPUs with 16-64 threads
 //     the kernel rule queued readers behind every writer and left a CPU
 //     idle (docs/measurements.md, "Read-mostly rwlocks").
+//   * reader polls (RwsemSteal; LOCKSWAP_RWSEM_SPIN=0 turns them off with
+//     the writers' spinning): a reader that meets a writer owner polls for
+//     it to leave, for at most owner_spin_ns and while that writer may be
+//     running, keeping its bias, before it queues (rwsem_rlock_writer_poll).
+//     v5.11 dropped reader spinning, and its readers sleep behind a writer.
+//     Here a sleeping reader is woken onto its waker's CPU (no shared cache
+//     exposed on the VMs measured), and with more threads than CPUs the
+//     other CPU sat idle 40% of the time ("Where the time goes", below).
+//     Polling keeps
+//     the reader on its CPU: at 90% reads rwsem went from 0.99x to 1.30x
+//     the unpreloaded program (geometric mean; 1.32x glibc), every cell at
+//     or above glibc, and 1.06x its previous self at 50% reads
+//     (docs/measurements.md, "Readers poll a running writer").
 //   * a reader that gets in past queued waiters (a steal, a v5.10 spin, a
 //     read trylock) as the first reader takes the wait_lock to bring the
 //     queued readers along only when READER_FIRST says a reader heads the
@@ -282,12 +296,13 @@
 // barging writers and stealing readers take the lock), the few runnable
 // ones gather on one CPU, and the scheduler leaves the other idle 40% of the
 // time (no shared cache exposed: a woken thread is not steered to an idle
-// CPU, a recently run one is not pulled). rwsem then does the most work per
-// CPU-second of any lock measured and uses 1.1 CPUs; the futex lock's
+// CPU, a recently run one is not pulled). rwsem without reader polls did the
+// most work per CPU-second of any lock measured on 1.1 CPUs; the futex lock's
 // polling writers keep 2 CPUs busy at two thirds of the efficiency and lead.
-// Keeping rwsem's waiters runnable (yielding, short sleeps, polling, waking
-// more writers) raised the CPUs used and lowered the throughput every time,
-// so the kernel's sleeping waiters stay.
+// Keeping rwsem's queued writers runnable (yielding, short sleeps, polling,
+// waking more writers) raised the CPUs used and lowered the throughput
+// every time, so they sleep as the kernel's do; a reader meeting a running
+// writer polls it instead (above), which helped.
 #pragma once
 #include <algorithm>
 #include <atomic>
