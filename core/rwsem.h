@@ -220,8 +220,8 @@
 //     Here a sleeping reader is woken onto its waker's CPU (no shared cache
 //     exposed on the VMs measured), and with more threads than CPUs the
 //     other CPU sat idle 40% of the time ("Where the time goes", below).
-//     Polling keeps
-//     the reader on its CPU: at 90% reads rwsem went from 0.99x to 1.30x
+//     Polling keeps the reader on its CPU: at 90% reads rwsem went from
+//     0.99x to 1.30x
 //     the unpreloaded program (geometric mean; 1.32x glibc), every cell at
 //     or above glibc, and 1.06x its previous self at 50% reads
 //     (docs/measurements.md, "Readers poll a running writer").

@@ -23,11 +23,12 @@
 
 namespace bench {
 
-inline uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+inline uint64_t clock_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
+inline uint64_t now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
 // `n` spin-wait hints: the unit of simulated work in and between critical sections.
 inline void pause_n(int n) {
@@ -143,23 +144,18 @@ struct Race {
   // Opens the start line, lets the threads run `secs`, raises the stop flag.
   // Returns the measured interval in ns.
   uint64_t run_for(double secs) {
-    const uint64_t cpu0 = process_cpu_ns();
+    const uint64_t cpu0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     const uint64_t t0 = now_ns();
     start.store(1, std::memory_order_release);
     start.notify_all();
     sleep_s(secs);
     stop.store(1, std::memory_order_seq_cst);
     const uint64_t elapsed = now_ns() - t0;
-    cpu_ns = process_cpu_ns() - cpu0;
+    cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     return elapsed;
   }
   double cpus_used(uint64_t elapsed_ns) const {
     return elapsed_ns > 0 ? static_cast<double>(cpu_ns) / static_cast<double>(elapsed_ns) : 0.0;
-  }
-  static uint64_t process_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
   }
   void await_finished(int want, double secs, const char* prog, const char* suspect) {
     await_count(finished, want, secs, prog, suspect);

@@ -27,7 +27,6 @@ Outputs (in --out, default build/bench-results/):
 import csv
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import json
@@ -73,7 +72,6 @@ def known_variants(lib):
 
 FIELDS = ["kops", "fairness", "cpus", "min_ops", "mean_ops", "max_ops", "max_rd_wait_us",
           "max_wr_wait_us", "p99_rd_wait_us", "p99_wr_wait_us"]
-
 
 
 def pct(s):
@@ -221,9 +219,6 @@ def available(args, mode, variants):
     if args.baseline not in ok and variants:
         sys.exit(f"run_matrix: the baseline {args.baseline} does not run in {mode} mode; nothing to compare")
     return ok
-
-
-
 
 
 def main():
@@ -383,7 +378,6 @@ def write_results(args, groups, results):
 
 def group_title(mode, read):
     return "mutex" if mode == "mutex" else f"rwlock, {read:g}% reads"
-
 
 
 def make_report(args, groups, results, elapsed):
