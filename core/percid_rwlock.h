@@ -102,7 +102,15 @@
 //                 and FUTEX_WAKE the writer.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
 //                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
-//                 kDrainPolls sums, then CAS SLEEPS on, re-sum, futex-wait.
+//                 kDrainPolls sums and, with spinning on, on until the
+//                 kernel's reader-phase budget (rwsem_rspin_threshold():
+//                 10 µs + 0.5 µs per holder, at most 25 µs) has passed, then
+//                 CAS SLEEPS on, re-sum, futex-wait; a wake-up spins anew.
+//                 The kernel's percpu_down_write() sleeps at once; here a
+//                 sleep and wake-up cost more than a reader's critical
+//                 section while every new reader waits behind the pending
+//                 writer (docs/measurements.md, "percid: the writer's drain
+//                 spin").
 //                 Timeout/try failure, or a cancellation unwinding the drain
 //                 sleep (DrainGuard): as write unlock.
 //   write unlock  state &= ~(writer bits | READERS_WAIT | PREF_BATCH)
@@ -157,6 +165,7 @@
 #include "core/lock_events.h"
 #include "core/read_pref.h"
 #include "core/rwsem.h"
+#include "core/spin_budget.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -180,8 +189,11 @@ inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
 // --- arena ---
 inline constexpr uint32_t kMinSlotsPerLock = 8;
 inline constexpr uint32_t kMaxSlotsPerLock = 256;
-// Sums a writer polls before it sleeps: readers' critical sections are short,
-// but a preempted reader is not coming back soon (2 CPUs: do not burn one).
+// Sums a writer always polls before it sleeps. Past these it polls on for the
+// kernel's reader-phase spin budget (rwsem::rspin_budget_ns(), 10-25 µs) when
+// spinning is on: a futex sleep and wake-up costs more than a reader's
+// critical section, and every new reader waits while the writer drains
+// (docs/measurements.md, "percid: the writer's drain spin").
 inline constexpr unsigned kDrainPolls = 32;
 // State polls (a few microseconds) a reader that met a writer spends waiting
 // for it before it queues on the rwsem: a write section is usually far
@@ -467,23 +479,43 @@ struct PercidRwlock {
     return 0;
   }
 
-  // Spin a little, then sleep, until the readers are gone; 0 = we own it.
+  // Spin, then sleep, until the readers are gone; 0 = we own it. Each sleep
+  // starts a new spin, as the kernel's writer spins again once woken.
   static int drain_readers(S& s, uint32_t index, const WaitCtx& ctx) {
-    for (unsigned polls = 0;; ++polls) {
+    DrainSpin spin;
+    for (;;) {
       uint64_t st = s.state.load(arch::mo_dekker);
-      if (percid::readers(index) == 0) {
+      const uint64_t holders = percid::readers(index);
+      if (holders == 0) {
         uint64_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
         if (s.state.compare_exchange_strong(st, owned, arch::mo_dekker)) return 0;
         continue;  // a recursive reader or a waker came in: sum again
       }
       if (!ctx.may_block()) return EBUSY;
-      if (polls < percid::kDrainPolls) {
+      if (spin.goes_on(holders)) {
         arch::cpu_relax();
         continue;
       }
       if (sleep_while_readers(s, index, st, ctx) == ETIMEDOUT) return ETIMEDOUT;
+      spin = DrainSpin{};
     }
   }
+
+  // kDrainPolls sums, then (spinning on) until rwsem::rspin_budget_ns() of
+  // the holders first counted has passed; the clock is read every
+  // kClockEvery polls. `holders` is a racy sum: a wrapped (huge) one only
+  // takes the budget's maximum.
+  struct DrainSpin {
+    unsigned polls = 0;
+    uint64_t deadline = 0;
+    bool goes_on(uint64_t holders) {
+      ++polls;
+      if (polls <= percid::kDrainPolls) return true;
+      if (!g_rwsem_tunables.writer_spin) return false;
+      if (deadline == 0) deadline = arch::monotonic_ns() + rwsem::rspin_budget_ns(holders);
+      return polls % kClockEvery != 0 || arch::monotonic_ns() < deadline;
+    }
+  };
 
   // Announce the sleep, re-check (Dekker with leave()), sleep on `state`.
   static int sleep_while_readers(S& s, uint32_t index, uint64_t st, const WaitCtx& ctx) {

@@ -40,12 +40,6 @@ const RwsemTunables& tunables() { return g_rwsem_tunables; }
 // jiffies / sched_clock() stand-in.
 uint64_t now_ns() { return arch::monotonic_ns(); }
 
-// Writer spin budget on a reader-owned lock: (20 + min(readers, 30)) / 2 µs,
-// i.e. 10 µs plus 0.5 µs per reader, at most 25 µs (rwsem_rspin_threshold()).
-constexpr uint64_t kRspinBaseNs = 10'000;
-constexpr uint64_t kRspinPerReaderNs = 500;
-constexpr uint64_t kRspinMaxReaders = 30;
-constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerReaderNs;
 // The whole of one optimistic spin ends after owner_spin_ns plus this, in
 // whatever state: where the kernel's spinner would meet need_resched() at
 // the latest at the next tick, ours has no such signal.
@@ -865,8 +859,7 @@ bool try_read_lock_unqueued(const WordRefs& r) {
 // rwsem_rspin_threshold(): the reader phase starting `now` may be spun on
 // until the returned time.
 uint64_t rspin_threshold(const WordRefs& r, uint64_t now) {
-  uint64_t readers = std::min(reader_count(r.count.load(arch::mo_hint)), kRspinMaxReaders);
-  return now + kRspinBaseNs + readers * kRspinPerReaderNs;
+  return now + rspin_budget_ns(reader_count(r.count.load(arch::mo_hint)));
 }
 
 // Not in the kernel: the spinner saw the owner let go and still failed to

@@ -369,6 +369,18 @@ inline constexpr uint64_t handoff_stretch(uint32_t threads, uint32_t cpus, uint3
 static_assert(handoff_stretch(2, 2, 16) == 1 && handoff_stretch(64, 2, 16) == 16 && handoff_stretch(16, 2, 16) == 8);
 static_assert(handoff_stretch(64, 2, 1) == 1 && handoff_stretch(1, 8, 16) == 1 && handoff_stretch(5, 0, 16) == 1);
 
+// rwsem_rspin_threshold(): how long a writer may spin on a reader-owned
+// lock before it sleeps: 10 µs plus 0.5 µs per reader, at most 25 µs
+// (30 readers). Also the percid writer's drain spin (core/percid_rwlock.h).
+inline constexpr uint64_t kRspinBaseNs = 10'000;
+inline constexpr uint64_t kRspinPerReaderNs = 500;
+inline constexpr uint64_t kRspinMaxReaders = 30;
+inline constexpr uint64_t kRspinMaxNs = kRspinBaseNs + kRspinMaxReaders * kRspinPerReaderNs;
+inline constexpr uint64_t rspin_budget_ns(uint64_t readers) {
+  return kRspinBaseNs + std::min(readers, kRspinMaxReaders) * kRspinPerReaderNs;
+}
+static_assert(rspin_budget_ns(0) == 10'000 && rspin_budget_ns(1000) == kRspinMaxNs && kRspinMaxNs == 25'000);
+
 // --- count word ---
 inline constexpr uint64_t kWriterLocked = 1ull << 0;
 inline constexpr uint64_t kFlagWaiters = 1ull << 1;

@@ -45,7 +45,7 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
     g_rwsem_tunables.handoff_stretch_max = static_cast<uint32_t>(v))                                 \
   X(LOCKSWAP_RWSEM_OWNER_SPIN_US, 0, 1000000, "max us one rwsem spin spends on a writer (or no) owner; reader-owned spinning has the kernel's 10-25 us (default 5)",   \
     g_rwsem_tunables.owner_spin_ns = v * 1000)                                                       \
-  X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), 0: off",             \
+  X(LOCKSWAP_RWSEM_SPIN, 0, 1, "1: writer optimistic spinning (kernel default), reader polls, percid drain spin; 0: off",             \
     g_rwsem_tunables.writer_spin = v != 0)                                                           \
   X(LOCKSWAP_RWSEM_SPINNERS, 0, 4096, "threads of a process that may spin at once (0 = default: its CPUs - 1, at least 1)", \
     g_rwsem_tunables.max_spinners = static_cast<uint32_t>(v))                                        \

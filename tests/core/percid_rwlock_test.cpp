@@ -150,6 +150,7 @@ TEST_P(PercidTest, ATimedPreferredReaderGivesUpAtItsDeadline) {
 }
 
 TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
+  Events ev;
   ASSERT_EQ(read_lock(w_), 0);
   {
     BlockedWriter writer(w_);
@@ -160,6 +161,9 @@ TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
       timespec d = monotonic_in(20ms);
       EXPECT_EQ(Lock::read_lock(w_, WaitCtx::until(CLOCK_MONOTONIC, &d)), ETIMEDOUT);
     }).join();
+    if (kEvents) {
+      EXPECT_GT(ev(LockEvent::percid_wlock_sleep), 0u) << "the drain spin is bounded: 20 ms of reading ends it";
+    }
     Lock::read_unlock(w_);
     EXPECT_TRUE(eventually([&] { return writer.in(); })) << "the last reader's unlock did not let the writer in";
     EXPECT_EQ(writer.rc(), 0);
@@ -167,6 +171,40 @@ TEST_P(PercidTest, AWriterDrainsTheReadersAndNewReadersWaitBehindIt) {
   }
   EXPECT_EQ(try_read(w_), 0) << "readers are back on the fast path after the writer";
   Lock::read_unlock(w_);
+}
+
+// A reader that leaves a few microseconds after the writer began to drain is
+// waited out by the writer's spin (the kernel's reader-phase budget,
+// rwsem::rspin_budget_ns(): 10 µs and more), not by a futex sleep.
+TEST_P(PercidTest, AWriterSpinsThroughAShortReadSectionInsteadOfSleeping) {
+  if (!kEvents) GTEST_SKIP() << "needs lock events to tell a spin from a sleep";
+  TwoCpus cpus;
+  if (!cpus.ok()) GTEST_SKIP() << "needs two CPUs";
+  ASSERT_TRUE(pin_to_cpu(cpus[0]));
+  constexpr uint64_t kHoldNs = 4'000;  // well past kDrainPolls sums, within the budget
+  static_assert(kHoldNs < rwsem::rspin_budget_ns(1));
+  Events ev;
+  bool spun = false;
+  for (int attempt = 0; attempt < 50 && !spun; ++attempt) {
+    const uint64_t sleeps = ev(LockEvent::percid_wlock_sleep);
+    ASSERT_EQ(read_lock(w_), 0);
+    std::thread wr([&] {
+      ASSERT_TRUE(pin_to_cpu(cpus[1]));
+      ASSERT_EQ(Lock::write_lock(w_, WaitCtx::blocking()), 0);
+      Lock::write_unlock(w_);
+    });
+    // Busy: a sleeping check would see the writer only after its spin ended.
+    const uint64_t give_up = arch::monotonic_ns() + 5'000'000'000;
+    bool pending = true;
+    while (pending && !writer_pending(w_)) pending = arch::monotonic_ns() < give_up;
+    const uint64_t until = arch::monotonic_ns() + kHoldNs;
+    while (arch::monotonic_ns() < until) arch::cpu_relax();
+    Lock::read_unlock(w_);
+    wr.join();
+    ASSERT_TRUE(pending) << "the writer never got to drain";
+    spun = ev(LockEvent::percid_wlock_sleep) == sleeps;
+  }
+  EXPECT_TRUE(spun) << "in 50 attempts the writer never waited out a 4 us read section without sleeping";
 }
 
 TEST_P(PercidTest, ARecursiveReaderPassesAPendingWriter) {
