@@ -479,17 +479,31 @@ struct PercidRwlock {
     return 0;
   }
 
-  // Spin, then sleep, until the readers are gone; 0 = we own it. Each sleep
-  // starts a new spin, as the kernel's writer spins again once woken.
+  // 0 = we own it. No reader in: own it at once; else wait_for_readers().
   static int drain_readers(S& s, uint32_t index, const WaitCtx& ctx) {
+    uint64_t st = s.state.load(arch::mo_dekker);
+    if (percid::readers(index) == 0 && own_drained(s, st)) return 0;
+    return wait_for_readers(s, index, ctx);
+  }
+
+  // The sum was zero after `st` was read: OWNS, unless a recursive reader or
+  // a waker changed `state` meanwhile (then sum again).
+  static bool own_drained(S& s, uint64_t st) {
+    uint64_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
+    return s.state.compare_exchange_strong(st, owned, arch::mo_dekker);
+  }
+
+  // Spin, then sleep, until the readers are gone. Each sleep starts a new
+  // spin, as the kernel's writer spins again once woken. Out of line: the
+  // idle write pair does not pay for the spin's state.
+  __attribute__((noinline)) static int wait_for_readers(S& s, uint32_t index, const WaitCtx& ctx) {
     DrainSpin spin;
     for (;;) {
       uint64_t st = s.state.load(arch::mo_dekker);
       const uint64_t holders = percid::readers(index);
       if (holders == 0) {
-        uint64_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
-        if (s.state.compare_exchange_strong(st, owned, arch::mo_dekker)) return 0;
-        continue;  // a recursive reader or a waker came in: sum again
+        if (own_drained(s, st)) return 0;
+        continue;
       }
       if (!ctx.may_block()) return EBUSY;
       if (spin.goes_on(holders)) {
