@@ -17,6 +17,8 @@ WAKE_ON_WAKER_PCT = 50     # above this, woken waiters queue behind their waker
 STEAL_PCT = 3.0
 LOAD_BUSY = 0.5
 SLOW_CLOCK_NS = 100        # clock_gettime above this: no vDSO fast clock
+SLOW_WAKE_US = 30          # mean wake-up latency above this: the idle CPU is slow to run a woken thread
+SPREAD_SHARE = 0.75        # sleep/wake threads using less than this share of the CPUs: the scheduler packs
 
 
 def run_probe(probe):
@@ -30,18 +32,18 @@ def run_probe(probe):
 
 
 def parse_facts(text):
-    """key=value lines, plus `c2c pair=A,B pass=P ns=N` and `wake k=v ...` records."""
-    facts = {"c2c": {}, "wake": None}
+    """key=value lines, plus `c2c pair=A,B pass=P ns=N`, `wake k=v ...` and `spread k=v ...` records."""
+    facts = {"c2c": {}, "wake": None, "spread": None, "sched_boot_options": "none"}
     for line in text.splitlines():
         words = line.split()
         if not words:
             continue
-        if words[0] in ("c2c", "wake"):
+        if words[0] in ("c2c", "wake", "spread"):
             rec = dict(w.split("=", 1) for w in words[1:])
             if words[0] == "c2c":
                 facts["c2c"].setdefault(rec["pair"], []).append(int(rec["ns"]))
             else:
-                facts["wake"] = rec
+                facts[words[0]] = rec
         else:
             k, _, v = line.partition("=")
             facts[k] = v
@@ -77,6 +79,11 @@ def describe(facts):
         out.append(f"wake placement: {w['on_waker_pct']}% of {w['samples']} futex wake-ups ran on the busy "
                    f"waker's CPU; wake latency mean {w['mean_us']} us, max {w['max_us']} us"
                    + (f"; {w['lost']} took over 50 ms" if w["lost"] != "0" else ""))
+    sp = facts["spread"]
+    if sp:
+        out.append(f"spread: {sp['runnable']} runnable threads that sleep and wake in turn used {sp['cpus_used']} "
+                   f"of {facts['cpus_allowed']} CPUs")
+    out.append("scheduler boot options: " + facts["sched_boot_options"].replace("(patched)", " (not in upstream Linux)"))
     out.append(f"steal: {facts['steal_pct']}% of CPU time during the probe")
     out.append(f"load average: {facts['load_before']} before, {facts['load_after']} after")
     out.append(f"eBPF (for --oncpu, LOCKSWAP_ONCPU=bpf): {facts['ebpf']}")
@@ -114,6 +121,22 @@ def warnings(facts):
                      "CPU was idle: a woken lock waiter queues behind the thread that woke it. Oversubscribed "
                      "and sleep-heavy cells (more threads than CPUs, semaphore ping-pong) say as much about "
                      "the scheduler as about the lock.")
+        if float(wake["mean_us"]) > SLOW_WAKE_US and float(wake["on_waker_pct"]) <= WAKE_ON_WAKER_PCT:
+            w.append(f"a woken thread took {wake['mean_us']} us on average to start on the idle CPU: that CPU is "
+                     "slow to resume (a host that deschedules idle vCPUs, or deep idle states). Every hand-off "
+                     "to a sleeping waiter on another CPU pays that, so sleep-heavy cells favour locks whose "
+                     "waiters poll, and a CPU sits idle while it resumes.")
+    sp = facts["spread"]
+    if sp and cpus >= 2 and load <= LOAD_BUSY and float(sp["cpus_used"]) < SPREAD_SHARE * cpus:
+        w.append(f"{sp['runnable']} runnable threads that sleep and wake in turn kept only {sp['cpus_used']} of "
+                 f"{cpus} CPUs busy: the scheduler packs threads onto fewer CPUs. Oversubscribed cells measure "
+                 "that many CPUs' worth of work, for every lock whose waiters sleep.")
+    patched = [o for o in facts["sched_boot_options"].split() if o.endswith("(patched)")]
+    if patched:
+        w.append(f"the kernel was booted with scheduler options upstream Linux does not have "
+                 f"({', '.join(o[:-len('(patched)')] for o in patched)}): thread placement follows a patched "
+                 "scheduler, so placement-sensitive results (oversubscribed, sleep-heavy cells) may not carry "
+                 "over to a stock kernel.")
     if facts["topology"] == "none" and cpus >= 2:
         w.append("no cache topology is exposed: the scheduler cannot prefer near CPUs (wake-up placement, "
                  "load balancing); results will not carry over to hardware that exposes it.")

@@ -18,6 +18,8 @@ c2c pair=0,1 pass=0 ns=100
 c2c pair=0,1 pass=1 ns=104
 c2c pair=0,1 pass=2 ns=98
 wake samples=40 lost=0 on_waker_pct=10 mean_us=20.0 max_us=40.0
+spread runnable=4 cpus_used=1.97
+sched_boot_options=isolcpus=3
 steal_pct=0.0
 load_before=0.05
 load_after=0.10
@@ -48,6 +50,26 @@ class DoctorTest(unittest.TestCase):
         w = warnings_for(QUIET.replace("on_waker_pct=10", "on_waker_pct=96"), load_before="3.0")
         self.assertIn("says nothing", w)
         self.assertNotIn("queues behind", w)
+
+    def test_slow_idle_wake_up(self):
+        w = warnings_for(QUIET.replace("mean_us=20.0", "mean_us=68.2"))
+        self.assertIn("slow to resume", w)
+        self.assertNotIn("queues behind", w)
+
+    def test_packing_scheduler(self):
+        w = warnings_for(QUIET.replace("cpus_used=1.97", "cpus_used=1.06"))
+        self.assertIn("kept only 1.06 of 2 CPUs busy", w)
+        self.assertNotIn("kept only", warnings_for(QUIET.replace("cpus_used=1.97", "cpus_used=1.06"),
+                                                   load_before="1.5"))
+
+    def test_patched_scheduler_option(self):
+        w = warnings_for(QUIET, sched_boot_options="sched_vcpu_pack=15(patched) nohz_full=1")
+        self.assertIn("upstream Linux does not have (sched_vcpu_pack=15)", w)
+        self.assertNotIn("nohz_full", w)
+
+    def test_facts_of_an_older_probe(self):
+        text = "\n".join(l for l in QUIET.splitlines() if not l.startswith(("spread", "sched_boot")))
+        self.assertEqual(warnings_for(text), "")
 
     def test_single_cpu(self):
         text = "\n".join(l for l in QUIET.splitlines() if not l.startswith(("c2c", "wake")))

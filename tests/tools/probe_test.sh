@@ -47,7 +47,8 @@ echo "summary: $out"
 
 out=$("$wrapper" doctor)
 for want in '^CPUs usable: [0-9]+ of [0-9]+ online' '^cache topology: ' '^clock: .*clock_gettime [0-9.]+ ns' \
-            '^  CPUs [0-9]+,[0-9]+: [0-9]+ ns' '^wake placement: [0-9]+% of [0-9]+ futex wake-ups' '^steal: ' \
+            '^  CPUs [0-9]+,[0-9]+: [0-9]+ ns' '^wake placement: [0-9]+% of [0-9]+ futex wake-ups' \
+            '^spread: [0-9]+ runnable threads .* used [0-9.]+ of [0-9]+ CPUs' '^scheduler boot options: ' '^steal: ' \
             '^load average: ' '^eBPF ' '^warnings: '; do
   grep -Eq "$want" <<<"$out" || fail "doctor output lacks /$want/:"$'\n'"$out"
 done

@@ -16,6 +16,15 @@
 // idle; the share of wake-ups the scheduler places on the waker's (busy) CPU.
 // Where that share is high, a woken lock waiter queues behind its waker
 // instead of running on the idle CPU.
+// spread: twice as many runnable threads as CPUs, in pairs that pass a turn
+// back and forth through futex wake-ups (each turn 20 µs of work), the way
+// lock waiters sleep and wake; the CPU time they got per second of wall time.
+// A scheduler that spreads them uses every CPU; one that packs runnable
+// threads onto fewer vCPUs (some hosts' guest kernels do, by boot option)
+// leaves CPUs idle while threads queue, and every sleeping lock's
+// oversubscribed cell then measures fewer CPUs than the machine has.
+// sched_boot_options: the kernel command line's scheduler options, those
+// upstream Linux does not have marked "(patched)".
 #include <errno.h>
 #include <glob.h>
 #include <linux/bpf.h>
@@ -53,6 +62,9 @@ constexpr int kClockCalls = 200'000;
 constexpr int kMaxPairsAll = 8;               // every pair up to this many CPUs, a sample beyond
 constexpr int kSampledPairs = 12;
 constexpr int64_t kMinStealWindowNs = 500'000'000;  // steal % needs a window of several clock ticks
+constexpr int kSpreadPairsPerCpu = 2;         // runnable threads: one per pair, twice the CPUs
+constexpr int64_t kSpreadTurnNs = 20'000;     // work per turn, about a contended critical section and more
+constexpr int64_t kSpreadRunNs = 400'000'000;
 
 static_assert(kC2cBatches % 2 == 1, "an odd batch count has a true median");
 
@@ -227,6 +239,79 @@ WakeResult wake_placement(int waker_cpu) {
   sleeper.join();
   if (r.samples) r.mean_us /= r.samples;
   return r;
+}
+
+// ---- spread under sleep/wake load ----------------------------------------
+
+// One pair: a turn word each side futex-waits on; the side holding the turn
+// works, then hands it to the other and sleeps.
+struct alignas(128) SpreadPair {
+  std::atomic<uint32_t> turn{0};  // 0 or 1: whose turn
+};
+
+struct SpreadRun {
+  std::vector<SpreadPair> pairs;
+  std::atomic<bool> stop{false};
+};
+
+void spread_side(SpreadRun& run, SpreadPair& pair, uint32_t me) {
+  for (;;) {
+    uint32_t t;
+    while ((t = pair.turn.load(std::memory_order_acquire)) != me && !run.stop.load(std::memory_order_relaxed))
+      futex(&pair.turn, FUTEX_WAIT, t, nullptr);
+    if (run.stop.load(std::memory_order_relaxed)) return;
+    spin_until(now_ns() + kSpreadTurnNs);
+    pair.turn.store(me ^ 1, std::memory_order_release);
+    futex(&pair.turn, FUTEX_WAKE, 1, nullptr);
+  }
+}
+
+int64_t process_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct SpreadResult {
+  int runnable = 0;
+  double cpus_used = 0;
+};
+
+SpreadResult spread(size_t cpus) {
+  SpreadRun run;
+  run.pairs = std::vector<SpreadPair>(cpus * kSpreadPairsPerCpu);
+  std::vector<std::thread> threads;
+  for (auto& pair : run.pairs)
+    for (uint32_t side = 0; side < 2; ++side) threads.emplace_back([&run, &pair, side] { spread_side(run, pair, side); });
+  const int64_t t0 = now_ns(), c0 = process_cpu_ns();
+  usleep(static_cast<useconds_t>(kSpreadRunNs / 1000));
+  const double used = double(process_cpu_ns() - c0) / double(now_ns() - t0);
+  run.stop.store(true);
+  for (auto& pair : run.pairs) {
+    pair.turn.fetch_xor(1);  // any change frees a sleeper that saw the old value
+    futex(&pair.turn, FUTEX_WAKE, 2, nullptr);
+  }
+  for (auto& t : threads) t.join();
+  return {static_cast<int>(run.pairs.size()), used};
+}
+
+// Scheduler options on the kernel command line: how the machine was told
+// to place threads. Upstream Linux knows the ones in kUpstream; any other
+// sched* option comes from a patched kernel.
+std::string sched_boot_options() {
+  static const char* const kUpstream[] = {"isolcpus", "nohz_full", "nohz", "relax_domain_level", "skew_tick",
+                                          "sched_verbose", "sched_debug", "sched_thermal_decay_shift",
+                                          "sched_proxy_exec"};
+  std::ifstream f("/proc/cmdline");
+  std::string word, out;
+  while (f >> word) {
+    if (word == "--") break;  // what follows is init's
+    const std::string name = word.substr(0, word.find('='));
+    const bool upstream = std::find(std::begin(kUpstream), std::end(kUpstream), name) != std::end(kUpstream);
+    if (!upstream && name.rfind("sched", 0) != 0) continue;
+    out += (out.empty() ? "" : " ") + word + (upstream ? "" : "(patched)");
+  }
+  return out.empty() ? "none" : out;
 }
 
 // ---- small facts ----------------------------------------------------------
@@ -405,7 +490,10 @@ int cmd_facts() {
     const WakeResult w = wake_placement(cpus[0]);
     printf("wake samples=%d lost=%d on_waker_pct=%.0f mean_us=%.1f max_us=%.1f\n", w.samples, w.lost,
            w.samples ? 100.0 * w.on_waker / w.samples : 0.0, w.mean_us, w.max_us);
+    const SpreadResult sp = spread(cpus.size());
+    printf("spread runnable=%d cpus_used=%.2f\n", sp.runnable, sp.cpus_used);
   }
+  printf("sched_boot_options=%s\n", sched_boot_options().c_str());
   const int64_t left = kMinStealWindowNs - (now_ns() - start);
   if (left > 0) usleep(static_cast<useconds_t>(left / 1000));
   printf("steal_pct=%.1f\n", steal_pct(t0, read_cpu_times()));
