@@ -121,7 +121,7 @@ def warnings(facts):
                      "CPU was idle: a woken lock waiter queues behind the thread that woke it. Oversubscribed "
                      "and sleep-heavy cells (more threads than CPUs, semaphore ping-pong) say as much about "
                      "the scheduler as about the lock.")
-        if float(wake["mean_us"]) > SLOW_WAKE_US and float(wake["on_waker_pct"]) <= WAKE_ON_WAKER_PCT:
+        elif float(wake["mean_us"]) > SLOW_WAKE_US:
             w.append(f"a woken thread took {wake['mean_us']} us on average to start on the idle CPU: that CPU is "
                      "slow to resume (a host that deschedules idle vCPUs, or deep idle states). Every hand-off "
                      "to a sleeping waiter on another CPU pays that, so sleep-heavy cells favour locks whose "

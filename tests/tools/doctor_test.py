@@ -55,6 +55,9 @@ class DoctorTest(unittest.TestCase):
         w = warnings_for(QUIET.replace("mean_us=20.0", "mean_us=68.2"))
         self.assertIn("slow to resume", w)
         self.assertNotIn("queues behind", w)
+        busy = warnings_for(QUIET.replace("mean_us=20.0", "mean_us=68.2"), load_before="3.0")
+        self.assertIn("says nothing", busy)
+        self.assertNotIn("slow to resume", busy)
 
     def test_packing_scheduler(self):
         w = warnings_for(QUIET.replace("cpus_used=1.97", "cpus_used=1.06"))
