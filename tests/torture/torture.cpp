@@ -663,6 +663,14 @@ struct alignas(64) SemObj {
   std::atomic<int> blocked{0};
   bool feed_seen = false;  // feeder-private
 };
+// Deferred-cancel victims wait on the shared semaphores only when the
+// semaphore is lockswap's own. glibc 2.36's own sem_wait can swallow a
+// sem_post's wake-up when the waiter is cancelled as it wakes, leaving the
+// token to waiters that are never woken (docs/glibc-versions.md, "A cancelled
+// sem_wait can swallow a wake-up"): with glibc's semaphore, victims wait on
+// this one, which nobody posts, so the lost-wakeup checks judge lockswap's
+// locks and not that glibc defect.
+SemObj* g_victim_sem = nullptr;
 int sem_rc(int r) { return r == 0 ? 0 : errno; }
 int sem_value(sem_t* s) {
   int v = -1;
@@ -774,6 +782,9 @@ void make_objects() {
     must(sem_rc(sem_init(&s->s, 0, v)), s->name);
     g_sem.push_back(s);
   }
+  g_victim_sem = new SemObj;
+  snprintf(g_victim_sem->name, sizeof g_victim_sem->name, "sem(victims only)");
+  must(sem_rc(sem_init(&g_victim_sem->s, 0, 0)), g_victim_sem->name);
   void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) must(errno, "mmap(MAP_SHARED)");
   g_psem = static_cast<sem_t*>(p);
@@ -1275,7 +1286,7 @@ void* cancel_victim(void* p) {
       c.waiter_out(!timed);
       cond_unlock(c, call);
     } else if (what < 5) {
-      SemObj& s = *pick(r, g_sem);
+      SemObj& s = g_native_sem ? *pick(r, g_sem) : *g_victim_sem;
       int form = static_cast<int>(r.below(3));
       Deadline d;
       if (form) d = make_deadline(r, form == 1 || r.chance(2) ? CLOCK_REALTIME : CLOCK_MONOTONIC, true);
