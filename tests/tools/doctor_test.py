@@ -59,10 +59,9 @@ class DoctorTest(unittest.TestCase):
         self.assertNotIn("slow to resume", busy, "the probe had no idle CPU: its figure says nothing")
 
     def test_packing_scheduler(self):
-        w = warnings_for(QUIET.replace("cpus_used=1.97", "cpus_used=1.06"))
-        self.assertIn("kept only 1.06 of 2 CPUs busy", w)
-        self.assertNotIn("kept only", warnings_for(QUIET.replace("cpus_used=1.97", "cpus_used=1.06"),
-                                                   load_before="1.5"))
+        packed = QUIET.replace("cpus_used=1.97", "cpus_used=1.06")
+        self.assertIn("kept only 1.06 of 2 CPUs busy", warnings_for(packed))
+        self.assertNotIn("kept only", warnings_for(packed, load_before="1.5"))
 
     def test_patched_scheduler_option(self):
         w = warnings_for(QUIET, sched_boot_options="sched_vcpu_pack=15(patched) nohz_full=1")

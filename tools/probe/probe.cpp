@@ -68,11 +68,12 @@ constexpr int64_t kSpreadRunNs = 400'000'000;
 
 static_assert(kC2cBatches % 2 == 1, "an odd batch count has a true median");
 
-int64_t now_ns() {
+int64_t clock_ns(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
+int64_t now_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -266,12 +267,6 @@ void spread_side(SpreadRun& run, SpreadPair& pair, uint32_t me) {
   }
 }
 
-int64_t process_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 struct SpreadResult {
   int runnable = 0;
   double cpus_used = 0;
@@ -283,9 +278,9 @@ SpreadResult spread(size_t cpus) {
   std::vector<std::thread> threads;
   for (auto& pair : run.pairs)
     for (uint32_t side = 0; side < 2; ++side) threads.emplace_back([&run, &pair, side] { spread_side(run, pair, side); });
-  const int64_t t0 = now_ns(), c0 = process_cpu_ns();
+  const int64_t t0 = now_ns(), c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   usleep(static_cast<useconds_t>(kSpreadRunNs / 1000));
-  const double used = double(process_cpu_ns() - c0) / double(now_ns() - t0);
+  const double used = double(clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0) / double(now_ns() - t0);
   run.stop.store(true);
   for (auto& pair : run.pairs) {
     pair.turn.fetch_xor(1);  // any change frees a sleeper that saw the old value
