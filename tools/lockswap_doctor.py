@@ -32,13 +32,13 @@ def run_probe(probe):
 
 
 def parse_facts(text):
-    """key=value lines, plus `c2c pair=A,B pass=P ns=N`, `wake k=v ...` and `spread k=v ...` records."""
-    facts = {"c2c": {}, "wake": None, "spread": None, "sched_boot_options": "none"}
+    """key=value lines, plus `c2c pair=A,B pass=P ns=N` and `wake`, `wake_remote`, `spread` k=v records."""
+    facts = {"c2c": {}, "wake": None, "wake_remote": None, "spread": None, "sched_boot_options": "none"}
     for line in text.splitlines():
         words = line.split()
         if not words:
             continue
-        if words[0] in ("c2c", "wake", "spread"):
+        if words[0] in ("c2c", "wake", "wake_remote", "spread"):
             rec = dict(w.split("=", 1) for w in words[1:])
             if words[0] == "c2c":
                 facts["c2c"].setdefault(rec["pair"], []).append(int(rec["ns"]))
@@ -79,6 +79,10 @@ def describe(facts):
         out.append(f"wake placement: {w['on_waker_pct']}% of {w['samples']} futex wake-ups ran on the busy "
                    f"waker's CPU; wake latency mean {w['mean_us']} us, max {w['max_us']} us"
                    + (f"; {w['lost']} took over 50 ms" if w["lost"] != "0" else ""))
+    wr = facts["wake_remote"]
+    if wr:
+        out.append(f"wake-up sent to another CPU: mean {wr['idle_mean_us']} us when it idles, "
+                   f"{wr['busy_mean_us']} us when an idle-priority thread keeps it running")
     sp = facts["spread"]
     if sp:
         out.append(f"spread: {sp['runnable']} runnable threads that sleep and wake in turn used {sp['cpus_used']} "
@@ -122,10 +126,10 @@ def warnings(facts):
                      "and sleep-heavy cells (more threads than CPUs, semaphore ping-pong) say as much about "
                      "the scheduler as about the lock.")
         elif float(wake["mean_us"]) > SLOW_WAKE_US:
-            w.append(f"a woken thread took {wake['mean_us']} us on average to start on the idle CPU: that CPU is "
-                     "slow to resume (a host that deschedules idle vCPUs, or deep idle states). Every hand-off "
-                     "to a sleeping waiter on another CPU pays that, so sleep-heavy cells favour locks whose "
-                     "waiters poll, and a CPU sits idle while it resumes.")
+            w.append(f"a woken thread took {wake['mean_us']} us on average to start on the idle CPU: "
+                     + slow_wake_cause(facts["wake_remote"]) + " Every hand-off to a sleeping waiter on another "
+                     "CPU pays that, so sleep-heavy cells favour locks whose waiters poll, and a CPU sits idle "
+                     "while the woken thread is on its way.")
     sp = facts["spread"]
     if sp and cpus >= 2 and load <= LOAD_BUSY and float(sp["cpus_used"]) < SPREAD_SHARE * cpus:
         w.append(f"{sp['runnable']} runnable threads that sleep and wake in turn kept only {sp['cpus_used']} of "
@@ -153,6 +157,19 @@ def warnings(facts):
         w.append(f"eBPF is unavailable ({facts['ebpf'][3:].strip(' ()') or 'unknown'}): the --oncpu / "
                  "LOCKSWAP_ONCPU=bpf column cannot run here.")
     return w
+
+
+def slow_wake_cause(remote):
+    """Why a wake-up onto an idle CPU is slow, from the same wake-up sent to a busy CPU."""
+    if not remote:
+        return "that CPU is slow to resume (deep idle states, or a host slow to wake or deliver to a vCPU)."
+    if float(remote["busy_mean_us"]) > SLOW_WAKE_US:
+        return (f"the host is slow to deliver a wake-up to another vCPU ({remote['busy_mean_us']} us even "
+                "when that CPU is running), so no guest setting removes it.")
+    return (f"the idle CPU is slow to leave its idle state (a wake-up to it took {remote['idle_mean_us']} us, "
+            f"to a running one {remote['busy_mean_us']} us): deep C-states or a host that deschedules halted "
+            "vCPUs. Keeping CPUs out of deep idle for the run (`cpupower idle-set -D 0`, holding "
+            "/dev/cpu_dma_latency at 0) removes it, for every lock alike.")
 
 
 def main(argv):

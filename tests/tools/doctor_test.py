@@ -18,6 +18,7 @@ c2c pair=0,1 pass=0 ns=100
 c2c pair=0,1 pass=1 ns=104
 c2c pair=0,1 pass=2 ns=98
 wake samples=40 lost=0 on_waker_pct=10 mean_us=20.0 max_us=40.0
+wake_remote samples=40 idle_mean_us=20.0 busy_mean_us=4.0
 spread runnable=4 cpus_used=1.97
 sched_boot_options=isolcpus=3
 steal_pct=0.0
@@ -52,11 +53,22 @@ class DoctorTest(unittest.TestCase):
         self.assertNotIn("queues behind", w)
 
     def test_slow_idle_wake_up(self):
-        slow = QUIET.replace("mean_us=20.0", "mean_us=68.2")
+        slow = QUIET.replace("mean_us=20.0 max", "mean_us=68.2 max")
         quiet, busy = warnings_for(slow), warnings_for(slow, load_before="3.0")
-        self.assertIn("slow to resume", quiet)
+        self.assertIn("took 68.2 us on average to start on the idle CPU", quiet)
         self.assertNotIn("queues behind", quiet)
-        self.assertNotIn("slow to resume", busy, "the probe had no idle CPU: its figure says nothing")
+        self.assertNotIn("to start on the idle CPU", busy, "the probe had no idle CPU: its figure says nothing")
+
+    def test_slow_wake_up_named_by_its_cause(self):
+        slow = QUIET.replace("mean_us=20.0 max", "mean_us=70.0 max")
+        deep_idle = warnings_for(slow.replace("idle_mean_us=20.0", "idle_mean_us=70.0"))
+        self.assertIn("slow to leave its idle state", deep_idle)
+        self.assertIn("cpupower idle-set -D 0", deep_idle)
+        host = warnings_for(slow.replace("busy_mean_us=4.0", "busy_mean_us=52.0"))
+        self.assertIn("slow to deliver a wake-up to another vCPU (52.0 us", host)
+        self.assertNotIn("cpupower", host)
+        older = warnings_for("\n".join(l for l in slow.splitlines() if not l.startswith("wake_remote")))
+        self.assertIn("slow to resume", older)
 
     def test_packing_scheduler(self):
         packed = QUIET.replace("cpus_used=1.97", "cpus_used=1.06")

@@ -48,6 +48,7 @@ echo "summary: $out"
 out=$("$wrapper" doctor)
 for want in '^CPUs usable: [0-9]+ of [0-9]+ online' '^cache topology: ' '^clock: .*clock_gettime [0-9.]+ ns' \
             '^  CPUs [0-9]+,[0-9]+: [0-9]+ ns' '^wake placement: [0-9]+% of [0-9]+ futex wake-ups' \
+            '^wake-up sent to another CPU: mean [0-9.]+ us when it idles, [0-9.]+ us when' \
             '^spread: [0-9]+ runnable threads .* used [0-9.]+ of [0-9]+ CPUs' '^scheduler boot options: ' '^steal: ' \
             '^load average: ' '^eBPF ' '^warnings: '; do
   grep -Eq "$want" <<<"$out" || fail "doctor output lacks /$want/:"$'\n'"$out"

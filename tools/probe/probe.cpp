@@ -16,6 +16,12 @@
 // idle; the share of wake-ups the scheduler places on the waker's (busy) CPU.
 // Where that share is high, a woken lock waiter queues behind its waker
 // instead of running on the idle CPU.
+// wake_remote: the same wake-up sent to a sleeper pinned to another CPU,
+// once with that CPU otherwise idle and once with an idle-class thread
+// (SCHED_IDLE) keeping it busy, which any woken thread preempts at once. Slow
+// when idle and fast when busy: the CPU is slow to leave its idle state
+// (deep C-states, a host that deschedules halted vCPUs). Slow both ways: the
+// host is slow to deliver a wake-up to another vCPU, whatever it runs.
 // spread: twice as many runnable threads as CPUs, in pairs that pass a turn
 // back and forth through futex wake-ups (each turn 20 µs of work), the way
 // lock waiters sleep and wake; the CPU time they got per second of wall time.
@@ -43,6 +49,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -189,7 +196,8 @@ struct WakeResult {
   double mean_us = 0, max_us = 0;
 };
 
-void wake_sleeper(WakeRun& run) {
+void wake_sleeper(WakeRun& run, int cpu) {
+  if (cpu >= 0) pin_self(cpu);
   for (int i = 1; i <= kWakeSamples; ++i) {
     run.sleeping.store(i, std::memory_order_release);
     const timespec limit{0, kWakeDeadlineNs};
@@ -228,16 +236,48 @@ void one_wake(WakeRun& run, int sample, int waker_cpu, WakeResult& r) {
   run.word.store(0, std::memory_order_release);
 }
 
-WakeResult wake_placement(int waker_cpu) {
+// Where the sleeper may run: anywhere (the scheduler places it), or pinned
+// to one CPU that is otherwise idle or kept busy by an idle-class spinner.
+struct WakeTarget {
+  int sleeper_cpu = -1;
+  bool busy = false;
+};
+
+// Spins at SCHED_IDLE on `cpu` until stopped: the CPU never enters its idle
+// state, yet every normal thread woken there preempts the spinner at once.
+// `ready`: 1 spinning, -1 it could not be pinned or made idle-class (then
+// it does not spin: a normal-priority spinner would delay the wake-ups).
+void keep_busy(int cpu, const std::atomic<bool>& stop, std::atomic<int>& ready) {
+  sched_param none{};
+  const bool ok = pin_self(cpu) && pthread_setschedparam(pthread_self(), SCHED_IDLE, &none) == 0;
+  ready.store(ok ? 1 : -1, std::memory_order_release);
+  while (ok && !stop.load(std::memory_order_relaxed)) cpu_relax();
+}
+
+// nullopt: the busy target could not be set up.
+std::optional<WakeResult> measure_wakes(int waker_cpu, WakeTarget target) {
   WakeRun run;
   WakeResult r;
-  std::thread sleeper([&] { wake_sleeper(run); });
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::thread spinner;
+  if (target.busy) {
+    spinner = std::thread([&] { keep_busy(target.sleeper_cpu, stop, ready); });
+    while (ready.load(std::memory_order_acquire) == 0) usleep(100);
+    if (ready.load() < 0) {
+      spinner.join();
+      return std::nullopt;
+    }
+  }
+  std::thread sleeper([&] { wake_sleeper(run, target.sleeper_cpu); });
   std::thread waker([&] {
     pin_self(waker_cpu);
     for (int i = 1; i <= kWakeSamples; ++i) one_wake(run, i, waker_cpu, r);
   });
   waker.join();
   sleeper.join();
+  stop.store(true);
+  if (spinner.joinable()) spinner.join();
   if (r.samples) r.mean_us /= r.samples;
   return r;
 }
@@ -482,9 +522,13 @@ int cmd_facts() {
   printf("clocksource=%s\nclock_gettime_ns=%.1f\n", clocksource().c_str(), clock_gettime_ns());
   if (cpus.size() >= 2) {
     print_c2c_samples(probe_pairs(cpus));
-    const WakeResult w = wake_placement(cpus[0]);
+    const WakeResult w = *measure_wakes(cpus[0], {});
     printf("wake samples=%d lost=%d on_waker_pct=%.0f mean_us=%.1f max_us=%.1f\n", w.samples, w.lost,
            w.samples ? 100.0 * w.on_waker / w.samples : 0.0, w.mean_us, w.max_us);
+    const WakeResult idle = *measure_wakes(cpus[0], {cpus[1], false});
+    if (const auto busy = measure_wakes(cpus[0], {cpus[1], true}))
+      printf("wake_remote samples=%d idle_mean_us=%.1f busy_mean_us=%.1f\n", std::min(idle.samples, busy->samples),
+             idle.mean_us, busy->mean_us);
     const SpreadResult sp = spread(cpus.size());
     printf("spread runnable=%d cpus_used=%.2f\n", sp.runnable, sp.cpus_used);
   }
