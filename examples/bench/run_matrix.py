@@ -388,7 +388,9 @@ def make_report(args, groups, results, elapsed):
              f"{args.duration:g} s per run, {args.work} pause of non-critical work per op, CS load = pause "
              f"instructions. Per cell, rounds run every variant once in a rotated order; a round across which "
              f"`lockswap-probe c2c` moved by more than {lockswap_stats.PROBE_TOLERANCE:g}x is dropped "
-             f"(`rounds` = kept/run; {args.repeat} wanted). `speed` = median of the per-round kops ratios to "
+             f"(`rounds` = kept/run; {args.repeat} wanted; then the placement mode most kept rounds ran in: "
+             f"fast when the round trip was under {lockswap_stats.FAST_C2C_NS} ns, slow above; the two modes "
+             f"give different ratios, so compare cells of one mode). `speed` = median of the per-round kops ratios to "
              f"`{b}`{' (no LD_PRELOAD)' if b == 'none' else ''}, >1 faster, with the sign-test 95% interval "
              f"and verdict (docs/measuring.md). No LOCKSWAP_STATS in timed runs. Fairness = per-thread "
              f"min ops / mean ops. CPUs = CPU time the process used per second of the run (all threads): below the "
@@ -407,7 +409,7 @@ def make_report(args, groups, results, elapsed):
                     speed = "reference" if v == b else verdict_text(r["verdict"])
                     rows.append([str(t), str(load), v, fmt(r["kops"]) + ("" if r["status"] == "ok" else f" {r['status']}"),
                                  speed, fmt(r["fairness"], "{:.3f}"), fmt(r["cpus"], "{:.2f}"),
-                                 f"{r['kept']}/{r['run']}"])
+                                 f"{r['kept']}/{r['run']}" + (f" {r['placement']}" if r["placement"] else "")])
         s.append(md_table(["threads", "load", "variant", "kops/s", f"speed vs {b} [95%] verdict", "fairness",
                            "CPUs", "rounds"], rows))
 
