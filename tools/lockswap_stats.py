@@ -92,19 +92,27 @@ class RoundSlot:
         self.steady = self.kept = False
 
 
-def interleaved_rounds(variants, probe, want, max_rounds, keep_unsteady=False, offset=0):
+def in_mode(before_ns, after_ns, mode):
+    """True when `mode` is None or both probes of a round read that placement mode."""
+    return mode is None or placement_mode(before_ns) == placement_mode(after_ns) == mode
+
+
+def interleaved_rounds(variants, probe, want, max_rounds, keep_unsteady=False, offset=0, mode=None):
     """The one round loop of every measuring driver. Yields a RoundSlot per
     round, the core-to-core probe taken just before; the caller runs every
     variant of slot.order; then the probe after decides whether the round is
-    steady (kept; every round with keep_unsteady). Rounds run until `want`
-    are kept or `max_rounds` ran: a dropped round is run again."""
+    steady (kept; every round with keep_unsteady). With `mode` ('fast' or
+    'slow') a steady round is kept only when both probes read that placement
+    mode. Rounds run until `want` are kept or `max_rounds` ran: a dropped
+    round is run again."""
     kept = started = 0
     while kept < want and started < max_rounds:
         slot = RoundSlot(started + 1, rotated(list(variants), offset + started), want - kept)
         slot.probe_before = probe_c2c(probe)
         yield slot
         slot.probe_after = probe_c2c(probe)
-        slot.steady = steady_round(slot.probe_before, slot.probe_after)
+        slot.steady = steady_round(slot.probe_before, slot.probe_after) and \
+            in_mode(slot.probe_before, slot.probe_after, mode)
         slot.kept = slot.steady or keep_unsteady
         kept += slot.kept
         started += 1

@@ -180,11 +180,13 @@ class Rounds:
         self.steady = []    # per round run: kept or not
         self.c2c = []       # per kept round: its core-to-core round trip (ns), None without a probe
 
-    def run(self, run_variant, probe, want, max_rounds, offset=0):
-        """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result."""
+    def run(self, run_variant, probe, want, max_rounds, offset=0, mode=None):
+        """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result.
+        mode: keep only rounds run in that placement mode ('fast'/'slow'; None: either)."""
         ran = []
         for slot in lockswap_stats.interleaved_rounds(self.variants, probe, want - len(self.kept),
-                                                      max_rounds - self.started, offset=offset + self.started):
+                                                      max_rounds - self.started, offset=offset + self.started,
+                                                      mode=mode):
             ran.append((slot, {v: run_variant(v) for v in slot.order}))
             self.started += 1
         for slot, results in ran:  # a slot's verdict is known once the loop moved past it

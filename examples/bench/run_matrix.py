@@ -107,6 +107,10 @@ def parse_args():
                    "95%% interval; --quick 2)")
     p.add_argument("--max-rounds", type=int, help="rounds to try per cell before giving up on --repeat steady "
                    "ones (default 2 x --repeat)")
+    p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
+                   help="keep only rounds whose core-to-core probes both read this placement mode (fast: under "
+                        f"{lockswap_stats.FAST_C2C_NS} ns); others are dropped and run again up to --max-rounds, "
+                        "so every cell is of one mode (default: either)")
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
@@ -154,6 +158,8 @@ def parse_args():
     a.mutex_variants = baseline_first(a.mutex_variants, a.baseline)
     if a.repeat < 1 or a.max_rounds < a.repeat:
         p.error("--repeat must be >= 1 and --max-rounds >= --repeat")
+    if a.placement and not os.access(a.probe, os.X_OK):
+        p.error(f"--mode needs the core-to-core probe ({a.probe})")
     return a
 
 
@@ -289,7 +295,7 @@ def run_cell(args, ci, cell, raw):
               file=sys.stderr)
         return r
 
-    rounds.run(run_variant, args.probe, args.repeat, args.max_rounds, offset=ci)
+    rounds.run(run_variant, args.probe, args.repeat, args.max_rounds, offset=ci, mode=args.placement)
     for r in raw[first:]:
         r["kept"] = int(rounds.steady[r["round"]])
     return rounds
@@ -390,7 +396,9 @@ def make_report(args, groups, results, elapsed):
              f"`lockswap-probe c2c` moved by more than {lockswap_stats.PROBE_TOLERANCE:g}x is dropped "
              f"(`rounds` = kept/run; {args.repeat} wanted; then the placement mode most kept rounds ran in: "
              f"fast when the round trip was under {lockswap_stats.FAST_C2C_NS} ns, slow above; the two modes "
-             f"give different ratios, so compare cells of one mode). `speed` = median of the per-round kops ratios to "
+             f"give different ratios, so compare cells of one mode"
+             + (f"; --mode {args.placement}: only {args.placement}-mode rounds were kept" if args.placement else "")
+             + "). `speed` = median of the per-round kops ratios to "
              f"`{b}`{' (no LD_PRELOAD)' if b == 'none' else ''}, >1 faster, with the sign-test 95% interval "
              f"and verdict (docs/measuring.md). No LOCKSWAP_STATS in timed runs. Fairness = per-thread "
              f"min ops / mean ops. CPUs = CPU time the process used per second of the run (all threads): below the "

@@ -53,15 +53,17 @@ def run_sysbench(env, threads, total):
     return float(m.group(1)) if pr.returncode == 0 and m else None
 
 
-def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr, reference="none"):
-    """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `reference`."""
+def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr, reference="none",
+            mode=None):
+    """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `reference`;
+    mode: keep only rounds of that placement mode (None: either)."""
     out = {}
     for ci, threads in enumerate(threads_list):
         def one(v):
             secs = run_sysbench(variant_env(lib, defs, v), threads, total)
             print(f"  sysbench mutex {threads} threads {v}: {secs if secs is not None else 'FAILED'} s", file=log)
             return secs
-        rounds = Rounds(variants).run(one, probe, repeat, max_rounds, offset=ci)
+        rounds = Rounds(variants).run(one, probe, repeat, max_rounds, offset=ci, mode=mode)
         cell = {}
         for v in variants:
             vd = rounds.verdict(lambda x: x, v, reference, higher_is_better=False)
@@ -87,6 +89,8 @@ def main():
     p.add_argument("--total", type=int, default=2_000_000, help="lock pairs in all, split over the threads")
     p.add_argument("--repeat", type=int, default=lockswap_stats.runs_needed(), help="steady rounds to keep")
     p.add_argument("--max-rounds", type=int)
+    p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
+                   help="keep only rounds whose core-to-core probes both read this placement mode (default: either)")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     defs = builtin_defs()
@@ -99,9 +103,11 @@ def main():
             p.error(f"unknown variant {v} (known: {', '.join(defs)}; add more with --define)")
     lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     probe = probe_binary(a.build)
+    if a.placement and not os.access(probe, os.X_OK):
+        p.error(f"--mode needs the core-to-core probe ({probe})")
     env_line = env_summary(probe)
     res = measure(lib, probe, defs, variants, csv_list(a.threads, int), a.total, a.repeat,
-                  a.max_rounds or 2 * a.repeat, reference=a.baseline)
+                  a.max_rounds or 2 * a.repeat, reference=a.baseline, mode=a.placement)
     print(env_line)
     against = "none (no LD_PRELOAD)" if a.baseline == "none" else a.baseline
     print(f"sysbench mutex: one mutex, {a.total} lock pairs in all, --mutex-loops={LOOPS}; speed vs {against} "
@@ -109,7 +115,7 @@ def main():
     for t, cell in res.items():
         for v, r in cell.items():
             print(f"  {t:>3} threads {v:<14} {r['seconds'] or 0:.4f} s  "
-                  f"{'reference' if v == a.baseline else r['text']}  rounds {r['kept']}")
+                  f"{'reference' if v == a.baseline else r['text']}  rounds {r['kept']} {r['placement'] or ''}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": env_line, "total": a.total, "cells": res}, f, indent=1)

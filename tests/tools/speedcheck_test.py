@@ -51,13 +51,13 @@ class RoundLoopTest(unittest.TestCase):
     """Probe readings are scripted: a pair further apart than PROBE_TOLERANCE
     is a placement change, and its round is dropped and run again."""
 
-    def run_rounds(self, readings, want, max_rounds):
+    def run_rounds(self, readings, want, max_rounds, mode=None):
         script, order = iter(readings), []
         saved = lockswap_stats.probe_c2c
         lockswap_stats.probe_c2c = lambda probe: next(script)
         try:
             rounds = bench_common.Rounds(["a", "b", "c"]).run(lambda v: order.append(v) or v.upper(),
-                                                               "probe", want, max_rounds)
+                                                               "probe", want, max_rounds, mode=mode)
         finally:
             lockswap_stats.probe_c2c = saved
         return rounds, order
@@ -74,6 +74,16 @@ class RoundLoopTest(unittest.TestCase):
         self.assertEqual(rounds.steady, [True, False, True, True])
         self.assertEqual(rounds.c2c, [100, 450, 450])
         self.assertEqual(rounds.placement(), "slow")
+
+    def test_a_round_of_the_other_mode_is_dropped_when_one_mode_is_asked(self):
+        # steady slow, steady fast, a fast/slow pair straddling the threshold, steady fast
+        readings = [450, 450, 90, 90, 180, 210, 95, 95]
+        rounds, _ = self.run_rounds(readings, want=2, max_rounds=4, mode="fast")
+        self.assertEqual(rounds.steady, [False, True, False, True])
+        self.assertEqual((rounds.c2c, rounds.placement()), ([90, 95], "fast"))
+        rounds, _ = self.run_rounds(readings, want=2, max_rounds=4)
+        self.assertEqual(rounds.steady, [True, True])
+        self.assertEqual(rounds.placement(), "slow")  # one of each: a tie counts as slow
 
     def test_max_rounds_bounds_the_reruns(self):
         rounds, _ = self.run_rounds([100, 450] * 4, want=3, max_rounds=4)
