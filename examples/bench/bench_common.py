@@ -215,6 +215,19 @@ class Rounds:
         return lockswap_stats.rounds_mode(self.c2c)
 
 
+def add_mode_option(p):
+    """--mode fast|slow (dest `placement`): Rounds.run's `mode`, for every driver alike."""
+    p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
+                   help="keep only rounds whose core-to-core probes both read this placement mode (fast: under "
+                        f"{lockswap_stats.FAST_C2C_NS} ns); others are dropped and run again up to --max-rounds, "
+                        "so every cell is of one mode (default: either)")
+
+
+def check_mode_option(p, a, probe):
+    if a.placement and not os.access(probe, os.X_OK):
+        p.error(f"--mode needs the core-to-core probe ({probe})")
+
+
 def verdict_text(v):
     """'1.023 [0.981, 1.070] no significant difference' — speed against the reference (>1 faster)."""
     return "-" if v.speed is None else f"{v.interval_text()} {v.word}"

@@ -32,9 +32,9 @@ import sys
 import json
 import time
 
-from bench_common import (Rounds, baseline_first, csv_list, driver_parser, env_summary, fmt, geomean, lockswap_stats,
-                          matrix_columns, md_table, median, parse_define, probe_binary, run_child, verdict_text,
-                          write_report)
+from bench_common import (Rounds, add_mode_option, baseline_first, check_mode_option, csv_list, driver_parser,
+                          env_summary, fmt, geomean, lockswap_stats, matrix_columns, md_table, median, parse_define,
+                          probe_binary, run_child, verdict_text, write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -107,10 +107,7 @@ def parse_args():
                    "95%% interval; --quick 2)")
     p.add_argument("--max-rounds", type=int, help="rounds to try per cell before giving up on --repeat steady "
                    "ones (default 2 x --repeat)")
-    p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
-                   help="keep only rounds whose core-to-core probes both read this placement mode (fast: under "
-                        f"{lockswap_stats.FAST_C2C_NS} ns); others are dropped and run again up to --max-rounds, "
-                        "so every cell is of one mode (default: either)")
+    add_mode_option(p)
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
@@ -158,8 +155,7 @@ def parse_args():
     a.mutex_variants = baseline_first(a.mutex_variants, a.baseline)
     if a.repeat < 1 or a.max_rounds < a.repeat:
         p.error("--repeat must be >= 1 and --max-rounds >= --repeat")
-    if a.placement and not os.access(a.probe, os.X_OK):
-        p.error(f"--mode needs the core-to-core probe ({a.probe})")
+    check_mode_option(p, a, a.probe)
     return a
 
 

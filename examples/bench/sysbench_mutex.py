@@ -21,8 +21,8 @@ import re
 import subprocess
 import sys
 
-from bench_common import (ROOT, Rounds, baseline_first, clean_env, csv_list, env_summary, lockswap_stats, median,
-                          parse_define, probe_binary, verdict_text)
+from bench_common import (ROOT, Rounds, add_mode_option, baseline_first, check_mode_option, clean_env, csv_list,
+                          env_summary, lockswap_stats, median, parse_define, probe_binary, verdict_text)
 
 LOOPS = 100  # sysbench's --mutex-loops: the work inside the critical section
 
@@ -89,8 +89,7 @@ def main():
     p.add_argument("--total", type=int, default=2_000_000, help="lock pairs in all, split over the threads")
     p.add_argument("--repeat", type=int, default=lockswap_stats.runs_needed(), help="steady rounds to keep")
     p.add_argument("--max-rounds", type=int)
-    p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
-                   help="keep only rounds whose core-to-core probes both read this placement mode (default: either)")
+    add_mode_option(p)
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     defs = builtin_defs()
@@ -103,8 +102,7 @@ def main():
             p.error(f"unknown variant {v} (known: {', '.join(defs)}; add more with --define)")
     lib = os.path.abspath(a.lib or os.path.join(a.build, "preload", "liblockswap.so"))
     probe = probe_binary(a.build)
-    if a.placement and not os.access(probe, os.X_OK):
-        p.error(f"--mode needs the core-to-core probe ({probe})")
+    check_mode_option(p, a, probe)
     env_line = env_summary(probe)
     res = measure(lib, probe, defs, variants, csv_list(a.threads, int), a.total, a.repeat,
                   a.max_rounds or 2 * a.repeat, reference=a.baseline, mode=a.placement)
