@@ -23,8 +23,12 @@ def median(xs):
 
 
 def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+    """None unless every value is there: a mean over the cells that happened to
+    run (a failed variant, rounds dropped by --mode) would pass for the whole."""
+    xs = list(xs)
+    if not xs or any(x is None or x <= 0 for x in xs):
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def spread(xs):

@@ -41,6 +41,11 @@ class PlacementTest(unittest.TestCase):
         self.assertEqual(lockswap_stats.placement_mode(455), "slow")
         self.assertIsNone(lockswap_stats.placement_mode(None))
 
+    def test_a_geometric_mean_needs_every_cell(self):
+        self.assertAlmostEqual(bench_common.geomean([1.0, 4.0]), 2.0)
+        self.assertIsNone(bench_common.geomean([1.3, None]), "a cell without a ratio: no mean of the rest")
+        self.assertIsNone(bench_common.geomean([]))
+
     def test_mode_of_rounds_is_the_majority(self):
         self.assertEqual(lockswap_stats.rounds_mode([70, 80, 450]), "fast")
         self.assertEqual(lockswap_stats.rounds_mode([70, 450]), "slow")  # a tie counts as slow
