@@ -525,10 +525,11 @@ int cmd_facts() {
     const WakeResult w = *measure_wakes(cpus[0], {});
     printf("wake samples=%d lost=%d on_waker_pct=%.0f mean_us=%.1f max_us=%.1f\n", w.samples, w.lost,
            w.samples ? 100.0 * w.on_waker / w.samples : 0.0, w.mean_us, w.max_us);
-    const WakeResult idle = *measure_wakes(cpus[0], {cpus[1], false});
-    if (const auto busy = measure_wakes(cpus[0], {cpus[1], true}))
+    if (const auto busy = measure_wakes(cpus[0], {cpus[1], true})) {  // no line without both figures
+      const WakeResult idle = *measure_wakes(cpus[0], {cpus[1], false});
       printf("wake_remote samples=%d idle_mean_us=%.1f busy_mean_us=%.1f\n", std::min(idle.samples, busy->samples),
              idle.mean_us, busy->mean_us);
+    }
     const SpreadResult sp = spread(cpus.size());
     printf("spread runnable=%d cpus_used=%.2f\n", sp.runnable, sp.cpus_used);
   }
