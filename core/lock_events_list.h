@@ -22,6 +22,7 @@ LOCK_EVENT(rwsem_opt_budget,    "spin stopped: owner_spin_ns spent on a writer o
 LOCK_EVENT(rwsem_opt_preempted, "spin stopped: the spinner saw it had been preempted (LOCKSWAP_ONCPU=rseq)")
 LOCK_EVENT(rwsem_opt_lost,      "spin stopped: the lock was released and re-taken by another thread before this spinner could take it")
 LOCK_EVENT(rwsem_wlock_barge,   "writer took a free lock on entering the slow path, past queued waiters (no HANDOFF)")
+LOCK_EVENT(rwsem_yield_woken,   "writer yielded its CPU before barging: the woken head writer had not taken the lock for woken_yield_ns (not in the kernel)")
 LOCK_EVENT(rwsem_opt_crowded,   "spin refused: as many threads of the process spin already as it has CPUs minus one")
 LOCK_EVENT(rwsem_opt_rlock,     "v5.10: reader took the lock while optimistically spinning")
 LOCK_EVENT(rwsem_opt_rlock2,    "v5.10: reader took the lock in a new reader phase after spinning")

@@ -237,6 +237,26 @@
 //     reader that queues on a read-held lock grants itself
 //     (cond_wake_waiter()), and on a write-held one the writer's unlock,
 //     which takes the wait_lock after the reader's, wakes it.
+//   * yield to a woken writer (woken_yield_ns, LOCKSWAP_RWSEM_WOKEN_YIELD_US,
+//     default 1 ms; rwlocks only): a writer entering the slow path that has
+//     found the head writer woken (WOKEN) and still without the lock for
+//     woken_yield_ns, through its whole run of barges and steals, calls
+//     sched_yield() once before it barges again (rwsem_yield_woken). Where
+//     no shared cache is exposed the woken writer lands on its waker's CPU,
+//     behind the thread that keeps barging; the kernel's scheduler would
+//     preempt that thread or its spin would meet need_resched(), but a
+//     userspace barger runs out its time slice, and the woken writer
+//     cannot even assert HANDOFF. At 64 threads on 2 vCPUs a thread's
+//     operations came in runs of 15-70 with a few of 5,000-17,000 (a whole
+//     slice or more while the woken head waited), so the least-served
+//     thread did 2-10% of the mean in one 0.5-1 s run out of three or four.
+//     With the yield: 0.29-0.46 of the mean at 64 threads, 90% reads at the
+//     same throughput in the slow placement mode and 4-9% more in the fast
+//     one; 50% reads lose 5-13% at CS 1 in the slow mode, where the yielded
+//     thread moves to the idle vCPU and the lock's line starts crossing
+//     (docs/measurements.md, "Yield to a woken writer"). The mutex keeps
+//     the kernel's rule: a releaser that runs on is what it wants
+//     (exclusive_polite_ns), and the yield cost it 30-44%.
 //   * handoff under oversubscription (handoff_stretch_max,
 //     LOCKSWAP_RWSEM_HANDOFF_STRETCH, default 16): a waiter's handoff
 //     deadline is handoff_ns times the process's threads per usable CPU
@@ -346,6 +366,11 @@ struct RwsemTunables {
   // declares kExclusiveOnly: the mutex): longer, since no reader can be
   // kept waiting by it (docs/measurements.md, "The 2-thread rwsem mutex").
   uint64_t exclusive_polite_ns = 500'000;
+  // Not in the kernel (see "Deviations": yield to a woken writer): a writer
+  // entering the slow path that has found the head writer woken and still
+  // not holding the lock for this long yields its CPU before it barges
+  // (0: never).
+  uint64_t woken_yield_ns = 1'000'000;
   // Reader preference bound (core/read_pref.h rule (b), default-kind rwlocks
   // only): a queued reader that waited this long while readers held the lock
   // enters past queued writers. The kernel's RWSEM_WAIT_TIMEOUT, 4 ms.

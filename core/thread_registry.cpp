@@ -14,7 +14,7 @@
 
 namespace lockswap {
 
-__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
+__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
 
 namespace thread_registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];

@@ -166,6 +166,10 @@ inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSh
 struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
+  // Slow paths only: when this thread's current run of writer slow paths that
+  // found a woken head writer began (core/rwsem.cpp, yield_to_woken_writer);
+  // 0 = not in such a run.
+  uint64_t woken_seen_ns;
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.

@@ -59,6 +59,8 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
     g_rwsem_tunables.polite_ns = v * 1000)                                                           \
   X(LOCKSWAP_RWSEM_MUTEX_POLITE_US, 0, 1000000, "LOCKSWAP_RWSEM_POLITE_US for the rwsem mutex (default 500)", \
     g_rwsem_tunables.exclusive_polite_ns = v * 1000)                                                 \
+  X(LOCKSWAP_RWSEM_WOKEN_YIELD_US, 0, 1000000, "a writer that has found the woken head writer still without the lock for this many us yields its CPU once before it barges (0 = never, as the kernel; default 1000)", \
+    g_rwsem_tunables.woken_yield_ns = v * 1000)                                                      \
   X(LOCKSWAP_RWSEM_STEAL_READ_HELD, 0, 1, "1 (default): on a default-kind rwlock a reader steals a read-held lock past a queued writer, whose head wakes at its handoff deadline to set HANDOFF; 0: kernel rule (no steal from a reader-owned lock)", \
     g_rwsem_tunables.steal_read_held = v != 0)                                                       \
   X(LOCKSWAP_RWSEM_DROP_BIAS, 0, 1, "1: 2016 option, failed fast-path readers drop their bias at once", \

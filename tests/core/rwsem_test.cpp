@@ -196,6 +196,68 @@ TYPED_TEST(RwsemTest, WriterFindingEverySpinnerSeatTakenQueuesAtOnce) {
   rwsem_detail::give_back_spinner_seat();
 }
 
+// Yield to a woken writer (core/rwsem.h, "Deviations"): the head writer was
+// woken onto this thread's CPU and cannot run there while this thread keeps
+// barging (here it is idle-class, so it never preempts a normal thread).
+// Barges on for up to 5 ms with the rule off, until the first yield with it
+// on, or until the head got in; the caller has pinned itself to `cpu`.
+struct StuckWokenWriterRun {
+  uint64_t yields = 0;
+  bool head_in_first = false;  // the scheduler ran the head before any yield
+  bool saw_woken = false;
+  uint64_t woken_ns = 0;  // how long this thread barged with WOKEN seen
+};
+template <class L, class Words>
+StuckWokenWriterRun barge_past_a_stuck_woken_writer(Words& w, int cpu, uint64_t limit) {
+  StuckWokenWriterRun run;
+  g_rwsem_tunables.woken_yield_ns = limit;
+  g_rwsem_tunables.handoff_ns = 60'000'000'000;  // the head never asserts HANDOFF here
+  EXPECT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+  std::atomic<bool> in{false};
+  std::thread head([&] {
+    EXPECT_TRUE(pin_to_cpu(cpu));
+    sched_param idle{};
+    EXPECT_EQ(pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle), 0);
+    EXPECT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    in = true;
+    L::write_unlock(w);
+  });
+  EXPECT_TRUE(eventually([&] { return L::waiters(w) == 1; }));
+  L::write_unlock(w);  // wakes the head: WOKEN
+  Events ev;
+  const uint64_t start = arch::monotonic_ns(), span = limit == 0 ? 5'000'000 : 500'000'000;
+  uint64_t first_woken = 0;
+  while (arch::monotonic_ns() - start < span && (limit == 0 || ev(LockEvent::rwsem_yield_woken) == 0) &&
+         !in.load()) {
+    const bool woken = (w.count.load() & rwsem::kFlagWoken) != 0;
+    if (woken && !run.saw_woken) first_woken = arch::monotonic_ns();
+    run.saw_woken |= woken;
+    EXPECT_EQ(L::write_lock(w, WaitCtx::blocking()), 0);
+    L::write_unlock(w);
+  }
+  if (run.saw_woken) run.woken_ns = arch::monotonic_ns() - first_woken;
+  run.yields = ev(LockEvent::rwsem_yield_woken);
+  run.head_in_first = in.load() && run.yields == 0;
+  EXPECT_TRUE(eventually([&] { return in.load(); })) << "the woken writer never got the lock";
+  head.join();
+  return run;
+}
+
+// On an rwlock the barger yields once, after woken_yield_ns; with 0 never.
+TYPED_TEST(RwsemTest, BargerYieldsToAWokenWriterStuckOnItsCpu) {
+  TwoCpus cpus;
+  if (!cpus.ok()) GTEST_SKIP() << "pins two threads to one CPU of two";
+  ASSERT_TRUE(pin_to_cpu(cpus[0]));
+  auto off = barge_past_a_stuck_woken_writer<typename TestFixture::L>(this->w, cpus[0], 0);
+  EXPECT_EQ(off.yields, 0u);
+  auto on = barge_past_a_stuck_woken_writer<typename TestFixture::L>(this->w, cpus[0], 1'000'000);
+  if (kEvents && !on.head_in_first) {
+    EXPECT_TRUE(on.saw_woken);
+    EXPECT_EQ(on.yields, 1u) << "one yield, then the head ran and took the lock";
+    EXPECT_GE(on.woken_ns, 1'000'000u) << "yielded before woken_yield_ns had passed";
+  }
+}
+
 // preload overlays the four words, in its own order, on zero-filled memory.
 struct Overlay {
   uint64_t pad0;
