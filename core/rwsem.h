@@ -243,20 +243,19 @@
 //     woken_yield_ns, through its whole run of barges and steals, calls
 //     sched_yield() once before it barges again (rwsem_yield_woken). Where
 //     no shared cache is exposed the woken writer lands on its waker's CPU,
-//     behind the thread that keeps barging; the kernel's scheduler would
-//     preempt that thread or its spin would meet need_resched(), but a
-//     userspace barger runs out its time slice, and the woken writer
-//     cannot even assert HANDOFF. At 64 threads on 2 vCPUs a thread's
-//     operations came in runs of 15-70 with a few of 5,000-17,000 (a whole
-//     slice or more while the woken head waited), so the least-served
-//     thread did 2-10% of the mean in one 0.5-1 s run out of three or four.
-//     With the yield: 0.29-0.46 of the mean at 64 threads, 90% reads at the
-//     same throughput in the slow placement mode and 4-9% more in the fast
-//     one; 50% reads lose 5-13% at CS 1 in the slow mode, where the yielded
-//     thread moves to the idle vCPU and the lock's line starts crossing
-//     (docs/measurements.md, "Yield to a woken writer"). The mutex keeps
-//     the kernel's rule: a releaser that runs on is what it wants
-//     (exclusive_polite_ns), and the yield cost it 30-44%.
+//     behind the thread that keeps barging; nothing tells a userspace
+//     barger (no need_resched()) that the thread it woke waits for its
+//     CPU, so it runs out its time slice, and the woken writer cannot even
+//     assert HANDOFF. With more threads than CPUs that made a
+//     thread's share a matter of luck: runs of a whole time slice for some,
+//     and at 64 threads on 2 vCPUs the least-served thread often did 2-10%
+//     of the mean; with the yield 0.2-0.55. The price is in one place: with
+//     frequent writes and tiny critical sections, where the lock otherwise
+//     stays on one vCPU, the yielded thread moves to the other and the
+//     lock's line starts crossing (50% reads, CS 1: 12-13% in the slow
+//     placement mode; docs/measurements.md, "Yield to a woken writer").
+//     The mutex keeps the kernel's rule: a releaser that runs on is what it
+//     wants (exclusive_polite_ns), and the yield cost it 30-44%.
 //   * handoff under oversubscription (handoff_stretch_max,
 //     LOCKSWAP_RWSEM_HANDOFF_STRETCH, default 16): a waiter's handoff
 //     deadline is handoff_ns times the process's threads per usable CPU
