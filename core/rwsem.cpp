@@ -934,6 +934,40 @@ bool optimistic_spin(const WordRefs& r) {
 }
 
 // ---------------------------------------------------------------------------
+// Yield to a woken writer (not in the kernel; core/rwsem.h, "Deviations")
+// ---------------------------------------------------------------------------
+
+// A thread's run of slow paths past a woken head writer ends when it sees
+// WOKEN clear, spins, queues or yields; the next one starts its clock anew.
+inline void end_woken_run() { t_local.woken_seen_ns = 0; }
+
+// Yields once the head writer was woken (WOKEN) and has not taken the lock
+// in the woken_yield_ns since this thread's run of writer slow paths that
+// found it so began: most likely it
+// is runnable on this thread's CPU, where the scheduler placed it (no shared
+// cache exposed), while this thread barges and steals through its time
+// slice. One sched_yield() lets it run; with nothing else runnable here it
+// returns at once. Rwlocks only: the mutex keeps the lock with the releaser
+// on purpose (exclusive_polite_ns).
+void yield_to_woken_writer(const WordRefs& r) {
+  const uint64_t limit = tunables().woken_yield_ns;
+  if (limit == 0 || r.exclusive_only) return;
+  if (!(r.count.load(arch::mo_hint) & kFlagWoken)) {
+    end_woken_run();
+    return;
+  }
+  const uint64_t now = now_ns();
+  if (t_local.woken_seen_ns == 0) {
+    t_local.woken_seen_ns = now;
+    return;
+  }
+  if (now - t_local.woken_seen_ns < limit) return;
+  end_woken_run();
+  lockevent_inc(LockEvent::rwsem_yield_woken);
+  sched_yield();
+}
+
+// ---------------------------------------------------------------------------
 // Read slow path
 // ---------------------------------------------------------------------------
 
@@ -1242,7 +1276,7 @@ int read_wait(const WordRefs& r, Waiter& w, const WaitCtx& ctx, bool pref) {
 
 template <class P>
 int read_queue(const WordRefs& r, bool have_bias, uint64_t last_rowner, const WaitCtx& ctx, ReadFlags flags) {
-  t_local.woken_seen_ns = 0;  // queueing: a new run starts after it (yield_to_woken_writer)
+  end_woken_run();
   ThreadSlot& me = self_slot();
   WaiterRecord rec(me, WaitType::read, now_ns());
   Waiter& w = rec.get();
@@ -1463,7 +1497,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
 template <class P>
 int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags flags) {
   bool have_bias = true;
-  if (!(count & kFlagWoken)) t_local.woken_seen_ns = 0;  // ends a run (yield_to_woken_writer)
+  if (!(count & kFlagWoken)) end_woken_run();
   if (count & kFlagReadFail) set_nonspinnable<P>(r);  // the kernel WARNs here
   if (tunables().drop_bias_early) {
     // 2016 RFC: a writer spinning for a free count should not wait for us.
@@ -1564,32 +1598,6 @@ __attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlag
   return EBUSY;
 }
 
-// Yield to a woken writer (core/rwsem.h, "Deviations"). The head writer was
-// woken (WOKEN) and has not taken the lock in the woken_yield_ns since this
-// thread's run of writer slow paths that found it so began: most likely it
-// is runnable on this thread's CPU, where the scheduler placed it (no shared
-// cache exposed), while this thread barges and steals through its time
-// slice. One sched_yield() lets it run; with nothing else runnable here it
-// returns at once. Rwlocks only: the mutex keeps the lock with the releaser
-// on purpose (exclusive_polite_ns).
-void yield_to_woken_writer(const WordRefs& r) {
-  const uint64_t limit = tunables().woken_yield_ns;
-  if (limit == 0 || r.exclusive_only) return;
-  if (!(r.count.load(arch::mo_hint) & kFlagWoken)) {
-    t_local.woken_seen_ns = 0;
-    return;
-  }
-  const uint64_t now = now_ns();
-  if (t_local.woken_seen_ns == 0) {
-    t_local.woken_seen_ns = now;
-    return;
-  }
-  if (now - t_local.woken_seen_ns < limit) return;
-  t_local.woken_seen_ns = 0;
-  lockevent_inc(LockEvent::rwsem_yield_woken);
-  sched_yield();
-}
-
 template <class P>
 __attribute__((noinline)) int SlowPaths<P>::write(const WordRefs& r, WaitCtx ctx) {
   if (!ctx.may_block()) {  // trylock: never queue, never spin
@@ -1602,7 +1610,7 @@ __attribute__((noinline)) int SlowPaths<P>::write(const WordRefs& r, WaitCtx ctx
     lockevent_inc(LockEvent::rwsem_wlock_barge);
     return 0;
   }
-  t_local.woken_seen_ns = 0;  // spinning or queueing: a new run starts after it
+  end_woken_run();  // spinning or queueing
   CancelScope cs;
   int rc = 0;
   if (!(tunables().writer_spin && can_spin_on_owner<P>(r, P::kWrNonspinnable) && optimistic_spin<P, true>(r))) {
