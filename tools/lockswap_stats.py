@@ -19,12 +19,19 @@ Method (docs/measuring.md explains why):
 
 import math
 import statistics
+import time
 
 DEFAULT_LEVEL = 0.95
 PROBE_TOLERANCE = 1.5   # before/after core-to-core round trips within this factor: a steady round
 # A round trip below this is the fast placement mode of a moving VM (~60-100
 # ns), at or above it the slow one (~400-1000 ns): docs/measuring.md.
 FAST_C2C_NS = 200
+# With one placement mode asked for, a round starts only once the probe reads
+# it: polled every MODE_POLL_S for up to MODE_WAIT_S (then the round runs
+# anyway and is dropped unless the mode came). The fast mode comes in
+# stretches of seconds to a minute: a round started blindly mostly misses it.
+MODE_POLL_S = 0.5
+MODE_WAIT_S = 120
 
 
 def median(xs):
@@ -97,18 +104,31 @@ def in_mode(before_ns, after_ns, mode):
     return mode is None or placement_mode(before_ns) == placement_mode(after_ns) == mode
 
 
+def wait_for_mode(probe, mode, wait_s=None):
+    """The core-to-core probe's reading once it reads `mode` ('fast'/'slow'),
+    polled every MODE_POLL_S for up to wait_s (default MODE_WAIT_S); the last
+    reading when the mode did not come, the first one without a mode or probe."""
+    deadline = time.monotonic() + (MODE_WAIT_S if wait_s is None else wait_s)
+    c2c = probe_c2c(probe)
+    while mode and c2c and placement_mode(c2c) != mode and time.monotonic() < deadline:
+        time.sleep(MODE_POLL_S)
+        c2c = probe_c2c(probe)
+    return c2c
+
+
 def interleaved_rounds(variants, probe, want, max_rounds, keep_unsteady=False, offset=0, mode=None):
     """The one round loop of every measuring driver. Yields a RoundSlot per
     round, the core-to-core probe taken just before; the caller runs every
     variant of slot.order; then the probe after decides whether the round is
     steady (kept; every round with keep_unsteady). With `mode` ('fast' or
-    'slow') a steady round is kept only when both probes read that placement
-    mode. Rounds run until `want` are kept or `max_rounds` ran: a dropped
+    'slow') a round starts once the probe reads that placement mode
+    (wait_for_mode), and a steady round is kept only when both probes read
+    it. Rounds run until `want` are kept or `max_rounds` ran: a dropped
     round is run again."""
     kept = started = 0
     while kept < want and started < max_rounds:
         slot = RoundSlot(started + 1, rotated(list(variants), offset + started), want - kept)
-        slot.probe_before = probe_c2c(probe)
+        slot.probe_before = wait_for_mode(probe, mode)
         yield slot
         slot.probe_after = probe_c2c(probe)
         slot.steady = steady_round(slot.probe_before, slot.probe_after) and \

@@ -223,7 +223,8 @@ def add_mode_option(p):
     """--mode fast|slow (dest `placement`): Rounds.run's `mode`, for every driver alike."""
     p.add_argument("--mode", dest="placement", choices=("fast", "slow"),
                    help="keep only rounds whose core-to-core probes both read this placement mode (fast: under "
-                        f"{lockswap_stats.FAST_C2C_NS} ns); others are dropped and run again up to --max-rounds, "
+                        f"{lockswap_stats.FAST_C2C_NS} ns); a round starts once the probe reads it (polled for up "
+                        f"to {lockswap_stats.MODE_WAIT_S} s), others are dropped and run again up to --max-rounds, "
                         "so every cell is of one mode (default: either)")
 
 

@@ -56,15 +56,17 @@ class RoundLoopTest(unittest.TestCase):
     """Probe readings are scripted: a pair further apart than PROBE_TOLERANCE
     is a placement change, and its round is dropped and run again."""
 
-    def run_rounds(self, readings, want, max_rounds, mode=None):
+    def run_rounds(self, readings, want, max_rounds, mode=None, wait_s=0, poll_s=0):
+        """wait_s: how long a round waits for `mode` (0: it starts at once); poll_s: between polls."""
         script, order = iter(readings), []
-        saved = lockswap_stats.probe_c2c
+        saved = lockswap_stats.probe_c2c, lockswap_stats.MODE_WAIT_S, lockswap_stats.MODE_POLL_S
         lockswap_stats.probe_c2c = lambda probe: next(script)
+        lockswap_stats.MODE_WAIT_S, lockswap_stats.MODE_POLL_S = wait_s, poll_s
         try:
             rounds = bench_common.Rounds(["a", "b", "c"]).run(lambda v: order.append(v) or v.upper(),
                                                                "probe", want, max_rounds, mode=mode)
         finally:
-            lockswap_stats.probe_c2c = saved
+            lockswap_stats.probe_c2c, lockswap_stats.MODE_WAIT_S, lockswap_stats.MODE_POLL_S = saved
         return rounds, order
 
     def test_order_rotates_and_every_round_runs_every_variant(self):
@@ -89,6 +91,22 @@ class RoundLoopTest(unittest.TestCase):
         rounds, _ = self.run_rounds(readings, want=2, max_rounds=4)
         self.assertEqual(rounds.steady, [True, True])
         self.assertEqual(rounds.placement(), "slow")  # one of each: a tie counts as slow
+
+    def test_a_round_waits_for_the_mode_asked(self):
+        # slow, slow, then fast: the round starts at the first fast reading
+        rounds, order = self.run_rounds([450, 460, 90, 95], want=1, max_rounds=1, mode="fast", wait_s=60)
+        self.assertEqual((rounds.started, rounds.steady, rounds.c2c), (1, [True], [92.5]))
+        self.assertEqual(order, ["a", "b", "c"])
+
+    def test_a_round_that_waited_in_vain_runs_and_is_dropped(self):
+        rounds, order = self.run_rounds(iter(lambda: 450, None), want=1, max_rounds=1, mode="fast",
+                                        wait_s=0.02, poll_s=0.005)
+        self.assertEqual((rounds.started, rounds.dropped, rounds.kept), (1, 1, []))
+        self.assertEqual(order, ["a", "b", "c"])
+
+    def test_without_a_mode_a_round_does_not_wait(self):
+        rounds, _ = self.run_rounds([450, 450], want=1, max_rounds=1, wait_s=60)
+        self.assertEqual((rounds.started, rounds.c2c), (1, [450]))
 
     def test_max_rounds_bounds_the_reruns(self):
         rounds, _ = self.run_rounds([100, 450] * 4, want=3, max_rounds=4)
