@@ -104,11 +104,11 @@ def in_mode(before_ns, after_ns, mode):
     return mode is None or placement_mode(before_ns) == placement_mode(after_ns) == mode
 
 
-def wait_for_mode(probe, mode, wait_s=None):
+def wait_for_mode(probe, mode):
     """The core-to-core probe's reading once it reads `mode` ('fast'/'slow'),
-    polled every MODE_POLL_S for up to wait_s (default MODE_WAIT_S); the last
-    reading when the mode did not come, the first one without a mode or probe."""
-    deadline = time.monotonic() + (MODE_WAIT_S if wait_s is None else wait_s)
+    polled every MODE_POLL_S for up to MODE_WAIT_S; the last reading when the
+    mode did not come, the first one without a mode or probe."""
+    deadline = time.monotonic() + MODE_WAIT_S
     c2c = probe_c2c(probe)
     while mode and c2c and placement_mode(c2c) != mode and time.monotonic() < deadline:
         time.sleep(MODE_POLL_S)
