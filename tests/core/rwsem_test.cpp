@@ -1689,7 +1689,9 @@ TYPED_TEST(RwsemTest, StealReadHeldPassesAQueuedWriterWhoseHandoffTimerEndsIt) {
   using L = typename TestFixture::L;
   if (TestFixture::kReaderSpin) GTEST_SKIP() << "v5.10 readers spin instead of stealing";
   auto& w = this->w;
-  g_rwsem_tunables.handoff_ns = 20'000'000;
+  // Long enough that the steals below start before the writer's deadline even
+  // under qemu on a loaded machine (20 ms was not: the setup alone took it).
+  g_rwsem_tunables.handoff_ns = 200'000'000;
   g_rwsem_tunables.reader_pref_ns = 10'000'000'000;  // rule (b) out of the way
   g_rwsem_tunables.writer_spin = false;
   Events ev;
