@@ -9,6 +9,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "arch/rseq.h"
+#include "core/cancel.h"
 #include "core/oncpu.h"
 #include "core/spin_guard.h"
 
@@ -108,10 +109,18 @@ static ThreadSlot& attach_uncancellable();
 ThreadSlot& attach_current_thread() {
   // Not even an asynchronous cancellation may end a thread here: it would
   // die holding the registry lock, and every later thread would spin on it.
-  int old_state;
+  // The type goes deferred before the state is disabled and comes back after
+  // it is enabled again: glibc (2.36) acts on an asynchronous cancellation
+  // that arrived meanwhile inside pthread_setcancelstate without setting the
+  // exit value, so the thread would end with NULL instead of
+  // PTHREAD_CANCELED; pthread_setcanceltype sets it (docs/glibc-versions.md,
+  // "pthread_setcancelstate leaves the exit value unset").
+  int old_type, old_state;
+  cancel::set_type(PTHREAD_CANCEL_DEFERRED, &old_type);
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
   ThreadSlot& s = attach_uncancellable();
   pthread_setcancelstate(old_state, &old_state);
+  if (old_type != PTHREAD_CANCEL_DEFERRED) cancel::set_type(old_type, &old_type);
   return s;
 }
 
