@@ -41,8 +41,11 @@
 // slow paths also open a DeferredScope of their own, which keeps its
 // wait_lock sections safe for the calls preload does not wrap (unlock, try);
 // scopes nest (an inner scope finds the type already deferred and does
-// nothing). Unlock and try calls are not wrapped: POSIX does not make them
-// async-cancel-safe, and wrapping them would cost every caller.
+// nothing). Unlock calls are not wrapped: POSIX does not make them
+// async-cancel-safe, and wrapping them would cost every caller. Neither are
+// the mutex try calls; the rwlock try calls are (preload/dispatch.cpp,
+// NativeRwlock): percid's runs a writer's drain under a guard, and a
+// cancellation landing there terminated the process.
 //
 // No call made while the type is asynchronous may go through a PLT stub.
 // The linker gives stubs no unwind information on aarch64 (x86-64's ld

@@ -12,6 +12,7 @@
 #include <threads.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -207,6 +208,47 @@ TEST_P(LockCancelTest, CancelOfABlockedThreadLeavesTheLockUsable) {
     return;
   }
   expect_usable(s);
+}
+
+// Outside POSIX (a try call is not async-cancel-safe), but glibc lets a
+// thread of the asynchronous type be cancelled anywhere in a rwlock try call:
+// that thread ends, cancelled, and the process goes on. Each victim spins on
+// both try calls of two fresh locks (never unlocking them: the unlocks are not
+// covered) and is cancelled after a varying delay.
+TEST(LockCancelTry, AsyncCancelAnywhereInARwlockTryCallEndsOnlyThatThread) {
+  struct Victim {
+    pthread_rwlock_t written, read;
+    std::atomic<bool> started{false};
+  };
+  constexpr int kVictims = 200;  // percid keeps a block for each lock destroyed held
+  for (int i = 0; i < kVictims; ++i) {
+    Victim v;
+    pthread_rwlock_init(&v.written, nullptr);
+    pthread_rwlock_init(&v.read, nullptr);
+    pthread_t t;
+    auto body = [](void* p) -> void* {
+      auto* victim = static_cast<Victim*>(p);
+      int old;
+      pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &old);
+      victim->started = true;
+      for (;;) {
+        pthread_rwlock_trywrlock(&victim->written);
+        pthread_rwlock_tryrdlock(&victim->read);
+      }
+    };
+    ASSERT_EQ(pthread_create(&t, nullptr, body, &v), 0);
+    while (!v.started) {
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(i * 97 % 20'000);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_EQ(pthread_cancel(t), 0);
+    void* result = nullptr;
+    ASSERT_EQ(pthread_join(t, &result), 0);
+    EXPECT_EQ(result, PTHREAD_CANCELED) << "victim " << i;
+    pthread_rwlock_destroy(&v.written);
+    pthread_rwlock_destroy(&v.read);
+  }
 }
 
 std::string case_name(const testing::TestParamInfo<std::tuple<int, bool>>& info) {
