@@ -372,31 +372,31 @@ __attribute__((noinline)) int rw_wrlock_async_caller(pthread_rwlock_t* l, Call c
 
 template <class V>
 struct NativeRwlock {
-  static int rdlock(pthread_rwlock_t* l) { return rdlock_blocking(l, {Call::block, 0, nullptr}); }
-  static int tryrdlock(pthread_rwlock_t* l) { return rdlock_blocking(l, {Call::trylock, 0, nullptr}); }
+  static int rdlock(pthread_rwlock_t* l) { return rdlock_cancel_safe(l, {Call::block, 0, nullptr}); }
+  static int tryrdlock(pthread_rwlock_t* l) { return rdlock_cancel_safe(l, {Call::trylock, 0, nullptr}); }
   static int timedrdlock(pthread_rwlock_t* l, const timespec* abs) {
-    return rdlock_blocking(l, {Call::timed, CLOCK_REALTIME, abs});
+    return rdlock_cancel_safe(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockrdlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return rdlock_blocking(l, {Call::clocked, clock, abs});
+    return rdlock_cancel_safe(l, {Call::clocked, clock, abs});
   }
-  static int wrlock(pthread_rwlock_t* l) { return wrlock_blocking(l, {Call::block, 0, nullptr}); }
-  static int trywrlock(pthread_rwlock_t* l) { return wrlock_blocking(l, {Call::trylock, 0, nullptr}); }
+  static int wrlock(pthread_rwlock_t* l) { return wrlock_cancel_safe(l, {Call::block, 0, nullptr}); }
+  static int trywrlock(pthread_rwlock_t* l) { return wrlock_cancel_safe(l, {Call::trylock, 0, nullptr}); }
   static int timedwrlock(pthread_rwlock_t* l, const timespec* abs) {
-    return wrlock_blocking(l, {Call::timed, CLOCK_REALTIME, abs});
+    return wrlock_cancel_safe(l, {Call::timed, CLOCK_REALTIME, abs});
   }
   static int clockwrlock(pthread_rwlock_t* l, clockid_t clock, const timespec* abs) {
-    return wrlock_blocking(l, {Call::clocked, clock, abs});
+    return wrlock_cancel_safe(l, {Call::clocked, clock, abs});
   }
   // The try calls come here too: a percid writer's drain (which a try
   // acquisition runs as well) keeps a guard, and an asynchronous cancellation
   // landing in a frame with cleanups, off a call, terminates the process
   // where glibc's lock would just be left as it was.
-  LOCKSWAP_INLINE static int rdlock_blocking(pthread_rwlock_t* l, Call c) {
+  LOCKSWAP_INLINE static int rdlock_cancel_safe(pthread_rwlock_t* l, Call c) {
     if (cancel::async_caller()) return rw_rdlock_async_caller<V>(l, c);
     return rw_rdlock<V>(l, c);
   }
-  LOCKSWAP_INLINE static int wrlock_blocking(pthread_rwlock_t* l, Call c) {
+  LOCKSWAP_INLINE static int wrlock_cancel_safe(pthread_rwlock_t* l, Call c) {
     if (cancel::async_caller()) return rw_wrlock_async_caller<V>(l, c);
     return rw_wrlock<V>(l, c);
   }
