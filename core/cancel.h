@@ -39,13 +39,17 @@
 // asynchronous type must enter them through run_deferred (preload's native
 // entry points do; so do the core tests that cancel asynchronously). rwsem's
 // slow paths also open a DeferredScope of their own, which keeps its
-// wait_lock sections safe for the calls preload does not wrap (unlock, try);
-// scopes nest (an inner scope finds the type already deferred and does
-// nothing). Unlock calls are not wrapped: POSIX does not make them
-// async-cancel-safe, and wrapping them would cost every caller. Neither are
-// the mutex try calls; the rwlock try calls are (preload/dispatch.cpp,
-// NativeRwlock): percid's runs a writer's drain under a guard, and a
-// cancellation landing there terminated the process.
+// wait_lock sections safe for the calls preload does not wrap (unlock, the
+// mutex try calls); scopes nest (an inner scope finds the type already
+// deferred and does nothing). Unlock calls are not wrapped: POSIX does not
+// make them async-cancel-safe, and wrapping them would cost every caller
+// (three instructions per pair). The slow paths with cleanups they can reach
+// defer for themselves instead, each behind a cleanup-free frame (rwsem's
+// SlowPaths open their scope before calling into frames with cleanups; the
+// id allocator's refill and global take go through deferred_if_async, and
+// its clock check is skipped: core/cid.cpp). The rwlock try calls are wrapped
+// (preload/dispatch.cpp, NativeRwlock): percid's runs a writer's drain under a
+// guard, and a cancellation landing there terminated the process.
 //
 // No call made while the type is asynchronous may go through a PLT stub.
 // The linker gives stubs no unwind information on aarch64 (x86-64's ld
@@ -183,6 +187,26 @@ __attribute__((noinline)) int run_deferred(Call&& call, GiveBack&& give_back) {
   int rc = call_in_own_frame(call);
   if (rc != 0) return restore_async(rc);
   return restore_async_holding(rc, give_back);
+}
+
+// A slow path whose frames have cleanups, on a path preload does not run
+// deferred (an unlock's): `body` (returning an int) runs in a frame of its
+// own, deferred when the caller's type is asynchronous, and the caller's type
+// comes back after it. A cancellation that arrived meanwhile acts then, at the
+// end of the body, as if it had landed just after it. A cleanup-free frame, as
+// run_deferred's; inline, the deferred caller pays one TLS load.
+template <class Body>
+__attribute__((noinline)) int run_body_deferred(Body& body) {
+  int old;
+  set_type(PTHREAD_CANCEL_DEFERRED, &old);
+  int rc = call_in_own_frame(body);
+  if (old != PTHREAD_CANCEL_ASYNCHRONOUS) return rc;
+  return restore_async(rc);
+}
+template <class Body>
+inline int deferred_if_async(Body&& body) {
+  if (__builtin_expect(!async_caller(), 1)) return call_in_own_frame(body);
+  return run_body_deferred(body);
 }
 
 // The one frame in which lock code runs with the asynchronous type. It must

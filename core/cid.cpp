@@ -13,6 +13,7 @@
 
 #include "arch/clock.h"
 #include "arch/relax.h"
+#include "core/cancel.h"
 #include "core/nocancel_io.h"
 #include "core/spin_guard.h"
 #include "core/wait_ctx.h"
@@ -315,7 +316,8 @@ uint32_t global_borrow() {
   return static_cast<uint32_t>(t_cid.global_id);
 }
 
-uint32_t global_take() {
+namespace {
+uint32_t global_take_body() {
   // Registered, so the registry's exit hook gives the id back. A thread on
   // the shared slot has no exit hook: it borrows, as when the ids run out.
   if (__builtin_expect(is_shared(self_slot()), 0)) return global_borrow();
@@ -339,6 +341,19 @@ uint32_t global_take() {
   t_cid.global_id = id;
   return static_cast<uint32_t>(id);
 }
+}  // namespace
+
+// The slow paths an id lookup can reach (global_take, percpu_refill,
+// percpu_clock_check) keep cleanups (SlowPathTimer, CidLock), and lookups run
+// in unlock calls, which preload does not run deferred (core/cancel.h): an
+// asynchronous cancellation landing in a frame with cleanups would terminate
+// the process. Each body sits behind a cleanup-free frame: the two that must
+// run go through cancel::deferred_if_async (a cancellation that arrived
+// meanwhile acts after the body, within the lock call, where glibc's can land
+// too); the clock check is skipped.
+uint32_t global_take() {
+  return static_cast<uint32_t>(cancel::deferred_if_async([] { return static_cast<int>(global_take_body()); }));
+}
 
 void put_global() {
   int32_t id = t_cid.global_id;
@@ -359,7 +374,8 @@ uint32_t percpu_stamp(CpuCache& c, uint32_t epoch) {
   return c.cid.load(arch::mo_dekker);
 }
 
-uint32_t percpu_refill(uint32_t cpu) {
+namespace {
+uint32_t percpu_refill_body(uint32_t cpu) {
   SlowPathTimer timer;
   CpuCache& c = g_cpu_cache[cpu];
   c.epoch.store(g_epoch.load(arch::mo_hint), arch::mo_dekker);
@@ -379,7 +395,7 @@ uint32_t percpu_refill(uint32_t cpu) {
   }
 }
 
-void percpu_clock_check() {
+__attribute__((noinline)) void percpu_clock_check_body() {
   uint64_t now = now_ns();
   uint64_t next = g_private.next_scan_ns.load(arch::mo_hint);
   if (now < next) return;
@@ -387,6 +403,19 @@ void percpu_clock_check() {
   if (!g_private.next_scan_ns.compare_exchange_strong(next, now + kScanPeriodNs, arch::mo_hint)) return;
   SlowPathTimer timer;
   percpu_scan();
+}
+}  // namespace
+
+uint32_t percpu_refill(uint32_t cpu) {
+  return static_cast<uint32_t>(cancel::deferred_if_async([cpu] { return static_cast<int>(percpu_refill_body(cpu)); }));
+}
+
+// A thread of the asynchronous type skips the check: the periodic scan is
+// anyone's job, and deferring it would let a cancellation that arrived meanwhile
+// act inside the caller's unlock, with the read lock not yet given back.
+void percpu_clock_check() {
+  if (cancel::async_caller()) return;
+  percpu_clock_check_body();
 }
 
 // task_mm_cid_work(): a new epoch, then free the ids of slots idle for a
