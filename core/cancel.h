@@ -45,9 +45,10 @@
 // make them async-cancel-safe, and wrapping them would cost every caller
 // (three instructions per pair). The slow paths with cleanups they can reach
 // defer for themselves instead, each behind a cleanup-free frame (rwsem's
-// SlowPaths open their scope before calling into frames with cleanups; the
-// id allocator's refill and global take go through deferred_if_async, and
-// its clock check is skipped: core/cid.cpp). The rwlock try calls are wrapped
+// SlowPaths open their scope before calling into frames with cleanups; a
+// thread of the asynchronous type borrows an id instead of entering the id
+// allocator's refill or global take, and skips its clock check:
+// core/cid.cpp). The rwlock try calls are wrapped
 // (preload/dispatch.cpp, NativeRwlock): percid's runs a writer's drain under a
 // guard, and a cancellation landing there terminated the process.
 //
@@ -187,26 +188,6 @@ __attribute__((noinline)) int run_deferred(Call&& call, GiveBack&& give_back) {
   int rc = call_in_own_frame(call);
   if (rc != 0) return restore_async(rc);
   return restore_async_holding(rc, give_back);
-}
-
-// A slow path whose frames have cleanups, on a path preload does not run
-// deferred (an unlock's): `body` (returning an int) runs in a frame of its
-// own, deferred when the caller's type is asynchronous, and the caller's type
-// comes back after it. A cancellation that arrived meanwhile acts then, at the
-// end of the body, as if it had landed just after it. A cleanup-free frame, as
-// run_deferred's; inline, the deferred caller pays one TLS load.
-template <class Body>
-__attribute__((noinline)) int run_body_deferred(Body& body) {
-  int old;
-  set_type(PTHREAD_CANCEL_DEFERRED, &old);
-  int rc = call_in_own_frame(body);
-  if (old != PTHREAD_CANCEL_ASYNCHRONOUS) return rc;
-  return restore_async(rc);
-}
-template <class Body>
-inline int deferred_if_async(Body&& body) {
-  if (__builtin_expect(!async_caller(), 1)) return call_in_own_frame(body);
-  return run_body_deferred(body);
 }
 
 // The one frame in which lock code runs with the asynchronous type. It must

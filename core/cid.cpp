@@ -317,7 +317,7 @@ uint32_t global_borrow() {
 }
 
 namespace {
-uint32_t global_take_body() {
+__attribute__((noinline)) uint32_t global_take_body() {
   // Registered, so the registry's exit hook gives the id back. A thread on
   // the shared slot has no exit hook: it borrows, as when the ids run out.
   if (__builtin_expect(is_shared(self_slot()), 0)) return global_borrow();
@@ -347,12 +347,15 @@ uint32_t global_take_body() {
 // percpu_clock_check) keep cleanups (SlowPathTimer, CidLock), and lookups run
 // in unlock calls, which preload does not run deferred (core/cancel.h): an
 // asynchronous cancellation landing in a frame with cleanups would terminate
-// the process. Each body sits behind a cleanup-free frame: the two that must
-// run go through cancel::deferred_if_async (a cancellation that arrived
-// meanwhile acts after the body, within the lock call, where glibc's can land
-// too); the clock check is skipped.
+// the process. So a thread of the asynchronous type never enters them: it
+// borrows an id (as when the ids run out) instead of taking or refilling
+// one, and skips the clock check (the periodic scan is anyone's job). Each
+// body sits in a frame of its own, behind these cleanup-free ones. Deferring
+// them instead would let a cancellation that arrived meanwhile act inside
+// the unlock, with the read lock not yet given back.
 uint32_t global_take() {
-  return static_cast<uint32_t>(cancel::deferred_if_async([] { return static_cast<int>(global_take_body()); }));
+  if (cancel::async_caller()) return global_borrow();
+  return global_take_body();
 }
 
 void put_global() {
@@ -375,7 +378,7 @@ uint32_t percpu_stamp(CpuCache& c, uint32_t epoch) {
 }
 
 namespace {
-uint32_t percpu_refill_body(uint32_t cpu) {
+__attribute__((noinline)) uint32_t percpu_refill_body(uint32_t cpu) {
   SlowPathTimer timer;
   CpuCache& c = g_cpu_cache[cpu];
   c.epoch.store(g_epoch.load(arch::mo_hint), arch::mo_dekker);
@@ -406,13 +409,12 @@ __attribute__((noinline)) void percpu_clock_check_body() {
 }
 }  // namespace
 
+// (For the asynchronous type, see global_take.)
 uint32_t percpu_refill(uint32_t cpu) {
-  return static_cast<uint32_t>(cancel::deferred_if_async([cpu] { return static_cast<int>(percpu_refill_body(cpu)); }));
+  if (cancel::async_caller()) return borrowed_id();
+  return percpu_refill_body(cpu);
 }
 
-// A thread of the asynchronous type skips the check: the periodic scan is
-// anyone's job, and deferring it would let a cancellation that arrived meanwhile
-// act inside the caller's unlock, with the read lock not yet given back.
 void percpu_clock_check() {
   if (cancel::async_caller()) return;
   percpu_clock_check_body();

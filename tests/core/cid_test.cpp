@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cancel.h"
 #include "core/wait_ctx.h"
 #include "tests/core/core_test_util.h"
 #include "tests/core/kill_test_util.h"
@@ -122,6 +123,32 @@ TEST_F(CidTest, GlobalSleepGivesTheIdBackAndTheNextUseTakesOne) {
   if (kEvents) {
     EXPECT_EQ(ev(LockEvent::cid_alloc), 2u);
     EXPECT_EQ(ev(LockEvent::cid_free), 1u);
+  }
+}
+
+// The allocators' slow paths keep cleanups, and id lookups run in unlock
+// calls, which preload does not run deferred; an asynchronous cancellation
+// landing in one of those frames would terminate the process. So a thread of
+// the asynchronous type borrows an id instead of taking (global) or refilling
+// (percpu) one; the next lookup of the deferred type takes one as usual.
+TEST_F(CidTest, AThreadOfTheAsynchronousTypeBorrowsInsteadOfEnteringTheSlowPaths) {
+  for (CidMode mode : {CidMode::global, CidMode::percpu}) {
+    ASSERT_EQ(cid::select(mode), mode);
+    std::thread([mode] {
+      Events ev;
+      cancel::t_async_type = true;  // what preload's pthread_setcanceltype records
+      uint32_t borrowed = cid::current();
+      cancel::t_async_type = false;
+      EXPECT_LT(borrowed, cid::kMaxCids);
+      EXPECT_EQ(cid::ids_in_use(), 0u) << static_cast<int>(mode);
+      if (kEvents) {
+        EXPECT_EQ(ev(LockEvent::cid_fallback), 1u) << static_cast<int>(mode);
+        EXPECT_EQ(ev(LockEvent::cid_alloc), 0u) << static_cast<int>(mode);
+      }
+      if (mode == CidMode::global) sleep_in_lockswap();  // a borrowed id is kept until the next sleep
+      (void)cid::current();
+      EXPECT_EQ(cid::ids_in_use(), 1u) << static_cast<int>(mode);
+    }).join();
   }
 }
 
