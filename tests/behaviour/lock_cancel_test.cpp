@@ -292,7 +292,7 @@ TEST(LockCancelTry, AsyncCancelAnywhereInARwlockTryCallEndsOnlyThatThread) {
 // lookups before; one more read lock held on another lock halfway shifts
 // that, so both are tried. The victim ends cancelled with the lock free, or
 // returns if no unlock read a clock.
-TEST(LockCancelTry, AsyncCancelInAClockReadOfAnUnlockEndsOnlyThatThread) {
+TEST(LockCancelUnlock, AsyncCancelInAClockReadOfAnUnlockEndsOnlyThatThread) {
   static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER, shift = PTHREAD_RWLOCK_INITIALIZER;
   g_cancelled_in_clock_read = false;
   auto body = [](void*) -> void* {
