@@ -122,6 +122,11 @@ namespace sem_detail {
 inline constexpr uint32_t value_of(uint64_t d) { return static_cast<uint32_t>(d); }
 inline constexpr uint32_t kValueMax = SEM_VALUE_MAX;
 static_assert(SEM_VALUE_MAX == INT_MAX, "the value half never reaches the sign bit");
+// post()'s result policy: the error code itself (0 or EOVERFLOW). A caller
+// that reports errors otherwise (preload: -1 and errno) passes its own `of`.
+struct ErrorCode {
+  static int of(int err) { return err; }
+};
 }  // namespace sem_detail
 
 // glibc's word: nwaiters in the whole high half; unbounded CAS loops.
@@ -274,21 +279,22 @@ class Semaphore {
     return wait_slow<Sleeper>(ctx);
   }
 
-  // 0 or EOVERFLOW (value at SEM_VALUE_MAX). Fast path: one attempt, no
-  // call on any branch (no stack frame); the rest is post_slow's.
-  // The futex kind is read before the unit is given: once it is, a waiter
-  // may take it, destroy the semaphore and unmap its memory (glibc reads
-  // `private` first for the same reason); the wake on a gone address is a
-  // harmless EFAULT, a load from it would fault.
+  // Result::of(0 or EOVERFLOW) (value at SEM_VALUE_MAX). Fast path: one
+  // attempt, then 0 or a tail call (no stack frame): the out-of-line parts
+  // apply Result themselves. The futex kind is read before the unit is given:
+  // once it is, a waiter may take it, destroy the semaphore and unmap its
+  // memory (glibc reads `private` first for the same reason); the wake on a
+  // gone address is a harmless EFAULT, a load from it would fault.
+  template <class Result = sem_detail::ErrorCode>
   int post() {
-    const bool sh = shared();
+    const int32_t kind = w_.private_flag;
     uint64_t old;
     lockref::Once r = Word::give_once(w_.data, old);
     if (__builtin_expect(r == lockref::Once::done, 1)) {
       if (__builtin_expect(Word::waiters_of(old) == 0, 1)) return 0;
-      return wake_one(w_.data, sh);
+      return wake_one<Result>(w_.data, kind);
     }
-    return post_slow(w_.data, sh, r);
+    return post_slow<Result>(w_.data, kind, r);
   }
 
   // Never negative (sleepers are not counted, as in glibc).
@@ -312,16 +318,23 @@ class Semaphore {
   __attribute__((noinline)) static bool take_unit_slow(SemWords& w, lockref::Once r) {
     return Word::try_take(w.data, 0, w.private_flag != 0, r == lockref::Once::cas_failed ? 1 : 0);
   }
-  __attribute__((noinline)) static int post_slow(std::atomic<uint64_t>& d, bool sh, lockref::Once r) {
-    if (r == lockref::Once::stopped) return EOVERFLOW;
+  template <class Result>
+  __attribute__((noinline)) static int post_slow(std::atomic<uint64_t>& d, int32_t kind, lockref::Once r) {
+    const bool sh = kind != 0;
+    if (r == lockref::Once::stopped) return Result::of(EOVERFLOW);
     uint64_t old;
-    if (!Word::give(d, sh, old, r == lockref::Once::cas_failed ? 1 : 0)) return EOVERFLOW;
-    return Word::waiters_of(old) != 0 ? wake_one(d, sh) : 0;
+    if (!Word::give(d, sh, old, r == lockref::Once::cas_failed ? 1 : 0)) return Result::of(EOVERFLOW);
+    if (Word::waiters_of(old) != 0) wake(d, sh);
+    return Result::of(0);
   }
-  __attribute__((noinline)) static int wake_one(std::atomic<uint64_t>& d, bool sh) {
+  template <class Result>
+  __attribute__((noinline)) static int wake_one(std::atomic<uint64_t>& d, int32_t kind) {
+    wake(d, kind != 0);
+    return Result::of(0);
+  }
+  static void wake(std::atomic<uint64_t>& d, bool sh) {
     lockevent_inc(LockEvent::sem_post_wake);
     arch::futex_wake(lockref::count_futex(d), 1, sh);
-    return 0;
   }
 
   // Drops a registration; passes a wakeup on when units are left for others.
@@ -390,7 +403,10 @@ class LockrefSem {
   int wait(const WaitCtx& ctx) {
     return shared() ? glibc_word().template wait<Sleeper>(ctx) : lockref_word().template wait<Sleeper>(ctx);
   }
-  int post() { return shared() ? glibc_word().post() : lockref_word().post(); }
+  template <class Result = sem_detail::ErrorCode>
+  int post() {
+    return shared() ? glibc_word().template post<Result>() : lockref_word().template post<Result>();
+  }
 
   int value() const { return static_cast<int>(sem_detail::value_of(w_.data.load(arch::mo_hint))); }
   uint64_t waiters() const {

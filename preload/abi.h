@@ -142,6 +142,31 @@ inline bool sem_shared(sem_t* s) {
              .load(std::memory_order_relaxed) != 0;
 }
 
+// The calling thread's cancellation word: glibc's struct pthread
+// `cancelhandling`, read the way glibc's own pthread_testcancel() reads it
+// (nptl/pthread_testcancel.c, nptl/descr.h), so that sem_wait's fast path can
+// skip the call when no request could act. x86-64 keeps struct pthread at the
+// thread pointer (TLS_TCB_AT_TP); the word is at +0x308 on 2.36 and 2.41, and
+// a deferred request acts when CANCELED is set and CANCELSTATE (disabled),
+// EXITING and TERMINATED are clear. Elsewhere the answer is always "may act",
+// and glibc's pthread_testcancel() decides, as it does whenever this says so.
+inline constexpr std::size_t kCancelHandlingOffset = 0x308;
+inline constexpr unsigned kCancelStateDisabled = 1u << 0;
+inline constexpr unsigned kCanceled = 1u << 3;
+inline constexpr unsigned kExiting = 1u << 4;
+inline constexpr unsigned kTerminated = 1u << 5;
+inline constexpr unsigned kCancelActsMask = kCancelStateDisabled | kCanceled | kExiting | kTerminated;
+static_assert(kCancelActsMask == 0x39, "pthread_testcancel's own mask on 2.36 and 2.41");
+inline bool cancel_may_act() {
+#if defined(__x86_64__)
+  const auto* self = static_cast<const char*>(__builtin_thread_pointer());
+  const auto* word = reinterpret_cast<const int*>(self + kCancelHandlingOffset);
+  return (static_cast<unsigned>(__atomic_load_n(word, __ATOMIC_RELAXED)) & kCancelActsMask) == kCanceled;
+#else
+  return true;
+#endif
+}
+
 // Kinds decided per object, at every call (objects may be re-initialised).
 inline bool glibc_owned(int kind) { return kind & kKindGlibcOwned; }
 inline bool glibc_owned(const RwlockObject& o) { return o.shared.load(std::memory_order_relaxed) != 0; }

@@ -531,15 +531,18 @@ struct NativeSem {
     return 0;
   }
   static int destroy(sem_t*) { return 0; }  // glibc checks nothing either
+  // glibc's pthread_testcancel() only where a request could act
+  // (abi::cancel_may_act(): its own test, inline), so the fast path makes no
+  // call and keeps no frame.
   static int wait(sem_t* s) {
-    pthread_testcancel();
+    if (__builtin_expect(abi::cancel_may_act(), 0)) return act_on_cancel_then_wait(s);
     if (__builtin_expect(V::trywait(s) == 0, 1)) return 0;
     return wait_slow(s);
   }
   static int trywait(sem_t* s) { return sem_result(V::trywait(s)); }
   static int timedwait(sem_t* s, const timespec* abs) {
     if (!valid_nsec(abs)) return sem_result(EINVAL);
-    pthread_testcancel();
+    if (abi::cancel_may_act()) pthread_testcancel();
     return take(s, WaitCtx::until(CLOCK_REALTIME, abs));
   }
   static int clockwait(sem_t* s, clockid_t clock, const timespec* abs) {
@@ -553,10 +556,19 @@ struct NativeSem {
   }
   // Out of line, so that sem_wait's fast path builds no WaitCtx and keeps no frame.
   __attribute__((noinline)) static int wait_slow(sem_t* s) { return sleep_for_unit(s, WaitCtx::blocking()); }
+  __attribute__((noinline)) static int act_on_cancel_then_wait(sem_t* s) {
+    pthread_testcancel();
+    return take(s, WaitCtx::blocking());
+  }
   __attribute__((noinline)) static int sleep_for_unit(sem_t* s, WaitCtx ctx) {
     return sem_result(with_deferred_cancellation([&] { return V::template wait<Sleeper>(s, ctx); }));
   }
-  static int post(sem_t* s) { return sem_result(V::post(s)); }
+  // The core's slow paths turn their error code into sem_post's result
+  // themselves, so the fast path's calls are tail calls and it keeps no frame.
+  struct PostResult {
+    static int of(int err) { return sem_result(err); }
+  };
+  static int post(sem_t* s) { return V::template post<PostResult>(s); }
   static int getvalue(sem_t* s, int* value) {
     *value = V::value(s);
     return 0;

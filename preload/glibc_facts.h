@@ -16,6 +16,10 @@
 //     __shared @28, __flags @48
 //   pthread_cond_t 48 B (lockswap: first 16 B)   yes   yes   dispatch.cpp      static_assert (tier compile)
 //   sem_t 32 B: value @0, private @8 (0 / 128)   yes   yes   abi.h, core/sem.h SemFields
+//   x86-64: struct pthread at the thread         yes   yes   abi.h             CancelHandling
+//     pointer, cancelhandling @0x308; a
+//     deferred request acts when (word & 0x39)
+//     == 0x08 (pthread_testcancel's own test)
 //   PTHREAD_{MUTEX,RWLOCK,COND}_INITIALIZER are  yes   yes   abi.h             StaticInitialisers
 //     all-zero bytes; the _NP initialisers set
 //     only __kind / __flags

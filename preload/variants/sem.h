@@ -28,7 +28,10 @@ struct SemVariantOf {
   static int wait(sem_t* s, const WaitCtx& ctx) {
     return at(s).template wait<Sleeper>(ctx);
   }
-  static int post(sem_t* s) { return at(s).post(); }
+  template <class Result = sem_detail::ErrorCode>
+  static int post(sem_t* s) {
+    return at(s).template post<Result>();
+  }
   static int value(sem_t* s) { return at(s).value(); }
 };
 static_assert(sizeof(SemWords) <= sizeof(sem_t), "fits glibc's 32-byte sem_t");

@@ -334,4 +334,49 @@ TEST(GlibcFacts, CancellationPoints) {
   pthread_join(waker, nullptr);
 }
 
+
+// abi::cancel_may_act() reads glibc's cancellation word inline; it must say
+// "may act" exactly when glibc's pthread_testcancel() would act: never with
+// no request or with cancellation disabled, and for a pending request once
+// enabled (deferred type). Elsewhere than x86-64 it always says "may act".
+struct CancelSteps {
+  std::atomic<int> step{0};  // 1: the thread disabled cancellation; 2: cancelled
+  bool fresh = true, disabled = true, enabled = false;
+};
+
+TEST(GlibcFacts, CancelHandling) {
+  CancelSteps steps;
+  pthread_t t;
+  ASSERT_EQ(pthread_create(
+                &t, nullptr,
+                [](void* arg) -> void* {
+                  auto& s = *static_cast<CancelSteps*>(arg);
+                  s.fresh = abi::cancel_may_act();
+                  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
+                  s.step = 1;
+                  while (s.step.load() != 2) sched_yield();
+                  s.disabled = abi::cancel_may_act();
+                  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);  // deferred: does not act
+                  s.enabled = abi::cancel_may_act();
+                  pthread_testcancel();
+                  return nullptr;
+                },
+                &steps),
+            0);
+  while (steps.step.load() != 1) sched_yield();
+  ASSERT_EQ(pthread_cancel(t), 0);
+  steps.step = 2;
+  void* result = nullptr;
+  ASSERT_EQ(pthread_join(t, &result), 0);
+  EXPECT_EQ(result, PTHREAD_CANCELED) << "glibc's pthread_testcancel acted";
+  EXPECT_TRUE(steps.enabled) << "a pending request, enabled";
+#if defined(__x86_64__)
+  EXPECT_FALSE(steps.fresh) << "no request";
+  EXPECT_FALSE(steps.disabled) << "a pending request, cancellation disabled";
+#else
+  EXPECT_TRUE(steps.fresh && steps.disabled) << "no inline test here: always \"may act\"";
+#endif
+  EXPECT_FALSE(abi::cancel_may_act()) << "the main thread, never cancelled";
+}
+
 }  // namespace
