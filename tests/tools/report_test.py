@@ -15,6 +15,16 @@ from cli_test_util import CliTestCase, fixture
 
 MARIADB = fixture("mariadbd-4711.stats")
 POSTGRES = [fixture("postgres-201.stats"), fixture("postgres-202.stats")]
+# Real dumps of fixtures/counts-rwsem.c (540,000 mutex and 540,000 rwlock calls) under rwsem:
+# written by LOCKSWAP_STATS=counts (lock events only) and =profile (calls and tables too).
+COUNTS_RWSEM = fixture("counts-rwsem.stats")
+PROFILE_RWSEM = fixture("profile-rwsem.stats")
+COUNTS_PID = 5955
+# What the report said for MARIADB + POSTGRES before counts-only dumps were told apart:
+# a profiled report must stay exactly that (paths written as @FIXTURES@).
+FULL_MODE_ARGS = ("--top", "0", "--symbol-budget", "0", MARIADB, *POSTGRES)
+FULL_MODE_TEXT = fixture("full-mode.report.txt")
+FULL_MODE_JSON = fixture("full-mode.report.json")
 HOT_MUTEX = 0x5581a0c0e040
 HOT_FN = "lockswap_fixture::hot_site_function(int)"
 COLD_FN = "lockswap_fixture::cold_site_function(int)"
@@ -30,6 +40,13 @@ def report_json(test, *args):
 
 def by_addr(items, addr):
     return next(s for s in items if s["addr"] == addr)
+
+
+def process_row(text, pid):
+    """The cells of PID's row in the processes table."""
+    lines = text.splitlines()
+    start = lines.index("processes:")
+    return next(l.split() for l in lines[start + 2:] if l.split()[:1] == [str(pid)])
 
 
 def sites_section(text):
@@ -295,10 +312,9 @@ class ReportTest(CliTestCase):
         self.assertNotIn("\tdir", out)   # shown escaped in the text, never raw control characters
 
     def test_counts_only_dump(self):
-        """stats=counts: events and calls, and one line saying the profiler was off."""
+        """stats=counts: the events, what was not collected, and one line saying the profiler was off."""
         counts = fixture("counts-only.stats")
         out = self.ok("report", counts).stdout
-        self.assertIn("calls: mutex 90000, rwlock 1200", out)
         self.assertRegex(out, r"rwsem_opt_lock\s+812")
         self.assertIn("no per-lock data: the profiler was off (run with LOCKSWAP_STATS=profile / "
                       "lockswap --profile)", out)
@@ -307,6 +323,71 @@ class ReportTest(CliTestCase):
         self.assertEqual((rep["profiled"], rep["processes"][0]["stats"]), (False, "counts"))
         self.assertEqual(rep["processes"][0]["exe"], "/opt/fixture/bin/counts only")
         self.assertTrue(report_json(self, MARIADB)["profiled"])
+
+    def test_counts_only_real_run_says_not_collected(self):
+        """A real counts dump of a program that made 540,000 mutex calls: the calls, lock objects
+        and acquisitions were not collected, so the report says so and concludes nothing from them."""
+        out = self.ok("report", COUNTS_RWSEM).stdout
+        self.assertIn("calls: not collected in the counts-only mode (run with lockswap --profile / "
+                      "LOCKSWAP_STATS=profile to collect them)", out)
+        self.assertNotIn("no pthread/C11 lock calls", out)
+        self.assertNotIn("cannot change", out)
+        self.assertNotIn("no calls of", out)
+        self.assertNotRegex(out, r"calls: mutex \d")
+        self.assertNotRegex(out, r"acquisitions \d|lock objects: \d")
+        self.assertIn("lock objects, call sites, acquisitions: not collected in the counts-only mode", out)
+        self.assertRegex(out, r"rwsem_wlock_barge\s+241840")
+        self.assertIn("the lock events show that locks were taken", out)
+        row = process_row(out, COUNTS_PID)
+        self.assertEqual(row[-7:-1], ["-"] * 6)      # mutex rwlock cond sem acq contended
+        self.assertIn("-: not collected (counts-only dump)", out)
+
+    def test_counts_only_real_run_json(self):
+        rep = report_json(self, COUNTS_RWSEM)
+        self.assertFalse(rep["profiled"])
+        (p,) = rep["processes"]
+        self.assertEqual(p["stats"], "counts")
+        for key in ("calls", "acq", "contended", "dropped"):
+            self.assertIsNone(p[key], key)
+            self.assertIsNone(rep["totals"][key], key)
+        self.assertEqual(set(p["not_collected"]), {"calls", "acq", "contended", "dropped", "locks", "sites"})
+        self.assertEqual(rep["totals"]["not_collected"],
+                         {k: [COUNTS_PID] for k in p["not_collected"]})
+        for key in ("locks_total", "sites_total", "cond_locks_total", "cond_sites_total"):
+            self.assertIsNone(rep[key], key)
+        self.assertEqual(rep["totals"]["events"]["rwsem_wlock_barge"], 241840)
+
+    def test_counts_and_profile_dumps_together(self):
+        """One process counted, one profiled: totals come from the processes that collected them,
+        named as such, and no conclusion covers the process that did not."""
+        out = self.ok("report", "--symbol-budget", "0", COUNTS_RWSEM, PROFILE_RWSEM).stdout
+        self.assertIn(f"calls (1 of 2 processes; not collected for pid {COUNTS_PID}, counts-only): "
+                      "mutex 540000, rwlock 540000, cond 0, sem 0", out)
+        self.assertNotIn("no calls of", out)
+        self.assertNotIn("no pthread/C11 lock calls", out)
+        self.assertRegex(out, r"lock objects: 2 .*acquisitions 540000, contended \d+ "
+                              rf"\(1 of 2 processes; not collected for pid {COUNTS_PID}, counts-only\)")
+        self.assertEqual(process_row(out, COUNTS_PID)[-7:-1], ["-"] * 6)
+        self.assertEqual(process_row(out, 5839)[-7:-5], ["540000", "540000"])
+        rep = report_json(self, "--symbol-budget", "0", COUNTS_RWSEM, PROFILE_RWSEM)
+        self.assertTrue(rep["profiled"])
+        self.assertEqual(rep["totals"]["calls"], {"mutex": 540000, "rwlock": 540000, "cond": 0, "sem": 0})
+        self.assertEqual(rep["totals"]["not_collected"]["calls"], [COUNTS_PID])
+        self.assertEqual(rep["locks_total"], 2)
+
+    def test_full_mode_report_unchanged(self):
+        """Profiled dumps: the text is what it was, and the JSON too but for the new, empty
+        not_collected keys."""
+        here = util.FIXTURES + "/"
+        out = self.ok("report", *FULL_MODE_ARGS).stdout.replace(here, "@FIXTURES@/")
+        with open(FULL_MODE_TEXT) as fh:
+            self.assertEqual(out, fh.read())
+        rep = json.loads(self.ok("report", "--json", *FULL_MODE_ARGS).stdout.replace(here, "@FIXTURES@/"))
+        self.assertEqual(rep["totals"].pop("not_collected"), {})
+        for p in rep["processes"]:
+            self.assertEqual(p.pop("not_collected"), [])
+        with open(FULL_MODE_JSON) as fh:
+            self.assertEqual(rep, json.load(fh))
 
     def test_malformed_records_warn_and_continue(self):
         path = os.path.join(self.tmp, "bad.stats")
