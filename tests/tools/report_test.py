@@ -353,7 +353,8 @@ class ReportTest(CliTestCase):
         self.assertEqual(set(p["not_collected"]), {"calls", "acq", "contended", "dropped", "locks", "sites"})
         self.assertEqual(rep["totals"]["not_collected"],
                          {k: [COUNTS_PID] for k in p["not_collected"]})
-        for key in ("locks_total", "sites_total", "cond_locks_total", "cond_sites_total"):
+        for key in ("locks_total", "sites_total", "cond_locks_total", "cond_sites_total",
+                    "locks", "sites", "cond_locks", "cond_sites"):
             self.assertIsNone(rep[key], key)
         self.assertEqual(rep["totals"]["events"]["rwsem_wlock_barge"], 241840)
 

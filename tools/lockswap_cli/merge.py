@@ -70,16 +70,22 @@ def finish_stat(stat):
 def merge(dumps):
     """Processes' snapshots -> totals, locks and sites. Locks at the same address in processes of
     the same executable are summed (forked workers inherit their parent's objects); sites are
-    summed by (file, offset, op), i.e. by code location, across processes."""
-    totals = {"calls": {f: 0 for f in FAMILIES}, "events": {}, "dropped": {"locks": 0, "sites": 0}}
+    summed by (file, offset, op), i.e. by code location, across processes. A total is summed
+    over the dumps that hold it, and None when none does (counts-only dumps: never zeros)."""
+    totals = {"calls": None, "events": {}, "dropped": None}
     locks, sites = {}, {}
     for d in dumps:
-        for fam, n in d.calls.items():
-            totals["calls"][fam] = totals["calls"].get(fam, 0) + n
+        missing = d.not_collected()
+        if "calls" not in missing:
+            totals["calls"] = totals["calls"] or {f: 0 for f in FAMILIES}
+            for fam, n in d.calls.items():
+                totals["calls"][fam] = totals["calls"].get(fam, 0) + n
         for name, n in d.events.items():
             totals["events"][name] = totals["events"].get(name, 0) + n
-        for k, n in d.dropped.items():
-            totals["dropped"][k] += n
+        if "dropped" not in missing:
+            totals["dropped"] = totals["dropped"] or {"locks": 0, "sites": 0}
+            for k, n in d.dropped.items():
+                totals["dropped"][k] += n
         for rec in d.locks.values():
             key = (d.exe, rec["addr"], rec["kind"])
             if key not in locks:

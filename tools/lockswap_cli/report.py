@@ -18,13 +18,19 @@ PERCENTILE_NOTE = ("percentiles (p50, p99) come from log2 histograms: the value 
 
 
 REPORT_EPILOG = f"""\
-Input: files written by the library with LOCKSWAP_STATS=profile (`{PROG} --profile`;
-counts-only dumps, LOCKSWAP_STATS=counts, give the calls and events only) and
-LOCKSWAP_STATS_FILE (`%p` in the name gives one file per process), or captured
+Input: files written by the library with LOCKSWAP_STATS=profile (`{PROG} --profile`)
+and LOCKSWAP_STATS_FILE (`%p` in the name gives one file per process), or captured
 stderr. Paths are percent-decoded (%XX). Lines that
 are not `lockswap-v1` records are skipped, as are unknown record types and keys.
 The last dump of each process (pid + start time; a dump on the statistics signal
 and another at exit) is used; processes are summed into totals.
+
+Counts-only dumps (LOCKSWAP_STATS=counts, `{PROG} --stats`, the mode of measured
+runs; begin record stats=counts) hold the lock events only: the calls per family,
+lock objects, call sites, acquisitions and dropped counts are not collected, and
+the report says so instead of printing zeros ("-" in the processes table, null
+in --json). A total over several processes comes from those that collected it,
+and the report names the others.
 
 Times: wait = start of a contended acquisition to success (so its average is
 over contended acquisitions); hold = acquisition to release of exclusive holds.
@@ -41,15 +47,19 @@ shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run
 profiled (false: counts-only dumps, no per-lock data);
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
 stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended,
-  selected[{{addr, family, variant, rule, rule_text, events{{name: n}}}}: LOCKSWAP_SELECT's locks]}};
-totals {{processes, calls, events, dropped, acq, contended}};
+  selected[{{addr, family, variant, rule, rule_text, events{{name: n}}}}: LOCKSWAP_SELECT's locks],
+  not_collected[] (what its dump does not hold: calls, acq, contended and dropped, then
+  null, and locks and sites, the profiler's tables)}};
+totals {{processes, calls, events, dropped, acq, contended (each summed over the processes
+that collected it, null when none did), not_collected{{figure: [pid...]}}}};
 locks_total, sites_total (before --top); sort;
 locks[] {{addr, kind, variant, first_module, first_offset, exe, pids[], acq, contended,
 contended_pct, rd_acq, rd_contended, wait, hold}}; sites[] {{rank, op, addr, module, offset,
 lock_addrs[], lock_kind, variant, select[], pids[], acq, contended, contended_pct, wait, hold,
 where, backtrace[], backtrace_pid}}; cond_locks[], cond_sites[] (same shapes: condition
 variables and their wait sites, ranked apart because a condition wait is idle
-time, not contention), cond_locks_total, cond_sites_total. wait/hold = {{count, total_ns, avg_ns, p50_ns, p99_ns, max_ns,
+time, not contention), cond_locks_total, cond_sites_total; the four lists and their
+totals are null when no dump was profiled. wait/hold = {{count, total_ns, avg_ns, p50_ns, p99_ns, max_ns,
 hist[48]}} with hist[i] = samples in [2^i, 2^(i+1)) ns (bucket 0 also holds 0).
 A frame (where, backtrace[]) = {{addr, module, offset, function, source,
 inlined[]}}; function/source are null when unknown. variant: the variant the lock ran
@@ -118,27 +128,56 @@ def build_report(args):
             symbolizer.want(mod, off)
         symbolizer.want(s["first_module"], s["first_offset"])
     symbolizer.resolve()
-    procs = []
-    for d in dumps:
-        lock_vals = d.locks.values()
-        procs.append({"pid": d.pid, "start_ns": d.start_ns, "seq": d.seq, "complete": d.complete,
-                      "file": d.path, "exe": d.exe, "variants": d.variants,
-                      "calls": {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))},
-                      "events": d.events, "dropped": d.dropped,
-                      "selected": selected_locks(d),
-                      "stats": d.stats,
-                      "acq": sum(rec["acq"] for rec in lock_vals),
-                      "contended": sum(rec["contended"] for rec in lock_vals)})
-    totals.update(processes=len(procs), acq=sum(p["acq"] for p in procs),
-                  contended=sum(p["contended"] for p in procs))
-    # counts-only dumps (LOCKSWAP_STATS=counts) carry events and calls, no per-lock records
-    profiled = bool(locks or sites or cond_locks or cond_sites or any(d.stats != "counts" for d in dumps))
+    procs = [process_entry(d) for d in dumps]
+    totals.update(processes=len(procs), acq=collected_sum(procs, "acq"),
+                  contended=collected_sum(procs, "contended"), not_collected=lacking_pids(procs))
+    # counts-only dumps (LOCKSWAP_STATS=counts) carry lock events only, no per-lock records
+    profiled = any(d.profiled for d in dumps)
+    counted = lambda items: len(items) if profiled else None   # no tables: no count of entries
     return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
             "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
-            "locks_total": len(locks), "sites_total": len(sites),
-            "cond_locks_total": len(cond_locks), "cond_sites_total": len(cond_sites),
-            "locks": locks[:top], "sites": out_sites(sites[:top], symbolizer),
-            "cond_locks": cond_locks[:top], "cond_sites": out_sites(cond_sites[:top], symbolizer)}
+            "locks_total": counted(locks), "sites_total": counted(sites),
+            "cond_locks_total": counted(cond_locks), "cond_sites_total": counted(cond_sites),
+            "locks": shown_if(profiled, locks[:top]), "sites": shown_if(profiled, out_sites(sites[:top], symbolizer)),
+            "cond_locks": shown_if(profiled, cond_locks[:top]),
+            "cond_sites": shown_if(profiled, out_sites(cond_sites[:top], symbolizer))}
+
+
+def shown_if(profiled, items):
+    """A table, or None without the profiler: an empty list would say there were no locks."""
+    return items if profiled else None
+
+
+def process_entry(d):
+    """One process's figures. Those its dump does not hold are None, never 0 (a counts-only
+    dump has no calls or lock records), and named in not_collected."""
+    missing = d.not_collected()
+    known = lambda figure, value: None if figure in missing else value
+    lock_vals = d.locks.values()
+    return {"pid": d.pid, "start_ns": d.start_ns, "seq": d.seq, "complete": d.complete,
+            "file": d.path, "exe": d.exe, "variants": d.variants,
+            "calls": known("calls", {f: d.calls.get(f, 0) for f in sorted(set(FAMILIES) | set(d.calls))}),
+            "events": d.events, "dropped": known("dropped", d.dropped),
+            "selected": selected_locks(d),
+            "stats": d.stats,
+            "acq": known("acq", sum(rec["acq"] for rec in lock_vals)),
+            "contended": known("contended", sum(rec["contended"] for rec in lock_vals)),
+            "not_collected": missing}
+
+
+def collected_sum(procs, figure):
+    """FIGURE summed over the processes that collected it; None when none did."""
+    values = [p[figure] for p in procs if p[figure] is not None]
+    return sum(values) if values else None
+
+
+def lacking_pids(procs):
+    """{figure: [pid, ...]} of the processes whose dumps do not hold it."""
+    out = {}
+    for p in procs:
+        for figure in p["not_collected"]:
+            out.setdefault(figure, []).append(p["pid"])
+    return out
 
 
 def is_cond_site(site):
@@ -182,8 +221,80 @@ def side_cols(side):
             fmt_ns(side["p99_ns"]), fmt_ns(side["max_ns"])]
 
 
+def pid_list(pids):
+    return (f"pid {pids[0]}" if len(pids) == 1 else
+            f"pids {', '.join(str(p) for p in pids[:12])}" + (", ..." if len(pids) > 12 else ""))
+
+
+def counts_only(rep, pids):
+    """Whether the processes PIDS all ran counts-only: else a figure is missing because their
+    dumps lack its records (truncated, or written by another version)."""
+    return all(p["stats"] == "counts" for p in rep["processes"] if p["pid"] in pids)
+
+
+def lacking_note(rep, figure):
+    """'' when every process collected FIGURE, else which processes a total of it leaves out."""
+    pids = rep["totals"]["not_collected"].get(figure, [])
+    if not pids:
+        return ""
+    n = len(rep["processes"])
+    return (f" ({n - len(pids)} of {n} processes; not collected for {pid_list(pids)}, "
+            f"{'counts-only' if counts_only(rep, pids) else 'not in the dump'})")
+
+
+# Events counted on a lock's own slow paths: any of them shows the program took locks, even
+# where nobody counted its calls (cid_* count concurrency ids, registry_* thread slots and
+# stats_* the profiler's tables, none of them a lock being taken).
+LOCK_PATH_EVENT_PREFIXES = ("rwsem_", "futex_", "cond_", "percid_", "lockref_", "sem_", "delegated_to_glibc")
+COLLECT_HINT = f"run with {PROG} --profile / LOCKSWAP_STATS=profile to collect them"
+
+
+def calls_lines(rep):
+    """The calls per family, and what they show. A conclusion such as "no lock calls at all" is
+    drawn only when every process's calls were counted: counts-only dumps never count them."""
+    calls = rep["totals"]["calls"]
+    if calls is None:
+        out = [f"  calls: not collected in the counts-only mode ({COLLECT_HINT})"
+               if counts_only(rep, rep["totals"]["not_collected"]["calls"]) else
+               "  calls: not collected (the dumps have no calls records)"]
+        events = rep["totals"]["events"]
+        taken = sum(n for name, n in events.items() if name.startswith(LOCK_PATH_EVENT_PREFIXES))
+        if taken:
+            out.append(f"  the lock events show that locks were taken ({taken} slow-path lock events below); "
+                       "how many calls were made was not counted")
+        return out
+    partial = lacking_note(rep, "calls")
+    out = [f"  calls{partial}: " + shown(", ".join(f"{f} {calls.get(f, 0)}" for f in calls))]
+    if partial:
+        return out
+    if all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
+        out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
+                   "the mutex and rwlock variants cannot change this program")
+    else:
+        idle = [f for f in FAMILIES if calls.get(f, 0) == 0]
+        if idle:
+            out.append(f"  no calls of: {', '.join(idle)}")
+    return out
+
+
+def tables_lines(rep):
+    """The per-lock tables' size and acquisitions, from the profiler alone."""
+    totals = rep["totals"]
+    if not rep["profiled"]:
+        return ["  lock objects, call sites, acquisitions: not collected in the counts-only mode "
+                "(the profiler was off)"]
+    out = [f"  lock objects: {rep['locks_total']} (+{rep['cond_locks_total']} condition variables), "
+           f"call sites: {rep['sites_total']} (+{rep['cond_sites_total']} condition waits), "
+           f"acquisitions {totals['acq']}, contended {totals['contended']}" + lacking_note(rep, "acq")]
+    dropped = totals["dropped"]
+    if dropped and (dropped["locks"] or dropped["sites"]):
+        out.append(f"  DROPPED (tables full, not in this report): {dropped['locks']} locks, "
+                   f"{dropped['sites']} sites")
+    return out
+
+
 def header_lines(rep):
-    procs, totals = rep["processes"], rep["totals"]
+    procs = rep["processes"]
     out = [f"lockswap report: {len(rep['files'])} file(s), {len(procs)} process(es)"
            + (f" (pids {', '.join(str(p['pid']) for p in procs[:12])}"
               + (", ..." if len(procs) > 12 else "") + ")" if procs else "")]
@@ -192,35 +303,29 @@ def header_lines(rep):
         variants.setdefault(variant_text(p["variants"]), []).append(p["pid"])
     for text, pids in variants.items():
         out.append(f"  variants: {shown(text)}  ({len(pids)} process(es))")
-    calls = totals["calls"]
-    out.append("  calls: " + shown(", ".join(f"{f} {calls.get(f, 0)}" for f in calls)))
-    if procs and all(calls.get(f, 0) == 0 for f in ("mutex", "rwlock", "cond")):
-        out.append("  no pthread/C11 lock calls at all (mutex, rwlock, cond = 0): "
-                   "the mutex and rwlock variants cannot change this program")
-    else:
-        idle = [f for f in FAMILIES if calls.get(f, 0) == 0]
-        if procs and idle:
-            out.append(f"  no calls of: {', '.join(idle)}")
-    out.append(f"  lock objects: {rep['locks_total']} (+{rep['cond_locks_total']} condition variables), "
-               f"call sites: {rep['sites_total']} (+{rep['cond_sites_total']} condition waits), "
-               f"acquisitions {totals['acq']}, contended {totals['contended']}")
-    dropped = totals["dropped"]
-    if dropped["locks"] or dropped["sites"]:
-        out.append(f"  DROPPED (tables full, not in this report): {dropped['locks']} locks, "
-                   f"{dropped['sites']} sites")
+    out += calls_lines(rep) + tables_lines(rep)
     incomplete = [p["pid"] for p in procs if not p["complete"]]
     if incomplete:
         out.append(f"  truncated dumps (no end record) used for pids {incomplete}")
-    out += textwrap.wrap(PERCENTILE_NOTE, width=100, initial_indent="  ", subsequent_indent="    ")
+    if rep["profiled"]:   # about the per-lock tables' times: nothing to qualify without them
+        out += textwrap.wrap(PERCENTILE_NOTE, width=100, initial_indent="  ", subsequent_indent="    ")
     return out
+
+
+NOT_COLLECTED_CELL = "-"
 
 
 def process_lines(rep):
     rows = [["pid", "exe", "variants", *FAMILIES, "acq", "contended", "file"]]
+    cell = lambda v: NOT_COLLECTED_CELL if v is None else v
     for p in rep["processes"]:
+        calls = [None] * len(FAMILIES) if p["calls"] is None else [p["calls"].get(f, 0) for f in FAMILIES]
         rows.append([p["pid"], os.path.basename(p["exe"]), variant_text(p["variants"]),
-                     *[p["calls"].get(f, 0) for f in FAMILIES], p["acq"], p["contended"], p["file"]])
-    return ["", "processes:"] + table(rows, right_from=3)
+                     *map(cell, calls), cell(p["acq"]), cell(p["contended"]), p["file"]])
+    out = ["", "processes:"] + table(rows, right_from=3)
+    if any(p["not_collected"] for p in rep["processes"]):
+        out.append(f"  {NOT_COLLECTED_CELL}: not collected (counts-only dump)")
+    return out
 
 
 def selected_locks(d):
@@ -343,10 +448,11 @@ def report_png(rep, path):
     if plt is None:
         warn(f"report: PNG {path} skipped: {why}")
         return
-    sites = [s for s in rep["sites"] if sum(s["wait"]["hist"])][:8]
+    sites = [s for s in rep["sites"] or [] if sum(s["wait"]["hist"])][:8]
     fig, ax = plt.subplots(figsize=(10, 5.5))
-    if not sites:
-        ax.text(0.5, 0.5, "no contended acquisitions recorded", ha="center", va="center")
+    if not sites:   # counts-only dumps recorded no acquisitions at all, contended or not
+        ax.text(0.5, 0.5, "no contended acquisitions recorded" if rep["profiled"] else
+                "no per-lock data: counts-only dumps (the profiler was off)", ha="center", va="center")
     for s in sites:
         hist = s["wait"]["hist"]
         total = sum(hist)

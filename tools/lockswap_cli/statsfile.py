@@ -10,6 +10,11 @@ HIST_BUCKETS = 48             # log2 buckets of nanoseconds, i = 0..47
 FAMILIES = ("mutex", "rwlock", "cond", "sem")
 VARIANT_KEYS = ("mutex", "rwlock", "sem", "cid")
 COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
+# What a dump holds depends on the mode that wrote it (begin's stats=): a counts dump has
+# the lock events only. These figures come from the profiler: its per-lock and per-site
+# tables, the acquisitions summed from them and `dropped` (acquisitions the tables had no
+# room for). Absent is not zero: a report says these were not collected.
+PROFILE_FIGURES = ("acq", "contended", "dropped", "locks", "sites")
 
 # Input is untrusted: any file may be truncated, corrupted or hostile. Every
 # number must be a u64 (anything else: the record is skipped with a warning
@@ -141,6 +146,17 @@ class Dump:
     @property
     def key(self):
         return (self.pid, self.start_ns)
+
+    @property
+    def profiled(self):
+        """Written with the profiler on: stats=profile, or an older dump (no stats=, profiler
+        always on), or any dump that carries per-lock records after all."""
+        return self.stats != "counts" or bool(self.locks or self.sites)
+
+    def not_collected(self):
+        """The figures this dump does not hold. The calls per family come from the profiler's
+        wrappers (one record per family, even 0): no record, no figure."""
+        return ([] if self.calls else ["calls"]) + ([] if self.profiled else list(PROFILE_FIGURES))
 
     def add(self, rtype, f):
         """Add one record; BadRecord when its fields are malformed (nothing is added then)."""
