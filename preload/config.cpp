@@ -26,6 +26,7 @@
 #include "core/rwsem.h"
 #include "preload/glibc_facts.h"
 #include "preload/select.h"
+#include "preload/self_check.h"
 
 extern char** environ;
 
@@ -444,6 +445,7 @@ void load_config() {
   LOCKSWAP_TUNABLES(X)
 #undef X
   refuse_unchecked_glibc();
+  self_check::refuse_if_glibc_differs();  // every glibc, checked or not: its behaviour, not its name
   read_stats_file();
   read_stats_mode();
   read_stats_signal();

@@ -105,6 +105,11 @@ inline ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) { return :
 namespace lockswap::select {
 void load() {}
 }  // namespace lockswap::select
+// The start-up self-check (preload/self_check.cpp) looks at glibc, not at the
+// environment: tested by tests/glibc_tier. Not linked here either.
+namespace lockswap::self_check {
+void refuse_if_glibc_differs() {}
+}  // namespace lockswap::self_check
 
 #define _exit(code) lockswap_fuzz_exit(code)
 #define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
