@@ -20,6 +20,7 @@
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
+#include "preload/escape.h"
 #include "preload/registry.h"
 
 namespace lockswap::select {
@@ -345,7 +346,7 @@ void warn_rule(int k, const char* what) {
   char digits[3] = {static_cast<char>(n >= 10 ? '0' + n / 10 : '0' + n), static_cast<char>(n >= 10 ? '0' + n % 10 : '\0'), '\0'};
   diag(digits);
   diag(what);
-  diag(g_rules[k].name);
+  diag_untrusted(g_rules[k].name, strlen(g_rules[k].name));  // the user's bytes: no escape sequence reaches a terminal
   diag(")\n");
 }
 

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -111,6 +112,21 @@ TEST(SelectRules, ARuleThatMatchesNothingIsSaidButNotFatal) {
   GuestRun r = run_guest("tags", "mutex=futex@sym:no_such_symbol_anywhere", {"LOCKSWAP_STATS=counts"});
   EXPECT_RAN(r);
   EXPECT_NE(r.err.find("matches nothing"), std::string::npos) << r.err;
+}
+
+// What the library writes to a terminal holds no byte of the rule as such:
+// an escape sequence in a rule must not reach the terminal.
+TEST(SelectRules, ARuleNameIsEscapedOnStderr) {
+  // ESC [ (CSI), BEL, a control byte, DEL, UTF-8 (é), C1 CSI alone and as UTF-8.
+  const char* hostile = "mutex=futex@sym:x\x1b[31mred\x07\x01\x7f\xc3\xa9\x9b" "2J\xc2\x9b" "2J";
+  GuestRun r = run_guest("tags", hostile);
+  EXPECT_RAN(r);
+  EXPECT_NE(r.err.find("matches nothing"), std::string::npos) << r.err;
+  size_t raw = std::find_if(r.err.begin(), r.err.end(),
+                            [](unsigned char c) { return c != '\n' && (c < 0x20 || c >= 0x7f); }) -
+               r.err.begin();
+  EXPECT_EQ(raw, r.err.size()) << "byte " << int(static_cast<unsigned char>(r.err[raw])) << " of stderr:\n" << r.err;
+  EXPECT_NE(r.err.find("x?[31mred?????"), std::string::npos) << r.err;
 }
 
 TEST(SelectMatch, WithoutRulesNoObjectCarriesATag) {
