@@ -3,13 +3,18 @@
 // each matcher picks the locks it names and only those, a lock keeps its
 // variant across fork, and locks of different variants work side by side.
 // The guest (select_guest.cpp) prints the variant each lock got, read from
-// the tag the library keeps in the object.
+// the tag the library keeps in the object. Hostile input: a rule's bytes
+// reach stderr escaped, and a crafted file where the vDSO's name would be
+// looked up is never read.
+#include <elf.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -22,6 +27,7 @@ namespace {
 
 struct GuestRun {
   int status = -1;  // exit status, or -1 when killed
+  int signal = 0;    // the signal that killed it
   std::string out, err;
   std::map<std::string, std::string> lines;  // "NAME VALUE" lines of stdout
 };
@@ -34,14 +40,16 @@ std::string slurp(const std::string& path) {
 }
 
 // The guest in `mode` with LOCKSWAP_SELECT=select (unset when null) and the
-// column's settings inherited.
-GuestRun run_guest(const char* mode, const char* select, std::vector<std::string> env = {}) {
+// column's settings inherited; in directory `cwd` when given.
+GuestRun run_guest(const char* mode, const char* select, std::vector<std::string> env = {},
+                   const char* cwd = nullptr) {
   char out_path[] = "/tmp/select_test_out.XXXXXX", err_path[] = "/tmp/select_test_err.XXXXXX";
   int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(out_fd, 1);
     dup2(err_fd, 2);
+    if (cwd != nullptr && chdir(cwd) != 0) _exit(126);
     if (select) setenv("LOCKSWAP_SELECT", select, 1);
     else unsetenv("LOCKSWAP_SELECT");
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
@@ -54,6 +62,7 @@ GuestRun run_guest(const char* mode, const char* select, std::vector<std::string
   close(err_fd);
   GuestRun r;
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   r.out = slurp(out_path);
   r.err = slurp(err_path);
   unlink(out_path);
@@ -127,6 +136,112 @@ TEST(SelectRules, ARuleNameIsEscapedOnStderr) {
                r.err.begin();
   EXPECT_EQ(raw, r.err.size()) << "byte " << int(static_cast<unsigned char>(r.err[raw])) << " of stderr:\n" << r.err;
   EXPECT_NE(r.err.find("x?[31mred?????"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------ hostile files, the vDSO
+
+// A 64-bit ELF header and `shdrs` section headers right behind it, then
+// `tail` bytes: the files sym:/func: resolution must survive.
+std::string elf_file(const Elf64_Ehdr& eh, const std::vector<Elf64_Shdr>& shdrs, const std::string& tail = "") {
+  std::string f(reinterpret_cast<const char*>(&eh), sizeof eh);
+  for (const Elf64_Shdr& sh : shdrs) f.append(reinterpret_cast<const char*>(&sh), sizeof sh);
+  return f + tail;
+}
+
+Elf64_Ehdr elf_header(uint64_t shoff, uint16_t shnum) {
+  Elf64_Ehdr eh{};
+  memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof eh;
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shoff = shoff;
+  eh.e_shnum = shnum;
+  return eh;
+}
+
+Elf64_Shdr section(uint32_t type, uint64_t offset, uint64_t size, uint32_t link = 0, uint64_t entsize = 0) {
+  Elf64_Shdr sh{};
+  sh.sh_type = type;
+  sh.sh_offset = offset;
+  sh.sh_size = size;
+  sh.sh_link = link;
+  sh.sh_entsize = entsize;
+  return sh;
+}
+
+// Section tables whose bounds wrap around 2^64: offset + size (or the
+// header table's end) overflows to a small number that passes a naive
+// `end <= file size`, while the offset alone points far outside the file
+// (2^63: a non-canonical address on x86-64, which faults for certain).
+std::vector<std::pair<std::string, std::string>> wrapping_elf_files() {
+  constexpr uint64_t kFar = 1ull << 63;
+  constexpr uint64_t kHdrs = sizeof(Elf64_Ehdr);
+  Elf64_Sym sym{};
+  sym.st_name = 1;
+  sym.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT);
+  sym.st_shndx = 1;
+  sym.st_size = 8;
+  std::string syms(2 * sizeof sym, '\0');
+  memcpy(&syms[sizeof sym], &sym, sizeof sym);
+  std::string strs("\0g_plain\0", 9);
+  uint64_t tables = kHdrs + 2 * sizeof(Elf64_Shdr);
+  return {
+      {"symtab-wraps", elf_file(elf_header(kHdrs, 2), {section(SHT_DYNSYM, kFar, kFar + 48, 1, sizeof sym),
+                                                         section(SHT_STRTAB, tables, strs.size())},
+                                strs)},
+      {"strtab-wraps", elf_file(elf_header(kHdrs, 2), {section(SHT_SYMTAB, tables, syms.size(), 1, sizeof sym),
+                                                         section(SHT_STRTAB, kFar, kFar + 16)},
+                                syms)},
+      {"shoff-wraps", elf_file(elf_header(0 - 4096ull, 4096 / sizeof(Elf64_Shdr) + 1), {})},
+      {"huge-shnum", elf_file(elf_header(kHdrs, 0xffff), {section(SHT_SYMTAB, tables, syms.size(), 0xfffe, 24)})},
+  };
+}
+
+struct TempDir {
+  char path[64] = "/tmp/select_test_dir.XXXXXX";
+  TempDir() { EXPECT_NE(mkdtemp(path), nullptr); }
+  ~TempDir() { EXPECT_EQ(system((std::string("rm -rf ") + path).c_str()), 0); }
+  void write(const char* name, const std::string& bytes) const {
+    std::ofstream(std::string(path) + "/" + name, std::ios::binary) << bytes;
+  }
+};
+
+// The vDSO is listed by dl_iterate_phdr as "linux-vdso.so.1", a name and not
+// a file: a file of that name in the working directory is never read. Each
+// crafted file must leave the run as it is without it.
+TEST(SelectHostile, AFileNamedLikeTheVdsoInTheWorkingDirectoryIsNotRead) {
+  std::string rules = "mutex=" + other_mutex() + "@sym:g_plain;rwlock=" + other_rwlock() + "@func:no_such_function";
+  TempDir clean;
+  GuestRun want = run_guest("tags", rules.c_str(), {}, clean.path);
+  EXPECT_RAN(want);
+  EXPECT_EQ(want.lines["g_plain"], other_mutex());
+  for (const auto& [what, bytes] : wrapping_elf_files()) {
+    TempDir dir;
+    dir.write("linux-vdso.so.1", bytes);
+    GuestRun r = run_guest("tags", rules.c_str(), {}, dir.path);
+    EXPECT_EQ(r.status, 0) << what << ": killed by signal " << r.signal << "; stderr\n" << r.err;
+    EXPECT_EQ(r.out, want.out) << what;
+    EXPECT_EQ(r.err, want.err) << what;
+  }
+}
+
+// The vDSO's own symbols are read from its image in memory.
+TEST(SelectHostile, TheVdsoIsSearchedInMemory) {
+  if (getauxval(AT_SYSINFO_EHDR) == 0) GTEST_SKIP() << "no vDSO";
+#if defined(__x86_64__)
+  const char* rule = "mutex=futex@func:__vdso_clock_gettime";
+#else
+  const char* rule = "mutex=futex@func:__kernel_clock_gettime";
+#endif
+  TempDir dir;
+  dir.write("linux-vdso.so.1", "");
+  GuestRun r = run_guest("tags", rule, {}, dir.path);
+  EXPECT_RAN(r);
+  EXPECT_EQ(r.err.find("matches nothing"), std::string::npos) << r.err;
 }
 
 TEST(SelectMatch, WithoutRulesNoObjectCarriesATag) {
