@@ -11,11 +11,12 @@
 #include "arch/rseq.h"
 #include "core/cancel.h"
 #include "core/oncpu.h"
+#include "core/signals_blocked.h"
 #include "core/spin_guard.h"
 
 namespace lockswap {
 
-__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0};
+__thread ThreadLocal t_local __attribute__((tls_model("initial-exec"))) = {nullptr, 0, 0, nullptr};
 
 namespace thread_registry {
 std::atomic<ThreadSlot*> g_chunks[kChunks];
@@ -30,10 +31,16 @@ uint32_t g_next_id = 1;                 // next never-used id (under g_lock)
 ThreadSlot* g_free = nullptr;           // recycled slots (under g_lock)
 std::atomic<bool> g_key_ready{false};
 pthread_key_t g_exit_key;
+// The exit key's value lives in the thread's own descriptor, so recording it
+// never allocates (see the header); false until the key exists.
+std::atomic<bool> g_key_inline{false};
 std::atomic<bool> g_refuse_for_testing{false};
 
-struct RegistryGuard : SpinGuard {
-  RegistryGuard() : SpinGuard(g_lock) {}
+// The registry lock is not re-entrant, so no signal handler may run on its
+// holder's thread: a handler's sem_post or switch-model poll can reach it.
+struct RegistryGuard {
+  SignalsBlocked no_handlers;
+  SpinGuard lock{g_lock};
 };
 
 ThreadSlot* map_chunk() {
@@ -55,8 +62,12 @@ bool ensure_chunk_locked(uint32_t c) {
 
 void on_thread_exit(void* arg) {
   auto* s = static_cast<ThreadSlot*>(arg);
+  SignalsBlocked no_handlers;  // a handler's lock call must not find the slot half given back
   if (void (*hook)() = g_thread_exit_hook.load(std::memory_order_relaxed)) hook();
-  if (t_local.slot == s) t_local.slot = nullptr;
+  // What the thread still does (later destructors, a signal handler) counts
+  // on the shared slot: attaching again would record the key again, and a
+  // key recorded while destructors run may be left behind unrun.
+  if (t_local.slot == s) t_local.slot = &g_shared_slot;
   // Retract the rseq pointer and wait out anyone dereferencing it: the rseq
   // area lives in this thread's TCB, which may be unmapped after we exit.
   s->cpu_word.store(nullptr, std::memory_order_seq_cst);
@@ -64,6 +75,7 @@ void on_thread_exit(void* arg) {
   s->blocked.store(0, std::memory_order_relaxed);
   g_attached_threads.fetch_sub(1, std::memory_order_relaxed);
   RegistryGuard g;
+  if (lockswap_test_pause_in_registry) lockswap_test_pause_in_registry();
   s->next_free = g_free;
   g_free = s;
 }
@@ -73,6 +85,7 @@ void on_thread_exit(void* arg) {
 // its chunk maps the next chunk ahead, while memory is likely still there.
 ThreadSlot* take_slot() {
   RegistryGuard g;
+  if (lockswap_test_pause_in_registry) lockswap_test_pause_in_registry();
   if (g_refuse_for_testing.load(std::memory_order_relaxed)) return nullptr;
   if (ThreadSlot* s = g_free) {
     g_free = s->next_free;
@@ -94,17 +107,21 @@ void give_back(ThreadSlot* s) {
   g_free = s;
 }
 
+// Made by the constructor, before main, while the program has few keys;
+// here too for a lock call that comes before the constructor (another
+// library's). pthread_key_create itself allocates nothing.
 void ensure_exit_key() {
   if (g_key_ready.load(std::memory_order_acquire)) return;
   RegistryGuard g;
   if (!g_key_ready.load(std::memory_order_relaxed)) {
-    pthread_key_create(&g_exit_key, on_thread_exit);
+    bool made = pthread_key_create(&g_exit_key, on_thread_exit) == 0;
+    g_key_inline.store(made && g_exit_key < kInlineKeys, std::memory_order_relaxed);
     g_key_ready.store(true, std::memory_order_release);
   }
 }
 }  // namespace
 
-static ThreadSlot& attach_uncancellable();
+static ThreadSlot& attach_without_handlers();
 
 ThreadSlot& attach_current_thread() {
   // Not even an asynchronous cancellation may end a thread here: it would
@@ -118,7 +135,7 @@ ThreadSlot& attach_current_thread() {
   int old_type, old_state;
   cancel::set_type(PTHREAD_CANCEL_DEFERRED, &old_type);
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state);
-  ThreadSlot& s = attach_uncancellable();
+  ThreadSlot& s = attach_without_handlers();
   pthread_setcancelstate(old_state, &old_state);
   if (old_type != PTHREAD_CANCEL_DEFERRED) cancel::set_type(old_type, &old_type);
   return s;
@@ -132,12 +149,25 @@ static ThreadSlot& attach_shared() {
   return g_shared_slot;
 }
 
-static ThreadSlot& attach_uncancellable() {
+static ThreadSlot& attach_unseen();
+
+// Registration runs whole or not at all as far as a signal handler on this
+// thread can see: a handler that came before the block and attached the
+// thread itself leaves nothing to do here.
+static ThreadSlot& attach_without_handlers() {
+  SignalsBlocked no_handlers;
+  if (ThreadSlot* s = t_local.slot) return *s;
+  return attach_unseen();
+}
+
+static ThreadSlot& attach_unseen() {
   ensure_exit_key();
+  // The exit destructor is what recycles the slot. A key past glibc's inline
+  // ones would allocate when recorded, and a lock path never allocates: then
+  // every thread shares the one slot.
+  if (!g_key_inline.load(std::memory_order_relaxed)) return attach_shared();
   ThreadSlot* s = take_slot();
   if (s == nullptr) return attach_shared();
-  // The exit destructor is what recycles the slot; for a key past glibc's
-  // first 32, recording it allocates, and may fail.
   if (pthread_setspecific(g_exit_key, s) != 0) {
     give_back(s);
     return attach_shared();
@@ -164,8 +194,12 @@ void refuse_new_slots_for_testing(bool refuse) { g_refuse_for_testing.store(refu
 
 namespace {
 // Chunk 0 before main, so a program that lowers RLIMIT_AS or runs out of
-// memory later still finds slots for its first 1024 live threads.
-__attribute__((constructor)) void reserve_at_load() { reserve(); }
+// memory later still finds slots for its first 1024 live threads; the exit
+// key before main, while it can still be one of glibc's inline keys.
+__attribute__((constructor)) void reserve_at_load() {
+  reserve();
+  ensure_exit_key();
+}
 }  // namespace
 }  // namespace thread_registry
 

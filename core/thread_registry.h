@@ -23,6 +23,23 @@
 // * Allocation happens once per thread, on its first lock slow path, under one
 //   registry spinlock (the v6.3 mm_cid "one global lock" design: fine here
 //   because it is off every lock path but the first).
+// * Async-signal safety: a signal handler may call sem_post (or, under the
+//   switch model, poll) at any instruction, and that can count an event or
+//   take an id, so reach this registry. The registry lock is never held with
+//   signals deliverable (RegistryGuard blocks them), and a registration runs
+//   with signals blocked from its first check to its last store, so a handler
+//   finds the thread either not registered (and registers it itself, whole)
+//   or registered. The exit destructor blocks them too and leaves the thread
+//   on the shared slot: what runs after it (later destructors, a handler)
+//   counts there and never registers again. docs/signal-safety.md lists every
+//   internal lock and which of them a handler can reach.
+// * No allocation: the slot is recycled by a pthread key destructor. A key
+//   recorded in one of glibc's first kInlineKeys keys lives in the thread's
+//   descriptor; a later key's value is stored in a block glibc callocs on
+//   the thread's first use of it. So the key is made by the constructor,
+//   before main (when a program has made few keys, if any); should it still
+//   not be an inline one (libraries initialised before lockswap made 32),
+//   every thread uses the shared slot rather than allocate on a lock path.
 //
 // Address-space exhaustion: no lock, wait or semaphore call may exit or fail
 // for lack of memory, yet a thread's first slow path may come after RLIMIT_AS
@@ -33,8 +50,9 @@
 //   (RLIMIT_AS counts a mapping when it is made, not when its pages are
 //   touched; the pages are not populated, so a process that never has 1024
 //   threads pays ~1 MiB of address space and only the pages it uses).
-// * The shared slot. When no slot can be had (no recycled slot, no chunk, or
-//   pthread_setspecific cannot record the exit destructor), the thread uses one
+// * The shared slot. When no slot can be had (no recycled slot, no chunk, no
+//   inline exit key, or pthread_setspecific cannot record the exit
+//   destructor), and after its exit destructor has run, the thread uses one
 //   static slot shared by every slotless thread, for the rest of its life
 //   (event registry_shared_slot). No thread cap, no exit. Every user copes:
 //   - park: several threads may sleep on its park word, so its `blocked` token
@@ -135,6 +153,10 @@ inline constexpr uint32_t kChunks = 4096;
 inline constexpr uint32_t kMaxThreads = kSlotsPerChunk * kChunks;
 // Id of the shared slot (see "Address-space exhaustion" above).
 inline constexpr uint32_t kSharedSlotId = kMaxThreads + 1;
+// glibc keeps the values of keys 0..31 in the thread's descriptor and
+// callocs a block for the others (PTHREAD_KEY_2NDLEVEL_SIZE, 2.36 and 2.41;
+// docs/signal-safety.md; tests/behaviour/alloc_free.c checks it).
+inline constexpr unsigned kInlineKeys = 32;
 
 extern std::atomic<ThreadSlot*> g_chunks[kChunks];
 extern std::atomic<uint32_t> g_fork_generation;
@@ -158,6 +180,10 @@ void reserve();
 void refuse_new_slots_for_testing(bool refuse);
 }  // namespace thread_registry
 
+// Test-only pause point, called with the registry lock held while a slot is
+// taken and while an exiting thread's slot is given back. Weak and hidden: only a core test program can define it.
+extern "C" void lockswap_test_pause_in_registry() __attribute__((weak, visibility("hidden")));
+
 // True for the slot shared by threads that could not get one of their own.
 inline bool is_shared(const ThreadSlot& s) { return s.id == thread_registry::kSharedSlotId; }
 
@@ -170,6 +196,10 @@ struct ThreadLocal {
   // found a woken head writer began (core/rwsem.cpp, yield_to_woken_writer);
   // 0 = not in such a run.
   uint64_t woken_seen_ns;
+  // The lockref semaphore word whose lock half this thread is taking or
+  // holding (core/sem.h, LockrefSemWord): a signal handler's sem call on the
+  // same word is then served without that lock.
+  const void* sem_half;
 };
 // `__thread`, not `thread_local`: an extern C++ thread_local is reached through a
 // wrapper call (it might need dynamic initialisation); this POD never does.

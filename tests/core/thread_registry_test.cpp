@@ -2,12 +2,14 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <set>
 #include <thread>
 #include <vector>
@@ -30,6 +32,17 @@ extern "C" int pthread_setcancelstate(int state, int* old_state) {
   int rc = real(state, old_state);
   if (state == PTHREAD_CANCEL_DISABLE && g_cancel_when_disabled.exchange(false)) pthread_cancel(pthread_self());
   return rc;
+}
+
+// The registry's pause point: raises SIGUSR1 in the thread whose tid is
+// armed, while that thread holds the registry lock.
+namespace {
+std::atomic<pid_t> g_raise_in_registry_for{0};
+}
+extern "C" void lockswap_test_pause_in_registry() {
+  pid_t me = static_cast<pid_t>(syscall(SYS_gettid));
+  pid_t armed = me;
+  if (g_raise_in_registry_for.compare_exchange_strong(armed, 0)) raise(SIGUSR1);
 }
 
 TEST(ThreadRegistry, SlotIsStableWithinAThreadAndReachableById) {
@@ -195,4 +208,78 @@ TEST(ThreadRegistry, AsyncCancelArrivingWhileAttachingEndsItAsCancelled) {
   EXPECT_EQ(result, PTHREAD_CANCELED);
   EXPECT_TRUE(cleanup_ran.load());
   EXPECT_FALSE(attached.load()) << "the thread ran on with a cancellation pending and the asynchronous type";
+}
+
+// A signal handler may call what counts lock events or takes ids (sem_post,
+// a switch-model poll) at any instruction, including while its thread holds
+// the registry lock to register or to give its slot back. The handler must
+// neither wait for that lock (its own thread holds it) nor register half-way:
+// it runs once the registration or the exit is whole, and sees the slot.
+namespace {
+std::atomic<ThreadSlot*> g_handler_saw{nullptr};
+void look_up_slot_in_handler(int) {
+  lockevent_inc(LockEvent::cond_wait);
+  g_handler_saw = &self_slot();
+}
+
+// Runs `body` on a fresh thread with the handler installed; false (after
+// saying so) if the thread does not end within the limit.
+bool thread_ends_with_registry_signal(void* (*body)(void*)) {
+  struct sigaction sa {}, old {};
+  sa.sa_handler = look_up_slot_in_handler;
+  sigemptyset(&sa.sa_mask);
+  EXPECT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  g_handler_saw = nullptr;
+  std::atomic<bool> ended{false};
+  pthread_t t;
+  EXPECT_EQ(pthread_create(&t, nullptr, body, &ended), 0);
+  if (!coretest::eventually([&] { return ended.load(); })) return false;
+  pthread_join(t, nullptr);
+  sigaction(SIGUSR1, &old, nullptr);
+  return true;
+}
+
+void hung_on_the_registry() {  // the thread waits for itself: nothing can end it
+  fprintf(stderr, "a signal handler waits for the registry lock its own thread holds\n");
+  _exit(1);
+}
+}  // namespace
+
+TEST(ThreadRegistrySignals, HandlerDuringRegistrationSeesTheWholeSlot) {
+  static std::atomic<ThreadSlot*> attached{nullptr};
+  bool ended = thread_ends_with_registry_signal([](void* ended) -> void* {
+    g_raise_in_registry_for = static_cast<pid_t>(syscall(SYS_gettid));
+    attached = &self_slot();
+    static_cast<std::atomic<bool>*>(ended)->store(true);
+    return nullptr;
+  });
+  if (!ended) hung_on_the_registry();
+  EXPECT_EQ(g_raise_in_registry_for.load(), 0) << "the pause point never fired";
+  EXPECT_NE(attached.load(), nullptr);
+  EXPECT_EQ(g_handler_saw.load(), attached.load()) << "the handler registered a slot of its own";
+}
+
+TEST(ThreadRegistrySignals, HandlerDuringExitCountsOnTheSharedSlot) {
+  struct sigaction sa {}, old {};
+  sa.sa_handler = look_up_slot_in_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  g_handler_saw = nullptr;
+  uint64_t before = lockevent_total(LockEvent::cond_wait);
+  pthread_t t;
+  ASSERT_EQ(pthread_create(
+                &t, nullptr,
+                [](void*) -> void* {
+                  self_slot();
+                  g_raise_in_registry_for = static_cast<pid_t>(syscall(SYS_gettid));  // fires in its exit
+                  return nullptr;
+                },
+                nullptr),
+            0);
+  if (!coretest::eventually([&] { return g_handler_saw.load() != nullptr; })) hung_on_the_registry();
+  pthread_join(t, nullptr);
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(g_raise_in_registry_for.load(), 0) << "the pause point never fired";
+  EXPECT_TRUE(is_shared(*g_handler_saw.load())) << "the exiting thread registered again";
+  EXPECT_EQ(lockevent_total(LockEvent::cond_wait), before + 1);
 }
