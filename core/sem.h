@@ -35,10 +35,14 @@
 //   trywait/post/the waiter's take are lockref updates: the bounded CAS loop
 //   (lockref::cmpxchg_loop, lock_mask = kLocked); when its retries run out
 //   the unit is taken or given under the lock half (the Lockref sleeping
-//   lock, shared code), with an RMW on the value. A lock holder sees a stable
-//   value: lock-free updaters only CAS while kLocked is clear. nwaiters is
-//   only a wake hint and is changed by RMW at any time, lock or no lock
-//   (registration, a timed-out or cancelled waiter's cleanup). Finding the
+//   lock, shared code), by a CAS loop on the whole word. Lock-free updaters
+//   only CAS while kLocked is clear, so under the lock the value moves only
+//   by a signal handler of a thread inside the lock half: sem_post is
+//   async-signal-safe, and a handler posting to the semaphore its thread is
+//   taking or giving under the lock half is served without the lock
+//   (LockrefSemWord::HalfScope, docs/signal-safety.md), never waits for it.
+//   nwaiters is only a wake hint and is changed by RMW at any time, lock or
+//   no lock (registration, a timed-out or cancelled waiter's cleanup). Finding the
 //   lock held with value 0 (trywait) or SEM_VALUE_MAX (post) answers at once:
 //   the value read is a valid linearization point.
 //
@@ -92,6 +96,10 @@
 #include "core/thread_registry.h"
 #include "core/trace.h"
 #include "core/wait_ctx.h"
+
+// Test-only pause point, called with a lockref semaphore's lock half held.
+// Weak and hidden: only a core test program can define it.
+extern "C" void lockswap_test_pause_in_sem_half() __attribute__((weak, visibility("hidden")));
 
 namespace lockswap {
 
@@ -223,30 +231,54 @@ struct LockrefSemWord {
     return lockref::cmpxchg_loop_bounded(d, lockref::kLocked, mo, retries, old, code);
   }
 
-  // The fallbacks: under the lock half the value is stable, so check it and
-  // change it with one RMW (nwaiters may move meanwhile; the RMW keeps it).
+  // The fallbacks: the unit is taken or given under the lock half, by
+  // FutexSemWord's unbounded CAS on the whole word. Lock-free updaters keep
+  // off while kLocked is set, so that loop only races nwaiters RMWs and a
+  // signal handler's call on this thread (below); it converges.
   __attribute__((noinline)) static bool take_locked(std::atomic<uint64_t>& d, uint64_t also, bool shared,
                                                     lockref::LoopResult why) {
+    HalfScope half{d};
+    if (half.reentered) return FutexSemWord::try_take(d, also, shared);
     lockref::lock_half(d, shared);
-    bool took = sem_detail::value_of(d.load(arch::mo_hint)) != 0;
-    if (took) {
-      d.fetch_sub(1 + also, arch::mo_lock);
-      if (why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
-    }
+    if (lockswap_test_pause_in_sem_half) lockswap_test_pause_in_sem_half();
+    bool took = FutexSemWord::try_take(d, also, shared);
+    if (took && why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
     lockref::unlock_half(d, shared);
     return took;
   }
   __attribute__((noinline)) static bool give_locked(std::atomic<uint64_t>& d, bool shared, uint64_t& old,
                                                     lockref::LoopResult why) {
+    HalfScope half{d};
+    if (half.reentered) return FutexSemWord::give(d, shared, old);
     lockref::lock_half(d, shared);
-    bool gave = sem_detail::value_of(d.load(arch::mo_hint)) < sem_detail::kValueMax;
-    if (gave) {
-      old = d.fetch_add(1, arch::mo_unlock);
-      if (why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
-    }
+    if (lockswap_test_pause_in_sem_half) lockswap_test_pause_in_sem_half();
+    bool gave = FutexSemWord::give(d, shared, old);
+    if (gave && why == lockref::LoopResult::exhausted) lockevent_inc(LockEvent::lockref_fallback);
     lockref::unlock_half(d, shared);
     return gave;
   }
+
+  // Marks this thread as taking or holding `d`'s lock half. sem_post is
+  // async-signal-safe: a handler that interrupts the mark's owner and posts
+  // to the same semaphore would wait for a lock half its own thread holds,
+  // for ever. It finds the mark instead and updates the word lock-free, as
+  // if it were a second holder: its thread is stopped meanwhile, and the
+  // holder's CAS sees the handler's change. The previous mark is restored (a
+  // handler may interrupt a handler; marks nest on the stack).
+  struct HalfScope {
+    const void* outer;
+    bool reentered;
+    explicit HalfScope(const std::atomic<uint64_t>& d) : outer(t_local.sem_half), reentered(outer == &d) {
+      t_local.sem_half = &d;
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // marked before the lock half is touched
+    }
+    ~HalfScope() {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      t_local.sem_half = outer;
+    }
+    HalfScope(const HalfScope&) = delete;
+    HalfScope& operator=(const HalfScope&) = delete;
+  };
 };
 
 // A handle on one semaphore's words (preload: Sem{words(sem)}).

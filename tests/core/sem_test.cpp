@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <new>
@@ -272,6 +273,66 @@ TYPED_TEST(SemTest, SignalWithoutSaRestartMakesWaitReturnEintr) {
   EXPECT_EQ(rc.load(), EINTR);
   EXPECT_EQ(s.waiters(), 0u);
   EXPECT_EQ(s.value(), 0);
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+// sem_post is async-signal-safe: a handler that posts to the semaphore its
+// own thread is posting to under the lock half must not wait for that lock
+// (its holder cannot run until the handler returns). The pause point fires
+// inside the lock half and raises the signal there; the handler's post must
+// complete, and both units arrive.
+std::atomic<bool> g_raise_in_sem_half{false};
+SemWords* g_handler_sem = nullptr;
+std::atomic<int> g_handler_post_rc{-1};
+void post_from_handler(int) { g_handler_post_rc = LockrefSem{*g_handler_sem}.post(); }
+
+}  // namespace
+}  // namespace lockswap
+
+extern "C" void lockswap_test_pause_in_sem_half() {
+  if (lockswap::g_raise_in_sem_half.exchange(false)) raise(SIGUSR1);
+}
+
+namespace lockswap {
+namespace {
+
+TEST(LockrefSemSignals, HandlerPostingToTheSemaphoreItsThreadHoldsIsServedWithoutTheLock) {
+  sem_t storage{};
+  auto& w = *reinterpret_cast<SemWords*>(&storage);
+  LockrefSem::init(w, 0, 0);
+  g_handler_sem = &w;
+  g_handler_post_rc = -1;
+  struct sigaction sa {}, old {};
+  sa.sa_handler = post_from_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  // The lock half is held "by someone", so the poster's post goes to the
+  // lock half; once released, the poster takes it and the signal lands there.
+  lockref::lock_half(w.data, false);
+  g_raise_in_sem_half = true;
+  std::atomic<int> rc{-1};
+  pthread_t poster;
+  ASSERT_EQ(pthread_create(
+                &poster, nullptr,
+                [](void* p) -> void* {
+                  static_cast<std::atomic<int>*>(p)->store(LockrefSem{*g_handler_sem}.post());
+                  return nullptr;
+                },
+                &rc),
+            0);
+  EXPECT_TRUE(eventually([&] { return (w.data.load() & lockref::kLockSleepers) != 0; }));
+  lockref::unlock_half(w.data, false);
+  bool done = eventually([&] { return rc.load() != -1; });
+  if (!done) {  // the poster's thread waits for itself: nothing can end it
+    fprintf(stderr, "the handler's sem_post waits for the lock half its own thread holds\n");
+    _exit(1);
+  }
+  pthread_join(poster, nullptr);
+  EXPECT_EQ(rc.load(), 0);
+  EXPECT_EQ(g_handler_post_rc.load(), 0);
+  EXPECT_FALSE(g_raise_in_sem_half.load()) << "the pause point never fired";
+  EXPECT_EQ(LockrefSem{w}.value(), 2);
+  EXPECT_EQ(w.data.load(), 2u) << "no lock bit or waiter left behind";
   sigaction(SIGUSR1, &old, nullptr);
 }
 
