@@ -6,10 +6,12 @@
 // lockswap's futex waits.
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <threads.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -307,3 +309,50 @@ TEST_F(CondSignalTest, PeltedTimedWaitsTimeOutAtTheirDeadline) {
 }
 
 }  // namespace
+
+// sem_post is async-signal-safe. Handlers post while fresh threads register
+// inside lockswap (their first lock calls) and while they exit: no handler
+// may wait for a lock its own interrupted thread holds. The window is a few
+// instructions wide, so this is a net, not a proof; tests/core has the
+// deterministic versions (ThreadRegistrySignals, LockrefSemSignals).
+namespace {
+sem_t g_posted;
+std::atomic<long> g_posts{0};
+void post_in_handler(int) {
+  if (sem_post(&g_posted) == 0) g_posts.fetch_add(1);
+}
+}  // namespace
+
+TEST(SignalHandlerPosts, WhileThreadsRegisterAndExit) {
+  ASSERT_EQ(sem_init(&g_posted, 0, 0), 0);
+  struct sigaction sa {}, old {};
+  sa.sa_handler = post_in_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<long> taken{0};
+  lstest::PThread consumer([&] {  // keeps a waiter on the semaphore, so posts wake
+    while (!stop.load()) {
+      timespec d = deadline_in(CLOCK_REALTIME, 20);
+      if (sem_timedwait(&g_posted, &d) == 0) taken.fetch_add(1);
+    }
+  });
+  g_posts = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(700);
+  while (std::chrono::steady_clock::now() < end) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    lstest::PThread fresh([&] {
+      pthread_mutex_lock(&m);  // the first lock call registers the thread
+      pthread_mutex_unlock(&m);
+    });
+    for (int i = 0; i < 3; ++i) pthread_kill(fresh.handle(), SIGUSR2);  // some land after it ended
+    fresh.join_or_die();
+  }
+  stop = true;
+  consumer.join_or_die();
+  while (sem_trywait(&g_posted) == 0) taken.fetch_add(1);
+  sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_GT(g_posts.load(), 0);
+  EXPECT_EQ(taken.load(), g_posts.load()) << "every handler's post arrives";
+  EXPECT_EQ(sem_destroy(&g_posted), 0);
+}
