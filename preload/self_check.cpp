@@ -79,10 +79,10 @@ void say_version() {
   say_hex(seen);
   diag(", expected ");
   say_hex(expected);
-  diag(".\n  lockswap reads and writes glibc's lock objects and thread data there, so it would corrupt locks;\n"
-       "  the program stops before main (no setting overrides this). Run it without lockswap (take\n"
-       "  liblockswap.so out of LD_PRELOAD or /etc/ld.so.preload) and check this glibc with lockswap's\n"
-       "  glibc tier (docs/glibc-versions.md).\n");
+  diag(".\n  lockswap's locks read and write glibc's objects and thread data where this was found wrong:\n"
+       "  they could corrupt locks or miss cancellations, so the program stops before main (no setting\n"
+       "  overrides this). Run it without lockswap (take liblockswap.so out of LD_PRELOAD or\n"
+       "  /etc/ld.so.preload) and check this glibc with lockswap's glibc tier (docs/glibc-versions.md).\n");
   _exit(2);
 }
 
