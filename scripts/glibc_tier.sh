@@ -6,6 +6,7 @@
 #   scripts/glibc_tier.sh ensure          build the root file system unless cached
 #   scripts/glibc_tier.sh run CMD...      run CMD inside it (cwd and environment kept)
 #   scripts/glibc_tier.sh version         print the root's glibc version
+#   scripts/glibc_tier.sh archive         print the Debian archive debootstrap would use
 #
 # `run` sees the clone (and BUILD_DIR, when it lies elsewhere) at the same
 # absolute paths as on the host, so the paths ctest registered work unchanged.
@@ -14,15 +15,24 @@
 #
 # Exit status 77 (ctest's "skipped") with the reason on stderr where the root
 # file system cannot be built or entered: not root, no debootstrap, no
-# network to Debian's archive. A failed build is remembered for a while
-# (GLIBC_TIER_RETRY_S) so that hundreds of tests do not each retry it.
+# network to Debian's archive, no archive known. A failed build is
+# remembered for a while (GLIBC_TIER_RETRY_S) so that hundreds of tests do not
+# each retry it.
+#
+# The archive is the machine's own: the first Debian archive among apt's
+# sources (sources.list, then sources.list.d/*.list and deb822 *.sources, in
+# apt's order; an entry whose path ends in /debian, else one signed by
+# Debian's archive key or naming a Debian suite), so the tier fetches from
+# wherever this machine's apt does. No archive host is written here.
 #
 # Environment: GLIBC_TIER_ROOT (default /var/cache/lockswap/trixie-root),
-#              GLIBC_TIER_MIRROR (default http://deb.debian.org/debian).
+#              GLIBC_TIER_MIRROR (the archive URL; default: from apt's sources),
+#              GLIBC_TIER_APT_DIR (where apt's sources are; default /etc/apt).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TIER_ROOT=${GLIBC_TIER_ROOT:-/var/cache/lockswap/trixie-root}
-MIRROR=${GLIBC_TIER_MIRROR:-http://deb.debian.org/debian}
+MIRROR=${GLIBC_TIER_MIRROR:-}
+APT_DIR=${GLIBC_TIER_APT_DIR:-/etc/apt}
 SUITE=trixie
 RETRY_S=${GLIBC_TIER_RETRY_S:-600}
 # What the tests need at run time beyond minbase: libunwind8 (dlopen()ed for
@@ -35,6 +45,75 @@ FAILED=$TIER_ROOT.failed          # the reason of the last failed build
 
 skip() { echo "glibc_tier: skipped: $*" >&2; exit 77; }
 
+# apt_sources: every enabled binary (`deb`) entry of apt's sources, one line
+# each: URI, then 1 when the entry is signed by Debian's archive key, then its
+# suites. Read in this order: sources.list, sources.list.d/*.list (one-line
+# format), sources.list.d/*.sources (deb822: Types, URIs, Suites, Signed-By,
+# Enabled; # comments, continuation lines).
+apt_sources() {
+  local f files=()
+  [[ -f $APT_DIR/sources.list ]] && files+=("$APT_DIR/sources.list")
+  for f in "$APT_DIR"/sources.list.d/*.list "$APT_DIR"/sources.list.d/*.sources; do
+    [[ -f $f ]] && files+=("$f")
+  done
+  ((${#files[@]})) || return 0
+  awk '
+    function flush() {   # one deb822 paragraph
+      if (types ~ /(^| )deb( |$)/ && enabled !~ /^(no|false|0)$/)
+        for (i = 1; i <= nuris; i++) print uris[i], (signed ~ /debian-archive-keyring/ ? 1 : 0), suites
+      types = suites = signed = enabled = ""; nuris = 0; field = ""
+    }
+    FNR == 1 { if (deb822) flush(); deb822 = FILENAME ~ /\.sources$/ }
+    deb822 {
+      if ($0 ~ /^[ \t]*#/) next
+      if ($0 ~ /^[ \t]*$/) { flush(); next }
+      if ($0 ~ /^[ \t]/) { line = $0; name = field } else {
+        name = tolower($0); sub(/:.*/, "", name); line = $0; sub(/^[^:]*:/, "", line); field = name
+      }
+      gsub(/^[ \t]+|[ \t]+$/, "", line)
+      if (name == "types") types = types " " line
+      else if (name == "uris") { n = split(line, u, /[ \t]+/); for (j = 1; j <= n; j++) if (u[j] != "") uris[++nuris] = u[j] }
+      else if (name == "suites") suites = suites " " line
+      else if (name == "signed-by") signed = signed " " line
+      else if (name == "enabled") enabled = tolower(line)
+      next
+    }
+    {
+      sub(/#.*/, "")
+      if ($1 != "deb") next
+      k = 2; opts = ""
+      if ($2 ~ /^\[/) { while (k <= NF && $k !~ /\]$/) { opts = opts " " $k; k++ }; opts = opts " " $k; k++ }
+      print $k, (opts ~ /debian-archive-keyring/ ? 1 : 0), " " $(k + 1)
+    }
+    END { if (deb822) flush() }
+  ' "${files[@]}"
+}
+
+# apt_archive: the Debian archive of apt's sources (see the header), or
+# nothing. Only http(s), ftp and file URIs qualify; a -security or -updates
+# suite alone does not name the archive itself.
+apt_archive() {
+  local uri signed suites best='' second='' s
+  while read -r uri signed suites; do
+    [[ $uri =~ ^(https?|ftp|file): ]] || continue
+    uri=${uri%/}
+    if [[ ${uri##*/} == debian ]]; then best=$uri; break; fi
+    [[ -n $second ]] && continue
+    for s in $suites; do
+      if [[ $signed == 1 || $s =~ ^(oldstable|stable|testing|unstable|sid|buster|bullseye|bookworm|trixie|forky)$ ]]; then
+        second=$uri; break
+      fi
+    done
+  done < <(apt_sources)
+  echo "${best:-$second}"
+}
+
+# mirror: GLIBC_TIER_MIRROR, else apt_archive; stops (77) when there is none.
+mirror() {
+  [[ -n $MIRROR ]] || MIRROR=$(apt_archive)
+  [[ -n $MIRROR ]] || skip "no Debian archive among apt's sources in $APT_DIR (sources.list, sources.list.d/); set GLIBC_TIER_MIRROR to one"
+}
+
 ready() { [[ -f $STAMP && $(cat "$STAMP") == "$SUITE $PACKAGES" ]]; }
 
 recent_failure() {
@@ -44,6 +123,7 @@ recent_failure() {
 build_root() {
   [[ $(id -u) -eq 0 ]] || skip "building the $SUITE root file system needs root (debootstrap, chroot)"
   command -v debootstrap >/dev/null || skip "debootstrap is not installed (scripts/setup.sh installs it)"
+  mirror
   local tmp=$TIER_ROOT.tmp log=$TIER_ROOT.log start
   start=$(date +%s)
   rm -rf "$tmp"
@@ -104,8 +184,9 @@ case ${1:-} in
     run_inside "$@"
     ;;
   version) run_inside getconf GNU_LIBC_VERSION ;;
+  archive) mirror; echo "$MIRROR" ;;
   *)
-    echo "usage: $0 ensure | run CMD... | version" >&2
+    echo "usage: $0 ensure | run CMD... | version | archive" >&2
     exit 2
     ;;
 esac
