@@ -79,7 +79,7 @@ LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
 LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
 
 // --- thread registry (core/thread_registry.h) ---
-LOCK_EVENT(registry_shared_slot, "a thread got no slot of its own (address space exhausted): it shares one")
+LOCK_EVENT(registry_shared_slot, "a thread got no slot of its own (address space exhausted, or no inline key for its exit): it shares one")
 LOCK_EVENT(rwsem_shared_wait,   "a thread on the shared slot queued on an rwsem (no spinning, wake-all park)")
 
 // --- objects left to glibc's own algorithm: preload hands robust, PI, PP and

@@ -24,6 +24,7 @@
 #include "core/nocancel_io.h"
 #include "core/oncpu.h"
 #include "core/rwsem.h"
+#include "preload/escape.h"
 #include "preload/glibc_facts.h"
 #include "preload/select.h"
 #include "preload/self_check.h"
@@ -125,24 +126,6 @@ void drop_diag_fd() {
 
 void say(const char* s) { diag(s, strlen(s)); }
 
-// Text from the environment: at most kEchoMax bytes, control and non-ASCII
-// bytes shown as '?', and the full length when cut, so a hostile multi-megabyte
-// value cannot flood stderr or a terminal.
-constexpr size_t kEchoMax = 128;
-void say_untrusted(const char* s, size_t len) {
-  char buf[kEchoMax] = {};  // (initialised: GCC cannot see that only n bytes are read)
-  size_t n = len < kEchoMax ? len : kEchoMax;
-  for (size_t i = 0; i < n; ++i) buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-  diag(buf, n);
-  if (n == len) return;
-  char digits[24];
-  size_t d = sizeof digits;
-  for (size_t v = len; d == sizeof digits || v != 0; v /= 10) digits[--d] = static_cast<char>('0' + v % 10);
-  say("... (");
-  diag(digits + d, sizeof digits - d);
-  say(" bytes)");
-}
-
 // Every variable the library reads, with its choices or range: the list an
 // error ends with, and the first half of LOCKSWAP_LIST=1.
 void say_valid_settings() {
@@ -181,9 +164,9 @@ void say_valid_settings() {
 // `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
 [[noreturn]] void fail_with_choices(const char* var, size_t var_len, const char* value, const char* why) {
   say("lockswap: ");
-  say_untrusted(var, var_len);
+  diag_untrusted(var, var_len);
   say("=");
-  say_untrusted(value, strlen(value));
+  diag_untrusted(value, strlen(value));
   say(": ");
   say(why);
   say("\n");
@@ -412,7 +395,7 @@ void refuse_unchecked_glibc() {
   const char* version = gnu_get_libc_version();
   if (glibc_facts::version_checked(version) || g_glibc_unchecked) return;
   say("lockswap: glibc ");
-  say_untrusted(version, strlen(version));
+  diag_untrusted(version, strlen(version));
   say(" is not a version lockswap has been checked against (checked:");
   for (std::string_view v : glibc_facts::kCheckedVersions) {
     say(" ");

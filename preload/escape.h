@@ -1,8 +1,7 @@
 // preload/escape.h — text from outside the library (the environment, a
 // LOCKSWAP_SELECT rule) on lockswap's stderr.
 //
-// The same reading as config.cpp's error messages give a bad setting: at
-// most kUntrustedEchoMax bytes, every byte outside printable ASCII shown as
+// At most kUntrustedEchoMax bytes, every byte outside printable ASCII shown as
 // '?', and the full length when cut. A value may hold terminal escape
 // sequences (ESC, the C1 controls, their UTF-8 forms) or be megabytes long;
 // neither may reach the terminal as such. No allocation: usable before main.

@@ -36,7 +36,7 @@ struct Out {
   void hex(uint64_t v);  // 0x...
   void key_dec(const char* key, uint64_t v);  // " key=v"
   void key_hex(const char* key, uint64_t v);  // " key=0x..."
-  // Every byte <= 0x20, '%' and 0x7f as %XX: a path (an executable's name,
+  // Every byte <= 0x20, '%' and >= 0x7f as %XX: a path (an executable's name,
   // a mapping) stays one field of one line whatever it holds.
   void key_path(const char* key, const char* path, size_t n);
   void escaped(const char* s, size_t n);

@@ -124,7 +124,7 @@ void Out::put_left(const char* s, unsigned width) {
 void Out::escaped(const char* s, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c > 0x20 && c != '%' && c != 0x7f) {
+    if (c > 0x20 && c < 0x7f && c != '%') {  // bytes >= 0x80 too: a UTF-8 C1 control moves a terminal
       put(s + i, 1);
       continue;
     }

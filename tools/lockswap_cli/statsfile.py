@@ -70,8 +70,8 @@ _PERCENT_XX = re.compile(rb"%([0-9A-Fa-f]{2})")
 
 
 def unescape_path(text):
-    """A path as the writer percent-encoded it (%XX for bytes <= 0x20, '%' and 0x7f; older
-    dumps wrote only %20) -> the file name, decoded as the OS decodes names (bytes that are not
+    """A path as the writer percent-encoded it (%XX for bytes <= 0x20, '%' and >= 0x7f; older
+    dumps left bytes >= 0x80 as they were, or wrote only %20) -> the file name, decoded as the OS decodes names (bytes that are not
     UTF-8 stay surrogate-escaped, so the name still opens the file)."""
     raw = _PERCENT_XX.sub(lambda m: bytes((int(m.group(1), 16),)), text.encode("utf-8", "surrogateescape"))
     return os.fsdecode(raw)
