@@ -64,15 +64,45 @@
 // apart, so only a thread stalled that long between reading and using its id
 // can see it freed under it. Bitmap bits are atomic fetch_or / fetch_and.
 //
-// global: the lock is a SharedSpinGuard (core/spin_guard.h): the holder's
-// pid and pid-namespace tag in the word (acquire / release), yield after a
-// few polls, and a relative that died holding it (SIGKILL, OOM killer) is
-// found (kill(pid, 0) says ESRCH, or /proc says zombie) and the lock taken
-// over. Bitmap and owners are plain
-// (relaxed) accesses under it. Recovery is safe because every store in the
-// critical sections is a single aligned word, and they are ordered so that
-// any prefix is a state the next holder accepts. The invariant: a set bit's
-// owner is the pid that took it (alive, or dead and reclaimable).
+// global: the cid_lock. The word holds its holder's pid and pid-namespace
+// tag (core/spin_guard.h's shared_guard_holder; acquire / release). The
+// kernel's cid_lock is a raw spinlock taken with interrupts off, whose
+// holder is never stopped, never dies inside and is never preempted;
+// userspace has none of that, so the lock deviates:
+//   waiting  poll, then yield (the holder may be preempted), then sleep on a
+//            futex word in the page (FUTEX_WAIT without the private flag:
+//            the page is shared between processes) in slices of
+//            kSleepSliceNs, judging the holder at each. A releaser wakes
+//            one sleeper when the word says there may be one (a waiter sets
+//            it before its last look at the lock, the releaser clears it
+//            after freeing the lock: Dekker, seq_cst; one that slept sets
+//            it again once it holds the lock, for those still asleep).
+//   dead     a relative that died holding it (SIGKILL, OOM killer) is found
+//            (kill(pid, 0) says ESRCH, or /proc says zombie; same known pid
+//            namespace only) and the lock taken over by a CAS from the word
+//            judged.
+//   stalled  a holder that is alive but does not let go for
+//            kHolderPatienceNs (SIGSTOP, a debugger, a cgroup freezer) is
+//            given up on: the acquisition fails, the thread borrows an id
+//            (take) or keeps its own (put), and the process says so once on
+//            lockswap's stderr (g_say_hook). Later acquisitions that find
+//            the same holder give up at once (re-judging it dead at most
+//            once per slice), so a stopped relative costs the others no CPU
+//            and no wait after the first. Borrowed ids are shared, so the
+//            "exactly" of the contract holds only while no holder stalls.
+//   signals  a thread inside or waiting for the lock is marked
+//            (ThreadCid::in_lock); a signal handler that interrupts it and
+//            reaches an allocator slow path (an interposed wait with the
+//            switch model, a percid read lock) finds the mark and borrows
+//            instead of waiting for its own thread. Signals are not blocked
+//            (the kernel's interrupts-off): that would cost two system calls
+//            per acquisition. percpu's private forward-progress lock is
+//            marked the same way.
+// Bitmap and owners are plain (relaxed) accesses under the lock. Recovery is
+// safe because every store in the critical sections is a single aligned
+// word, and they are ordered so that any prefix is a state the next holder
+// accepts. The invariant: a set bit's owner is the pid that took it (alive,
+// or dead and reclaimable).
 //   take     owner[id] = pid, then set the bit. Killed between: the bit is
 //            clear, so the id is free; the stale owner is never read as
 //            taken (reclaim and put look only at set bits or their own pid).
@@ -87,16 +117,38 @@
 // ids under the lock, each only if its bit is still set and its owner is
 // still the pid found dead.
 //
+// Who shares the page. Every process forked from the one that attached it
+// (select()), until one of them changes credentials (its uid or gid, real,
+// effective or saved, differ from those recorded at attach: a server's
+// child dropping root). Such a process must not stay able to stop or write
+// the page of its more privileged relatives: once it notices (credentials
+// are compared at a thread's first global slow path and every
+// kSlowPathsPerCredCheck-th after it: two system calls) it gives its ids
+// back under the lock and maps a fresh page of its own over the old one
+// (MAP_FIXED: a thread of it still inside an operation on the old page
+// finds mapped, empty memory), which it and its later children share; ids
+// taken from the old page are dropped at put.
+// Loaded into a set-id program (AT_SECURE), the page is private
+// (MAP_PRIVATE): each process, as in the kernel's per-mm lock, has its own.
+// Residual: a thread of a multi-threaded process that changes credentials,
+// inside an acquisition at the moment of the move, may leave the old lock
+// held under the process's pid (its relatives then give up on it as
+// stalled, and take it over once the process has ended).
+//
 // Fork. The child starts clean: percpu's cache, bitmap and scan state are
 // reset; the forking thread forgets its global id without freeing it (the
 // parent's thread of the same name still holds it); the child notes its own
-// pid and pid namespace for the lock word. The shared lock is NOT reset: a
-// parent thread holding it is alive and will release it. Ids of a
-// process that exits are freed by its exit handler (release_process_ids), and
-// those of one that died without it by the first allocation that finds the
-// bitmap full (kill(pid, 0) == ESRCH, or a zombie). A pid reused before that keeps its
-// predecessor's ids until it dies too; exec() keeps the pid, so a thread that
-// held a global id when its process exec()ed leaks it the same way.
+// pid and pid namespace for the lock word. A child made by a raw clone()
+// runs no atfork handler: it is found at its first global slow path by a
+// MADV_WIPEONFORK word (zero in any child; without it, Linux < 4.14, by a
+// raw getpid() at each), before it holds the lock or frees an id. The shared
+// lock is NOT reset: a parent thread holding it is alive and will release
+// it. Ids of a process that exits are freed by its exit handler
+// (release_process_ids), and those of one that died without it by the first
+// allocation that finds the bitmap full (kill(pid, 0) == ESRCH, or a
+// zombie). A pid reused before that keeps its predecessor's ids until it
+// dies too; exec() keeps the pid, so a thread that held a global id when its
+// process exec()ed leaks it the same way.
 //
 // Switch model (LOCKSWAP_CID_SWITCH=1, off by default). The kernel does a
 // cid's work at the scheduler's switch-out and switch-in whether or not the
@@ -124,6 +176,7 @@
 // kSampleEvery timed with CLOCK_THREAD_CPUTIME_ID, scaled) into cid_slow_ns.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "arch/atomic.h"
@@ -167,9 +220,11 @@ struct alignas(64) CpuCache {
 struct ThreadCid {
   int32_t global_id;     // global: the id held, -1 = none
   bool global_borrowed;  // global: id space was full, global_id is shared (never freed)
-  uint32_t uses;         // percpu: uses since the last clock check
+  uint32_t uses;         // percpu: uses since the last clock check; global: slow paths (credential checks)
   uint32_t samples;      // slow-path calls, for 1-in-kSampleEvery timing
   bool switching;        // switch model: inside switch_out/switch_in (a signal handler's wait skips them)
+  bool in_lock;          // inside or waiting for an allocator lock (a signal handler's slow path borrows)
+  uint32_t global_page;  // global: generation of the page global_id came from
 };
 extern __thread ThreadCid t_cid __attribute__((tls_model("initial-exec")));
 
@@ -227,6 +282,12 @@ __attribute__((always_inline)) inline uint32_t current() {
   return global_current();
 }
 
+// Where the allocator says what a user must know (a stalled cid_lock, once
+// per process). preload installs its writer to lockswap's private stderr;
+// until one is installed it writes to fd 2. Called with no lock held; the
+// writer must not allocate.
+inline std::atomic<void (*)(const char*, std::size_t)> g_say_hook{nullptr};
+
 // Switch model (see the header): installs switch_out/switch_in as the
 // sleep hooks when `on` (after select()); the calling thread takes its id.
 void set_switch_model(bool on);
@@ -267,3 +328,8 @@ bool rseq_fell_back();             // rseq was asked for but percpu runs
 // library resolves it to null at link time and skips the call. A core unit
 // test that defines it can stop a process there and SIGKILL it.
 extern "C" void lockswap_test_pause_in_cid_lock() __attribute__((weak, visibility("hidden")));
+
+// Test-only stand-in for getauxval(AT_SECURE) at select() (weak and hidden,
+// as above): a core unit test that defines it can attach as a process
+// loaded into a set-id program would.
+extern "C" int lockswap_test_at_secure() __attribute__((weak, visibility("hidden")));

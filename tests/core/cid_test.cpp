@@ -4,8 +4,12 @@
 #include "core/cid.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,26 +17,47 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cstdio>
 #include <functional>
+#include <cstring>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "arch/clock.h"
 #include "core/cancel.h"
 #include "core/wait_ctx.h"
 #include "tests/core/core_test_util.h"
 #include "tests/core/kill_test_util.h"
 
 // The test-only pause point (core/cid.h): a fork child that set the report
-// fd says it is inside the cid_lock, then stays there until it is killed.
+// fd says it is inside the cid_lock, then stays there until it is killed
+// (or, with g_cid_pause_stops, stops itself there and goes on at SIGCONT).
+// g_cid_pause_raises raises a signal there once instead: its handler runs
+// while its thread holds the cid_lock.
 namespace {
 int g_cid_pause_report_fd = -1;
+bool g_cid_pause_stops = false;
+std::atomic<int> g_cid_pause_raises{0};
+int g_fake_at_secure = 0;
 }  // namespace
 extern "C" void lockswap_test_pause_in_cid_lock() {
+  if (int sig = g_cid_pause_raises.exchange(0)) {
+    raise(sig);
+    return;
+  }
   if (g_cid_pause_report_fd < 0) return;
   lockswap::coretest::report_inside(g_cid_pause_report_fd);
+  if (g_cid_pause_stops) {
+    g_cid_pause_report_fd = -1;  // its next allocation goes through
+    raise(SIGSTOP);
+    return;
+  }
   for (;;) pause();
 }
+// The test-only stand-in for getauxval(AT_SECURE) (core/cid.h).
+extern "C" int lockswap_test_at_secure() { return g_fake_at_secure; }
 
 namespace lockswap {
 namespace {
@@ -234,6 +259,244 @@ TEST_F(CidTest, GlobalThreadExitGivesTheIdBack) {
   cid::select(CidMode::global);
   std::thread([] { EXPECT_EQ(cid::current(), 0u); }).join();
   EXPECT_EQ(cid::ids_in_use(), 0u);
+}
+
+// ----------------------------------------- global: stalls, signals, identity
+
+// CPU seconds process `pid` has used (/proc/<pid>/stat utime + stime).
+double cpu_seconds_of(pid_t pid) {
+  char path[64], stat[1024] = {};
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return -1;
+  size_t n = fread(stat, 1, sizeof stat - 1, f);
+  fclose(f);
+  stat[n] = '\0';
+  const char* p = strrchr(stat, ')');
+  unsigned long utime = 0, stime = 0;
+  if (p == nullptr || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+    return -1;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Like exit_status_within, but a child still running at `limit` is first
+// measured: `cpu_share` is the share of one CPU it burned meanwhile.
+int exit_status_or_cpu_share(std::chrono::milliseconds limit, const std::function<int()>& body, double& cpu_share) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    auto spent = std::chrono::steady_clock::now() - start;
+    if (spent > limit) {
+      cpu_share = cpu_seconds_of(pid) / std::chrono::duration<double>(spent).count();
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    usleep(1000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+uint64_t process_cpu_ns() { return arch::clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+std::string read_all(int fd) {
+  std::string text;
+  char buf[512];
+  ssize_t n;
+  while ((n = pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) text.append(buf, static_cast<size_t>(n));
+  return text;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A relative stopped inside the cid_lock (SIGSTOP, a debugger, a cgroup
+// freezer) is alive, so it is never taken over. Its relatives' waits on the
+// lock (here: 100 switch pairs, what 100 poll(0, 0, 0) calls do with the
+// switch model) must end without burning a CPU, say why once on lockswap's
+// stderr, and once the holder goes on (SIGCONT) or dies (SIGKILL) everyone
+// takes ids as before.
+void stopped_holder_then(int end_signal) {
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  pid_t holder = fork_stopped_inside([](int report_fd) {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    g_cid_pause_report_fd = report_fd;
+    g_cid_pause_stops = true;
+    uint32_t id = cid::current();  // stops inside the cid_lock; goes on at SIGCONT
+    cid::put_global();
+    _exit(id == 0 ? 0 : 1);
+  });
+  ASSERT_GT(holder, 0) << "the child never reached the pause point";
+  int status = 0;
+  ASSERT_EQ(waitpid(holder, &status, WUNTRACED), holder);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  int log = memfd_create("cid-stall-log", 0);
+  ASSERT_GE(log, 0);
+  double burned = 0;
+  int rc = exit_status_or_cpu_share(
+      10s,
+      [log] {
+        after_fork_in_child();
+        cid::after_fork_in_child();
+        if (dup2(log, 2) != 2) return 10;
+        uint64_t wall0 = arch::monotonic_ns(), cpu0 = process_cpu_ns();
+        cid::set_switch_model(true);  // takes an id: meets the stopped holder
+        for (int i = 0; i < 100; ++i) {
+          cid::switch_out();
+          cid::switch_in();
+        }
+        uint64_t wall = arch::monotonic_ns() - wall0, cpu = process_cpu_ns() - cpu0;
+        dprintf(2, "waiter: %llu us of CPU in %llu us\n", static_cast<unsigned long long>(cpu / 1000),
+                static_cast<unsigned long long>(wall / 1000));
+        if (cid::current() >= cid::kMaxCids) return 2;
+        return cpu * 10 < wall ? 0 : 1;
+      },
+      burned);
+  std::string said = read_all(log);
+  close(log);
+  ::testing::Test::RecordProperty("said", said);
+  EXPECT_NE(rc, -1) << "the waiter hung on the stopped holder for 10 s, burning " << static_cast<int>(burned * 100)
+                    << "% of a CPU";
+  EXPECT_NE(rc, 1) << "the waiter finished but burned >= 10% of a CPU";
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(count_of(said, "cid_lock"), 1) << "said: [" << said << "]";
+  EXPECT_NE(said.find(std::to_string(holder)), std::string::npos) << "said: [" << said << "]";
+  ASSERT_EQ(kill(holder, end_signal), 0);
+  if (end_signal == SIGKILL) {
+    EXPECT_TRUE(kill_and_reap(holder));
+  } else {
+    ASSERT_EQ(waitpid(holder, &status, 0), holder);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  EXPECT_EQ(cid::current(), 0u) << "this process takes the lock again";
+  EXPECT_EQ(cid::ids_in_use(), 1u);
+  cid::put_global();
+}
+
+TEST_F(CidTest, GlobalStoppedHolderCostsNoCpuIsSaidOnceAndGoesOnAtSigcont) { stopped_holder_then(SIGCONT); }
+TEST_F(CidTest, GlobalStoppedHolderCostsNoCpuIsSaidOnceAndIsTakenOverOnceKilled) { stopped_holder_then(SIGKILL); }
+
+// A signal handler that takes an id (an interposed wait with the switch
+// model, a percid read lock) while its thread is inside the cid_lock must
+// not wait for its own thread: it gets an id without the lock.
+std::atomic<uint32_t> g_handler_id{~0u};
+TEST_F(CidTest, GlobalSignalHandlerInsideTheCidLockDoesNotWaitForItsOwnThread) {
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  int rc = exit_status_within(10s, [] {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {
+      g_handler_id = cid::current();
+      cid::put_global();
+    };
+    if (sigaction(SIGUSR1, &sa, nullptr) != 0) return 10;
+    g_cid_pause_raises = SIGUSR1;
+    uint32_t id = cid::current();  // the handler runs inside the cid_lock
+    if (g_cid_pause_raises.load() != 0) return 1;
+    if (g_handler_id.load() >= cid::kMaxCids) return 2;
+    if (id != 0 || cid::ids_in_use() != 1) return 3;
+    cid::put_global();
+    return cid::ids_in_use() == 0 ? 0 : 4;
+  });
+  EXPECT_NE(rc, -1) << "the handler deadlocked on its own thread's cid_lock";
+  EXPECT_EQ(rc, 0);
+}
+
+// A child made by a raw clone() runs no atfork handler: it must still find
+// out it is a new process before it frees ids or holds the cid_lock.
+pid_t raw_fork() { return static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr)); }
+
+TEST_F(CidTest, GlobalRawCloneChildLeavesTheParentsIdsAlone) {
+  if (kUnderTsan) GTEST_SKIP() << "TSan's runtime does not survive a raw clone";
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  uint32_t mine = cid::current();
+  pid_t pid = raw_fork();
+  if (pid == 0) {  // its thread still names its parent twin's id
+    cid::put_global();
+    cid::release_process_ids();  // what its exit handler does
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(cid::ids_in_use(), 1u) << "the raw clone child freed its parent's id";
+  EXPECT_EQ(cid::current(), mine);
+}
+
+TEST_F(CidTest, GlobalRawCloneChildKilledInsideTheCidLockIsTakenOver) {
+  if (kUnderTsan) GTEST_SKIP() << "TSan's runtime does not survive a raw clone";
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t holder = raw_fork();
+  if (holder == 0) {
+    close(fds[0]);
+    g_cid_pause_report_fd = fds[1];
+    cid::current();
+    _exit(99);
+  }
+  ASSERT_GT(holder, 0);
+  close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  char byte = 0;
+  bool inside = poll(&p, 1, 10000) == 1 && read(fds[0], &byte, 1) == 1;
+  close(fds[0]);
+  ASSERT_TRUE(kill_and_reap(holder));
+  ASSERT_TRUE(inside) << "the child never reached the pause point";
+  int rc = exit_status_within(10s, [] {
+    after_fork_in_child();
+    cid::after_fork_in_child();
+    Events ev;
+    if (cid::current() != 0) return 1;
+    if (kEvents && ev(LockEvent::cid_lock_recovered) != 1) return 2;
+    cid::put_global();
+    return cid::ids_in_use() == 0 ? 0 : 3;
+  });
+  EXPECT_NE(rc, -1) << "a relative hung on the cid_lock of a dead raw clone child, held under its parent's pid";
+  EXPECT_EQ(rc, 0) << "the lock was not taken over from the dead child";
+}
+
+// A process that changes credentials (a server's child dropping root)
+// leaves the shared page: what it holds there is given back, and it takes
+// ids from a page of its own after that.
+TEST_F(CidTest, GlobalAProcessThatChangesCredentialsLeavesTheSharedPage) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to change credentials";
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  int rc = in_child([] {
+    if (cid::current() != 0 || cid::ids_in_use() != 1) return false;
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) return false;
+    for (int i = 0; i < 64; ++i) {  // the allocator compares credentials every 64 slow paths
+      cid::put_global();
+      (void)cid::current();
+    }
+    return cid::current() == 0 && cid::ids_in_use() == 1;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(cid::ids_in_use(), 0u) << "the child took or kept ids in the shared page after dropping root";
+}
+
+// Loaded into a process that exec'd a set-id program (AT_SECURE): the page
+// is the process's own, its children's copies are theirs.
+TEST_F(CidTest, GlobalUnderAtSecureNoPageIsSharedWithChildren) {
+  g_fake_at_secure = 1;
+  CidMode m = cid::select(CidMode::global);
+  g_fake_at_secure = 0;
+  ASSERT_EQ(m, CidMode::global);
+  EXPECT_EQ(cid::current(), 0u);
+  EXPECT_EQ(in_child([] { return cid::current() == 0 && cid::ids_in_use() == 1; }), 0);
+  EXPECT_EQ(cid::ids_in_use(), 1u) << "the child's id is in this process's page";
+  cid::put_global();
+  ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
+  EXPECT_EQ(in_child([] { return cid::current() == 0; }), 0);
+  EXPECT_EQ(cid::ids_in_use(), 1u) << "without AT_SECURE the page is shared again";
+  EXPECT_EQ(cid::reclaim_dead_processes(), 1u);
 }
 
 // --------------------------------------------------------------- percpu
