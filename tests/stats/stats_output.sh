@@ -116,16 +116,18 @@ expect_ran "host reuses fd 2, unusable statistics file"
 grep -q 'cannot open LOCKSWAP_STATS_FILE' "$work/err" || fail "host reuses fd 2: the open failure was not said on the original stderr"
 
 # --- paths in a dump ----------------------------------------------------------
+# A newline, a space, '%' and a UTF-8 C1 control (CSI, which a terminal obeys)
+# in the executable's name: each percent-encoded.
 
-odd="$work/odd"$'\n'"name %x"
+odd="$work/odd"$'\n'"name %x"$'\xc2\x9b'"2J"
 cp "$guest" "$odd"
 run LOCKSWAP_STATS=profile LOCKSWAP_STATS_FILE="$work/odd.stats" -- "$odd"
 expect_ran "newline in the executable's name"
 bad=$(grep -cv '^lockswap' "$work/odd.stats")
 [ "$bad" -eq 0 ] || fail "newline in the executable's name: $bad line(s) that are not records: $(grep -v '^lockswap' "$work/odd.stats" | head -2)"
-grep -q '^lockswap-v1 begin .* exe=[^ ]*/odd%0Aname%20%25x$' "$work/odd.stats" ||
+grep -q '^lockswap-v1 begin .* exe=[^ ]*/odd%0Aname%20%25x%C2%9B2J$' "$work/odd.stats" ||
   fail "newline in the executable's name: exe not percent-encoded: $(grep 'v1 begin' "$work/odd.stats")"
-grep -q '^lockswap-v1 map .* path=[^ ]*/odd%0Aname%20%25x$' "$work/odd.stats" ||
+grep -q '^lockswap-v1 map .* path=[^ ]*/odd%0Aname%20%25x%C2%9B2J$' "$work/odd.stats" ||
   fail "newline in the executable's name: map path not percent-encoded"
 
 # --- the statistics signal ----------------------------------------------------
