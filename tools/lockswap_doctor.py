@@ -587,7 +587,7 @@ def print_checks(checks):
 def lockswap_identity(lib=None, source=None):
     """lockswap's version (the library file's soname version, else CMakeLists.txt's) and commit."""
     here = os.path.dirname(os.path.abspath(__file__))
-    source = source or os.path.dirname(here)
+    source = source or build_source(lib) or os.path.dirname(here)
     ident = {"library": None, "version": None, "commit": None, "dirty": None, "source": source}
     if lib:
         real = os.path.realpath(lib)
@@ -612,6 +612,21 @@ def lockswap_identity(lib=None, source=None):
         except (OSError, subprocess.SubprocessError):
             pass
     return ident
+
+
+def build_source(lib):
+    """The source tree of the build tree holding LIB (its CMakeCache.txt's lockswap_SOURCE_DIR), or None."""
+    d = os.path.dirname(os.path.realpath(lib)) if lib else None
+    for _ in range(4):
+        if not d:
+            return None
+        try:
+            with open(os.path.join(d, "CMakeCache.txt")) as fh:
+                m = re.search(r"^lockswap_SOURCE_DIR:STATIC=(.*)$", fh.read(), re.M)
+            return m.group(1) if m else None
+        except OSError:
+            d = os.path.dirname(d)
+    return None
 
 
 def _state_for_file(st):

@@ -7,6 +7,7 @@ that never switch the profiler on, --select rows (LOCKSWAP_SELECT as a row) and 
 value is asserted."""
 import csv
 import glob
+import json
 import os
 import re
 import stat
@@ -170,9 +171,10 @@ class CompareTest(CliTestCase):
     def test_unsteady_rounds_dropped(self):
         # c2c call 1 is compare's availability check, then before and after of each round:
         # round 2's after-reading jumps (the host moved the vCPUs), round 3 starts from there.
-        # --max-rounds 6 leaves no room to run the dropped round again.
+        # --max-rounds 6 leaves no room to run the dropped round again. --strict-steady: the
+        # figures of the steady rounds alone, as before the fallback existed.
         probe = self.fake_probe([100, 100, 100, 100, 900, 900, 900])
-        p = self.compare("--variants", "rwsem", "--repeat", "6", "--max-rounds", "6", *METRIC,
+        p = self.compare("--variants", "rwsem", "--repeat", "6", "--max-rounds", "6", "--strict-steady", *METRIC,
                          "--", "sh", "-c", CLEAR_DIFFERENCE, probe=probe)
         self.assertEqual(self.probe_calls(probe), 1 + 2 * 6)
         self.assertIn("rounds: 5 of 6 kept (1 dropped: the core-to-core probe changed by more than 1.5x", p.stdout)
@@ -180,6 +182,47 @@ class CompareTest(CliTestCase):
         rows = table_rows(p.stdout)
         self.assertEqual([rows[v][0] for v in ("none", "glibc", "rwsem")], ["5", "5", "5"])
         self.assertEqual(verdict(rows, "rwsem"), "not enough runs")   # 5 rounds cannot reach 95%
+        self.assertNotIn("host unsteady", p.stdout)
+        # By default 5 steady of 6 asked (too few for 95%): the figure is over all 6 rounds, and says so.
+        probe = self.fake_probe([100, 100, 100, 100, 900, 900, 900, 900])
+        p = self.compare("--variants", "rwsem", "--repeat", "6", "--max-rounds", "6", *METRIC,
+                         "--", "sh", "-c", CLEAR_DIFFERENCE, probe=probe)
+        self.assertIn("rounds: 5 of 6 kept (1 dropped", p.stdout)
+        rows = table_rows(p.stdout)
+        self.assertEqual([rows[v][0] for v in ("none", "glibc", "rwsem")], ["6", "6", "6"])
+        self.assertRegex(p.stdout, r"\n  rwsem +6 +200 +200 +200 +2\.000 +2\.000 +2\.000 +"
+                                   r"host unsteady \(5 of 6 rounds steady\)\n")
+        self.assertIn("rwsem vs none: 2.000 [2.000, 2.000] over all 6 completed rounds (host unsteady (5 of 6 "
+                      "rounds steady): an indication, not a verdict", p.stdout)
+        self.assertIn("`host unsteady (k of n rounds steady)`: fewer rounds than asked passed the core-to-core "
+                      "check", p.stdout)
+        self.assertIn("Trust only the direction", p.stdout)
+
+    def test_probe_moving_every_round(self):
+        """A stand-in probe that moves across every round: never blank, never silent."""
+        probe = self.fake_probe([100] + [100, 900] * 8)
+        path = os.path.join(self.tmp, "runs.csv")
+        p = self.compare("--variants", "futex,rwsem", "--repeat", "2", *METRIC, "--csv", path,
+                         "--", "sh", "-c", CLEAR_DIFFERENCE, probe=probe)
+        self.assertIn("rounds: 0 of 4 kept (4 dropped", p.stdout)
+        rows = table_rows(p.stdout)
+        for v, median, ratio in (("glibc", "100", "1.000"), ("futex", "50", "0.500"), ("rwsem", "200", "2.000")):
+            self.assertRegex(p.stdout, rf"\n  {v} +4 +{median} +{median} +{median} +{ratio} +{ratio} +{ratio} +"
+                                       r"host unsteady \(0 of 4 rounds steady\)\n")
+        self.assertEqual(rows["none"][:4], ["4", "100", "100", "100"])
+        self.assertIn("no difference is called", p.stdout)
+        with open(path) as fh:
+            summary = {r["variant"]: r for r in csv.DictReader(fh) if r["record"] == "summary"}
+        self.assertEqual((summary["rwsem"]["verdict"], summary["rwsem"]["figure_over"], summary["rwsem"]["n"]),
+                         ("host unsteady (0 of 4 rounds steady)", "every round", "4"))
+        # --strict-steady: today's blank rows, and no note.
+        probe = self.fake_probe([100] + [100, 900] * 8 + [100])
+        p = self.compare("--variants", "futex,rwsem", "--repeat", "2", "--strict-steady", *METRIC,
+                         "--", "sh", "-c", CLEAR_DIFFERENCE, probe=probe)
+        rows = table_rows(p.stdout)
+        self.assertEqual(rows["rwsem"][:5], ["0", "-", "-", "-", "-"])
+        self.assertEqual(verdict(rows, "rwsem"), "no runs")
+        self.assertNotIn("host unsteady", p.stdout)
 
     def test_dropped_round_run_again(self):
         # As above with the default --max-rounds (2 x --repeat): a seventh round replaces round 2.
@@ -371,6 +414,45 @@ class CompareTest(CliTestCase):
         p = self.compare("--variants", "futex", "--repeat", "2", *METRIC, "--png", png,
                          "--", "sh", "-c", "echo ops=5")
         self.assert_png(png, p.stderr)
+        if util.have_matplotlib():   # a forest plot sized for a screen: 1200 px wide, height by rows
+            with open(png, "rb") as fh:
+                head = fh.read(24)
+            width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+            self.assertEqual(width, 1200)
+            png2 = os.path.join(self.tmp, "cmp2.png")
+            self.compare("--variants", "futex,rwsem,lockref", "--repeat", "2", *METRIC, "--png", png2,
+                         "--", "sh", "-c", "echo ops=5")
+            with open(png2, "rb") as fh:
+                self.assertGreater(int.from_bytes(fh.read(24)[20:24], "big"), height)
+
+    def test_html_audit_and_context_switches(self):
+        page, path = os.path.join(self.tmp, "cmp.html"), os.path.join(self.tmp, "runs.csv")
+        p = self.compare("--variants", "futex", "--repeat", "2", *METRIC, "--html", page, "--csv", path,
+                         "--", "sh", "-c", "echo ops=5")
+        with open(page) as fh:
+            text = fh.read()
+        self.assertIn("env: fake probe, cpus=2", text)
+        self.assertIn("host: governor", text)
+        self.assertRegex(text, r"futex +2 +5 +5 +5 +1\.000")
+        if util.have_matplotlib():
+            self.assertIn('src="data:image/png;base64,iVBORw0KGgo', text)
+        # The header carries the doctor's host summary; the audit record lies beside the CSV.
+        self.assertRegex(p.stdout, r"\nhost: governor [^\n]*, SMT [^\n]*, virt ")
+        with open(path + ".audit.json") as fh:
+            audit = json.load(fh)
+        self.assertEqual(audit["command"][:2], ["lockswap", "compare"])
+        self.assertIn("--html", audit["command"])
+        self.assertEqual(audit["settings"]["measured_command"], ["sh", "-c", "echo ops=5"])
+        self.assertEqual(audit["settings"]["variants"], ["none", "glibc", "futex"])
+        self.assertTrue(audit["lockswap"]["version"])
+        self.assertIn("loadavg", audit["before"])
+        self.assertIn("loadavg", audit["after"])
+        self.assertEqual(len(audit["checks"]), 8)
+        # Each run's context switches: in the CSV and summarised under the table.
+        with open(path) as fh:
+            runs = [r for r in csv.DictReader(fh) if r["record"] == "run"]
+        self.assertTrue(all(r["voluntary_csw"].isdigit() and r["involuntary_csw"].isdigit() for r in runs))
+        self.assertRegex(p.stdout, r"context switches per run [^\n]*\n  none \d+ / \d+; glibc \d+ / \d+; futex ")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 import argparse
 import csv
+import json
 import os
 import re
+import resource
 import shlex
 import signal
 import statistics
@@ -12,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from .common import PROG, import_pyplot, table, warn
+from . import forest, steady
+from .common import PROG, table, warn
 
 
 REFERENCE = "none"   # the command as it is: no LD_PRELOAD, no LOCKSWAP_* variable
@@ -33,7 +36,11 @@ read; a round whose two readings differ by more than lockswap_stats.PROBE_TOLERA
 (the host moved the vCPUs) is dropped, unless --keep-unsteady, and run again,
 until --repeat rounds are kept or --max-rounds (2 x --repeat) ran; the table
 says how many rounds were kept of how many run. Without the probe every round
-counts.
+counts. When fewer rounds than asked are steady and too few for a verdict, a
+row's figure is over every completed round and its verdict reads "host
+unsteady (k of n rounds steady)": an indication, never a call (the note under
+the table says how far to trust it); --strict-steady shows the steady rounds
+only, as before.
 
 Verdicts: per kept round the ratio row/reference; a row's ratio is the median of
 those, with the sign test's distribution-free confidence interval (--level,
@@ -113,6 +120,9 @@ def compare_parser(ls):
                    help="the core-to-core probe (default: lockswap-probe next to the lockswap command)")
     p.add_argument("--keep-unsteady", action="store_true",
                    help="keep rounds whose before/after probes disagree (default: dropped)")
+    p.add_argument("--strict-steady", action="store_true",
+                   help="figures from steady rounds only, even when too few are steady (default: then over "
+                        "every completed round, marked 'host unsteady (k of n rounds steady)')")
     p.add_argument("--stats", action="store_true",
                    help="counts-only statistics of every measured run (never the profiler), in --stats-dir")
     p.add_argument("--profile-run", action="store_true",
@@ -120,7 +130,12 @@ def compare_parser(ls):
     p.add_argument("--stats-dir", metavar="DIR", help="where --stats and --profile-run write (default: a new "
                                                       "directory under $TMPDIR)")
     p.add_argument("--csv", metavar="FILE", help="write every run and the summary as CSV")
-    p.add_argument("--png", metavar="FILE", help="plot every run and the medians per variant")
+    p.add_argument("--png", metavar="FILE", help="a forest plot: each row's speed against the reference with "
+                                                 "its interval, on a log axis")
+    p.add_argument("--html", metavar="FILE", help="one self-contained page: environment, plot and table")
+    p.add_argument("--audit", metavar="FILE", help="the run's audit record (JSON: host before and after, the "
+                                                   "command, lockswap's version and settings); default: "
+                                                   "CSV.audit.json beside --csv")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="a LOCKSWAP_* setting for every run (repeatable), as `lockswap --set`")
     p.add_argument("--lib", metavar="PATH", help="liblockswap.so to use (passed to the wrapper)")
@@ -156,6 +171,7 @@ class Run:
         self.index, self.round, self.position, self.variant = index, round_no, position, variant
         self.rc = None
         self.value = None
+        self.csw = None      # (voluntary, involuntary) context switches of the command and its waited children
         self.wall_s = None
         self.error = None
         self.output = ""
@@ -183,6 +199,7 @@ class Round:
 
 def execute(run, argv, env, args, regex):
     start = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -200,6 +217,8 @@ def execute(run, argv, env, args, regex):
         proc.communicate()
         raise
     run.wall_s = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)   # runs are sequential: the delta is this run's
+    run.csw = (after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw)
     run.rc = proc.returncode
     run.output = out.decode("utf-8", errors="replace")
     if run.error:
@@ -322,22 +341,43 @@ def plan_selects(specs, parser, taken):
     return selects
 
 
-def summarize(ls, rounds, variants, baseline, higher, level):
+def summarize(ls, rounds, variants, baseline, higher, level, wanted=None, strict=False):
+    """A row per variant. Its figures are over the kept rounds, or, when fewer than asked are
+    steady and too few for a verdict (steady.row_verdict), over every completed round."""
     kept = [rd.values() for rd in rounds if rd.kept]
+    every = [rd.values() for rd in rounds]
+    basis = "steady" if strict or steady.enough_steady(len(kept), len(every), wanted, level) else "all"
     rows = []
     for v in variants:
-        vals = sorted(values[v] for values in kept if v in values)
         runs = [r for rd in rounds for r in rd.runs if r.variant == v]
-        row = {"variant": v, "n": len(vals), "failed": sum(1 for r in runs if not r.ok)}
-        if vals:
-            row.update(median=statistics.median(vals), min=vals[0], max=vals[-1])
+        row = {"variant": v, "failed": sum(1 for r in runs if not r.ok), "basis": "steady"}
         if v == baseline:
             row["verdict"] = "reference"
+            row["basis"] = basis
         else:
-            row["result"] = ls.Verdict(ls.paired_ratios(kept, v, baseline), higher, level)
+            row["result"], row["basis"] = steady.row_verdict(kept, every, v, baseline, higher, level, wanted, strict)
             row["verdict"] = row["result"].word
+        over = every if row["basis"] == "all" else kept
+        vals = sorted(values[v] for values in over if v in values)
+        row["n"] = len(vals)
+        if vals:
+            row.update(median=statistics.median(vals), min=vals[0], max=vals[-1])
+        csw = [r.csw for rd in rounds for r in rd.runs if r.variant == v and r.csw]
+        if csw:
+            row["csw"] = (statistics.median(c[0] for c in csw), statistics.median(c[1] for c in csw))
         rows.append(row)
     return rows
+
+
+def csw_lines(rows):
+    """The measured command's context switches per run (getrusage of the children compare waited
+    for): many involuntary ones mean it was preempted (other work, or more threads than CPUs)."""
+    have = [r for r in rows if "csw" in r]
+    if not have:
+        return []
+    return ["", "context switches per run (median over every run; voluntary / involuntary; the command and "
+                "the children it waited for):",
+            "  " + "; ".join(f"{r['variant']} {r['csw'][0]:.0f} / {r['csw'][1]:.0f}" for r in have)]
 
 
 def fmt_val(x):
@@ -367,6 +407,7 @@ def compare_table(rows, baseline, level):
 def compare_header(info, args, baseline, level, ls):
     out = [f"{PROG} compare: {shlex.join(info['cmd'])}",
            info["env_line"] or f"env: probe unavailable ({info['probe'] or 'no probe'})",
+           info["host_line"],
            f"load average (1/5/15 min): before {info['load_before']}, after {info['load_after']}"]
     total, kept = len(info["rounds"]), sum(1 for rd in info["rounds"] if rd.kept)
     unsteady = sum(1 for rd in info["rounds"] if not rd.steady)
@@ -396,7 +437,7 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
         w.writerow(["record", "variant", "round", "position", "status", "exit_status", "value", "wall_s",
                     "probe_before_ns", "probe_after_ns", "kept", "n", "median", "min", "max", "ratio",
                     "ratio_low", "ratio_high", "verdict", "rounds_kept", "baseline", "metric", "direction",
-                    "stats_file", "select"])
+                    "stats_file", "select", "figure_over", "voluntary_csw", "involuntary_csw"])
         direction = "higher" if info["higher"] else "lower"
         tail = [baseline, info["metric_name"], direction]
         opt = lambda x: "" if x is None else repr(x)
@@ -406,7 +447,8 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
                 w.writerow(["run", r.variant, rd.number, r.position, "ok" if r.ok else r.error,
                             "" if r.rc is None else r.rc, opt(r.value),
                             "" if r.wall_s is None else f"{r.wall_s:.6f}", opt(rd.probe_before),
-                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, "", rules(r.variant)])
+                            opt(rd.probe_after), int(rd.kept), *[""] * 9, *tail, "", rules(r.variant), "",
+                            *(r.csw or ("", ""))])
         kept = sum(1 for rd in rounds if rd.kept)
         for s in rows:
             res = s.get("result")
@@ -414,39 +456,73 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
                 (res.speed, res.lo, res.hi) if res else (None, None, None))
             w.writerow(["summary", s["variant"], "", "", "", "", "", "", "", "", "", s["n"],
                         *[opt(s.get(k)) for k in ("median", "min", "max")], *[opt(x) for x in ratio],
-                        s["verdict"], kept, *tail, "", rules(s["variant"])])
+                        s["verdict"], kept, *tail, "", rules(s["variant"]),
+                        "every round" if s["basis"] == "all" else "steady rounds", "", ""])
         for r, dump in profile_runs:
             w.writerow(["profile", r.variant, "", "", "ok" if r.ok else r.error, "" if r.rc is None else r.rc,
                         opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump,
                         rules(r.variant)])
 
 
-def compare_png(path, rounds, rows, info, baseline):
-    plt, why = import_pyplot()
-    if plt is None:
+def plot_rows(rows):
+    """The table's rows as forest.write_png takes them."""
+    out = []
+    for s in rows:
+        res = s.get("result")
+        out.append({"label": "", "variant": s["variant"], "word": s["verdict"],
+                    "speed": res.speed if res else None, "lo": res.lo if res else None,
+                    "hi": res.hi if res else None})
+    return out
+
+
+def compare_png(path, rows, info, baseline, level):
+    cmd = shlex.join(info["cmd"])
+    title = f"lockswap compare: {cmd if len(cmd) <= 70 else cmd[:67] + '...'}"
+    sub = (f"{info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better; "
+           f"rounds {info['kept']} of {info['total']} steady; {info['env_line'] or 'env: probe unavailable'}")
+    why = forest.write_png(path, plot_rows(rows), title, baseline, level, sub[:200])
+    if why:
         warn(f"compare: PNG {path} skipped: {why}")
-        return
-    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(rows) + 2), 5))
-    for x, s in enumerate(rows):
-        pts = [r.value for rd in rounds if rd.kept for r in rd.runs if r.variant == s["variant"] and r.ok]
-        n = max(len(pts), 1)
-        ax.scatter([x + 0.25 * (i / n - 0.5) for i in range(len(pts))], pts, s=18, alpha=0.7, color="C0")
-        if "median" in s:
-            ax.hlines(s["median"], x - 0.3, x + 0.3, color="C3", linewidth=2)
-            res = s.get("result")
-            label = (f"{res.speed:.3f}x\n{res.word}" if res and res.speed is not None
-                     else s["verdict"] if s["variant"] == baseline else "")
-            ax.annotate(label, (x, s["median"]), textcoords="offset points", xytext=(0, 6),
-                        ha="center", fontsize=7)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([s["variant"] for s in rows])
-    ax.set_ylabel(info["metric_name"])
-    ax.set_title(f"lockswap compare: {info['metric_name']}, {'higher' if info['higher'] else 'lower'} is better\n"
-                 f"points = runs of kept rounds, bar = median, label = times faster than {baseline}", fontsize=9)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+        return False
     print(f"{PROG}: compare: wrote {path}", file=sys.stderr)
+    return True
+
+
+def doctor_module():
+    """lockswap_doctor.py beside this package (build tree and install), or None."""
+    try:
+        import lockswap_doctor
+        return lockswap_doctor
+    except ImportError:
+        return None
+
+
+def host_line():
+    """The doctor's one-line summary of the host checks (governor, turbo, SMT, ...)."""
+    doc = doctor_module()
+    if doc is None:
+        return "host: checks unavailable (lockswap_doctor.py is not beside the lockswap_cli package)"
+    try:
+        return doc.summary_line()
+    except Exception as e:  # the header must never stop a comparison
+        return f"host: checks failed ({type(e).__name__}: {e})"
+
+
+def write_audit(path, phase, info, args):
+    """The audit record (lockswap_doctor.audit): host before the rounds, after, the command."""
+    doc = doctor_module()
+    if doc is None:
+        return
+    try:
+        if phase == "before":
+            doc.audit_begin(path, info["argv"], lib=args.lib or info.get("lib"),
+                            settings={"variants": info["variants"], "set": args.set, "select": info["selects"],
+                                      "lib": args.lib, "repeat": args.repeat, "max_rounds": args.max_rounds,
+                                      "strict_steady": args.strict_steady, "measured_command": info["cmd"]})
+        else:
+            doc.audit_end(path)
+    except (OSError, ValueError) as e:
+        warn(f"compare: audit file {path}: {e}")
 
 
 def select_notes(rounds, selects):
@@ -552,17 +628,28 @@ def cmd_compare(argv, wrapper):
     probe = probe_path(args, wrapper)
     info = {"cmd": cmd, "probe": probe, "env_line": ls.probe_summary(probe), "higher": higher,
             "metric_name": f"/{args.metric}/" if regex else "wall time (s)", "load_before": loadavg_text(),
-            "selects": selects, "select_rows": {label: env_maker.describe(label) for label in selects}}
+            "selects": selects, "select_rows": {label: env_maker.describe(label) for label in selects},
+            "host_line": host_line(), "variants": variants, "argv": [PROG, "compare", *argv]}
     info["probe_ok"] = ls.probe_c2c(probe) is not None
+    info["lib"] = next((envs[v]["LD_PRELOAD"] for v in variants if envs[v].get("LD_PRELOAD")), None)
+    audit = args.audit or (args.csv + ".audit.json" if args.csv else None)
+    if audit:
+        write_audit(audit, "before", info, args)
     print(f"{PROG} compare: {len(variants)} rows x {args.repeat} rounds = {len(variants) * args.repeat} runs of: "
           f"{shlex.join(cmd)}" + ("" if info["probe_ok"] else " (probe unavailable)"), file=sys.stderr)
     rounds, interrupted = run_rounds(ls, variants, envs, cmd, args, regex, probe if info["probe_ok"] else None)
     profiled = [] if interrupted or not args.profile_run else profile_runs(variants, env_maker, cmd, args, regex)
-    info.update(load_after=loadavg_text(), rounds=rounds)
+    info.update(load_after=loadavg_text(), rounds=rounds, total=len(rounds),
+                kept=sum(1 for rd in rounds if rd.kept))
 
-    rows = summarize(ls, rounds, variants, args.baseline, higher, args.level)
-    out = compare_header(info, args, args.baseline, args.level, ls) + compare_table(rows, args.baseline, args.level)
-    out += [""] + [r["result"].sentence(r["variant"], args.baseline) for r in rows if "result" in r]
+    rows = summarize(ls, rounds, variants, args.baseline, higher, args.level, args.repeat, args.strict_steady)
+    header = compare_header(info, args, args.baseline, args.level, ls)
+    tab = compare_table(rows, args.baseline, args.level)
+    out = header + tab
+    out += [""] + [steady.sentence(r["result"], r["variant"], args.baseline) for r in rows if "result" in r]
+    notes = [steady.note("--repeat")] if any(r["basis"] == "all" for r in rows) else []
+    out += [""] + notes if notes else []
+    out += csw_lines(rows)
     out += select_notes(rounds, selects)
     if args.stats:
         out.append(f"counts-only statistics of the measured runs: {stats_dir}/ ({PROG} report {stats_dir}/<row>.*)")
@@ -572,8 +659,18 @@ def cmd_compare(argv, wrapper):
     if args.csv:
         write_csv(args.csv, rounds, rows, profiled, info, args.baseline)
         print(f"{PROG}: compare: wrote {args.csv}", file=sys.stderr)
-    if args.png:
-        compare_png(args.png, rounds, rows, info, args.baseline)
+    png = args.png
+    if args.html and not png:   # the page embeds the plot: draw it beside the page
+        png = os.path.splitext(args.html)[0] + ".png"
+    drawn = compare_png(png, rows, info, args.baseline, args.level) if png else False
+    if args.html:
+        forest.write_html(args.html, f"{PROG} compare: {shlex.join(cmd)}", header[1:3], "\n".join(tab),
+                          png if drawn else None, [steady.sentence(r["result"], r["variant"], args.baseline)
+                                                   for r in rows if "result" in r] + notes)
+        print(f"{PROG}: compare: wrote {args.html}", file=sys.stderr)
+    if audit:
+        write_audit(audit, "after", info, args)
+        print(f"{PROG}: compare: wrote {audit}", file=sys.stderr)
     failed = [r for rd in rounds for r in rd.runs if not r.ok] + [r for r, _ in profiled if not r.ok]
     if failed:
         total = sum(len(rd.runs) for rd in rounds) + len(profiled)
