@@ -6,11 +6,15 @@
 # (a round runs every variant once, in a rotated order; rounds the
 # core-to-core probe flags as unsteady are dropped and run again, up to twice
 # --repeat in all, and the table says how many were kept). Measured runs are profiler-free (LOCKSWAP_STATS=counts).
+# Never blank: when fewer rounds than asked are steady (and too few for a
+# verdict), a row's figures are over every completed round and its verdict
+# reads `host unsteady (k of n rounds steady)`, explained under the table;
+# --strict-steady shows steady rounds only (a row may then be blank).
 #
 #   scripts/demo.sh [--quick] [--variants "futex rwsem rwsem-rspin lockref"]
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
 #                   [--repeat N] [--time S] [--oversub N] [--sysbench-threads "2 16 64"]
-#                   [--profile] [--no-setup]
+#                   [--profile] [--strict-steady] [--no-setup]
 #
 #   postgres   PostgreSQL 15 + sysbench oltp_read_only (16 tables x 10,000 rows,
 #              shared_buffers=80MB, max_connections=250, 8 threads per CPU);
@@ -39,8 +43,12 @@
 # temporary directory, is prepared once without the preload, and is stopped
 # by its PID with its shutdown checked.
 # Output: build/demo/<date-time>/ (build/demo/latest): table.txt, table.csv,
-# table.png, results.txt (every RESULT line) and one directory per part with
-# its logs, runs.tsv, rounds.tsv and LOCKSWAP_STATS output (stats-*.txt).
+# table.png (a forest plot: a row per benchmark x variant, the speed against
+# none with its interval on a log axis), table.html (header, plot and table on
+# one page), audit.json (the host before and after, the exact command,
+# lockswap's version, commit and settings: lockswap doctor's audit record),
+# results.txt (every RESULT line) and one directory per part with its logs,
+# runs.tsv, rounds.tsv, audit.json and LOCKSWAP_STATS output (stats-*.txt).
 # Exit status: 0 when every run completed cleanly, 1 otherwise.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,7 +57,8 @@ SRV_NAME=demo
 source "$ROOT/examples/servers/server_lib.sh"
 
 PARTS="postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"
-QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0
+QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0 STRICT=0
+DEMO_ARGV=("$0" "$@")
 VARIANTS="futex rwsem rwsem-rspin lockref"
 ONLY=$PARTS
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -66,6 +75,7 @@ while [[ $# -gt 0 ]]; do
     --sysbench-threads) SB_THREADS=${2:?}; shift 2 ;;
     --no-setup) SETUP=0; shift ;;
     --profile) PROFILE=1; shift ;;
+    --strict-steady) STRICT=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -169,13 +179,17 @@ log "demo: output in $OUT"
   echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
   echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
   srv_probe_summary
+  srv_host_summary
   echo "library:   $LIBLOCKSWAP"
   echo "variants:  ${ALL[*]}  (PostgreSQL: none glibc ${PG_VARIANTS[*]}); rounds $REPEAT, ${TIME}s runs, quick=$QUICK"
   SRV_PROFILE=$PROFILE srv_stats_header
 } | tee "$OUT/header.txt" >&2
+SRV_ALL=("${ALL[@]}") SRV_REPEAT=$REPEAT SRV_TIME=$TIME SRV_WARMUP=$WARMUP SRV_STRICT=$STRICT
+srv_audit_begin "$OUT/audit.json" "${DEMO_ARGV[@]}"
 
 COMMON=(--repeat "$REPEAT" --time "$TIME" --warmup "$WARMUP")
 ((PROFILE)) && COMMON+=(--profile)
+((STRICT)) && COMMON+=(--strict-steady)
 VLIST=$(IFS=,; echo "${ALL[*]}")
 S=$ROOT/examples/servers
 wants postgres && run_part postgres bash "$S/postgres.sh" --dir "$OUT/postgres" "${COMMON[@]}" \
@@ -261,8 +275,11 @@ fi
 # ------------------------------------------------------------------ the table
 echo
 if ((${#TSVS[@]})); then
-  python3 "$ROOT/examples/servers/report.py" --title "lockswap demo" --header "$OUT/header.txt" --events \
-    --md "$OUT/table.txt" --csv "$OUT/table.csv" --png "$OUT/table.png" "${TSVS[@]}"
+  STRICT_ARG=()
+  ((STRICT)) && STRICT_ARG=(--strict-steady)
+  "$SRV_PYTHON" "$ROOT/examples/servers/report.py" --title "lockswap demo" --header "$OUT/header.txt" --events \
+    --repeat "$REPEAT" ${STRICT_ARG[@]+"${STRICT_ARG[@]}"} \
+    --md "$OUT/table.txt" --csv "$OUT/table.csv" --png "$OUT/table.png" --html "$OUT/table.html" "${TSVS[@]}"
 fi
 if wants jemalloc; then
   b=$(grep '^RESULT bench=jemalloc-bindings ' "$RESULTS" || true)
@@ -277,5 +294,6 @@ if grep -q 'status=FAIL' "$RESULTS" || ((FAILED)); then
 else
   echo "all runs completed; every server shut down cleanly." | tee -a "$OUT/table.txt"
 fi
-echo "table: $OUT/table.txt (.csv, .png); every run: $RESULTS; logs and LOCKSWAP_STATS per run: $OUT/<part>/"
+srv_audit_end "$OUT/audit.json"
+echo "table: $OUT/table.txt (.csv, .png, .html); audit: $OUT/audit.json; every run: $RESULTS; logs and LOCKSWAP_STATS per run: $OUT/<part>/"
 exit "$FAILED"

@@ -3,8 +3,8 @@
 files written by the runners in examples/servers/ (server_lib.sh) and by
 scripts/demo.sh.
 
-    report.py [--title T] [--md F] [--csv F] [--png F] [--header F] [--events] [--event-detail]
-              [--reference none] runs.tsv...
+    report.py [--title T] [--md F] [--csv F] [--png F] [--html F] [--header F] [--events]
+              [--event-detail] [--reference none] [--repeat N] [--strict-steady] runs.tsv...
 
 One row per benchmark x variant, in the order the runs file(s) name them:
 median throughput over the rounds, the speed against the reference (`none`,
@@ -17,6 +17,15 @@ one) and its ratio of medians, errors and status. A round is every variant
 once (runs.tsv's extra round=N; the repetition in older files); rounds.tsv
 next to runs.tsv holds each round's core-to-core probe before and after, and
 a round whose probes disagree (lockswap_stats.steady_round) is dropped.
+When fewer rounds than asked (--repeat; without it, fewer than a verdict
+needs) are steady, a row's figures are over every completed round and its
+verdict reads `host unsteady (k of n rounds steady)` (tools/lockswap_cli/
+steady.py; the note under the table says how far to trust it);
+--strict-steady keeps the steady rounds only (a row may then be blank).
+--png: a forest plot (a row per benchmark x variant, the speed with its
+interval on a log axis; tools/lockswap_cli/forest.py, matplotlib; gnuplot's
+bars when matplotlib is missing). --html: one page with the header, the plot
+and the table.
 profile.tsv next to runs.tsv (runners' --profile: LOCKSWAP_STATS=profile)
 is listed apart, never compared.
 --events adds a column of lock events per run (LOCKSWAP_STATS_FILE, summed
@@ -34,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from bench_common import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table, median  # noqa: E402
 import lockswap_stats  # noqa: E402
+from lockswap_cli import forest, steady as steadiness  # noqa: E402
 
 
 def num(x):
@@ -116,7 +126,7 @@ def round_of(r):
     return extra(r).get("round") or r["rep"]
 
 
-def summarise(runs, base, steady):
+def summarise(runs, base, steady, wanted=None, strict=False, level=lockswap_stats.DEFAULT_LEVEL):
     benches, order = {}, []
     for r in runs:
         key = (r["_file"], r["bench"])
@@ -128,15 +138,7 @@ def summarise(runs, base, steady):
     rows = []
     for key in order:
         b = benches[key]
-        # medians and spreads from the kept (steady) rounds only, like the ratios
-        vals = {v: [num(r["value"]) for r in rs if r["status"] == "ok" and num(r["value"]) is not None
-                    and steady.get((key[0], round_of(r)), True)]
-                for v, rs in b["variants"].items()}
-        lats = {v: [num(r["lat"]) for r in rs if r["status"] == "ok" and num(r["lat"]) is not None
-                    and steady.get((key[0], round_of(r)), True)]
-                for v, rs in b["variants"].items()}
         ref = base if base in b["variants"] else "glibc" if "glibc" in b["variants"] else None
-        blat = median(lats.get(ref, []))
         rounds, kept = {}, {}
         for v, rs in b["variants"].items():
             for r in rs:
@@ -145,11 +147,22 @@ def summarise(runs, base, steady):
         for rid, rd in rounds.items():
             if steady.get((key[0], rid), True):
                 kept[rid] = rd
+        # Medians and spreads from the rounds the ratios are over: the kept (steady) ones, or every
+        # completed one when too few are steady (steadiness.row_verdict: "host unsteady").
+        bench_basis = ("steady" if strict or steadiness.enough_steady(len(kept), len(rounds), wanted, level)
+                       else "all")
+
+        def over(v, field, basis):
+            return [num(r[field]) for r in b["variants"][v] if r["status"] == "ok" and num(r[field]) is not None
+                    and (basis == "all" or steady.get((key[0], round_of(r)), True))]
+        blat = median(over(ref, "lat", bench_basis)) if ref else None
         for v, rs in b["variants"].items():
-            vs, ls = vals[v], lats[v]
+            verdict, basis = None, bench_basis
+            if ref and v != ref:
+                verdict, basis = steadiness.row_verdict(list(kept.values()), list(rounds.values()), v, ref, True,
+                                                        level, wanted, strict)
+            vs, ls = over(v, "value", basis), over(v, "lat", basis)
             m, lm = median(vs), median(ls)
-            verdict = (lockswap_stats.Verdict(lockswap_stats.paired_ratios(kept.values(), v, ref), True)
-                       if ref and v != ref else None)
             lratio = lm / blat if lm is not None and blat else None
             bad = [r for r in rs if r["status"] != "ok"]
             errs = [int(r["errors"]) for r in rs if (r["errors"] or "").isdigit()]
@@ -164,7 +177,7 @@ def summarise(runs, base, steady):
                 "bench": key[1], "label": b["label"], "variant": v, "runs": len(rs), "ok": len(rs) - len(bad),
                 "unit": b["unit"], "median": m, "ref": ref, "verdict": verdict,
                 "ratio": verdict.speed if verdict else None,
-                "rounds_kept": len(kept), "rounds_total": len(rounds),
+                "rounds_kept": len(kept), "rounds_total": len(rounds), "basis": basis,
                 "spread": (max(vs) - min(vs)) / m if len(vs) >= 2 and m else None,
                 "min": min(vs) if vs else None, "max": max(vs) if vs else None,
                 "lat_kind": b["lat_kind"], "lat": lm, "lat_ratio": lratio,
@@ -216,6 +229,10 @@ def main():
     ap.add_argument("--md")
     ap.add_argument("--csv")
     ap.add_argument("--png")
+    ap.add_argument("--html")
+    ap.add_argument("--repeat", type=int, help="the rounds asked for (the runners' --repeat): fewer steady ones "
+                                               "put a row on every round, marked host unsteady")
+    ap.add_argument("--strict-steady", action="store_true", help="figures from steady rounds only")
     ap.add_argument("--header")
     ap.add_argument("--events", action="store_true")
     ap.add_argument("--event-detail", action="store_true")
@@ -225,8 +242,8 @@ def main():
         print("(no runs)")
         return 0
     steady, probed = load_rounds(a.runs)
-    rows = summarise(runs, a.reference, steady)
     level = lockswap_stats.DEFAULT_LEVEL
+    rows = summarise(runs, a.reference, steady, a.repeat, a.strict_steady, level)
 
     out = []
     if a.title:
@@ -268,6 +285,12 @@ def main():
                    f"steadiness, every round counts).\n")
     if fallback:
         out.append(f"No `{a.reference}` runs for: {', '.join(fallback)}; their ratios are against glibc.\n")
+    unsteady = [r for r in rows if r["basis"] == "all"]
+    if unsteady:
+        out.append("Over every completed round: " + ", ".join(sorted({r['label'] for r in unsteady})) + ". "
+                   + steadiness.note("--repeat") + "\n")
+    elif a.strict_steady and any(r["rounds_kept"] < r["rounds_total"] for r in rows):
+        out.append("--strict-steady: figures from steady rounds only; a row without one reads `no runs`.\n")
     called = [r for r in rows if r["verdict"] and r["verdict"].word in ("faster", "slower")]
     if called:
         out.append("Significant at " + f"{level:.0%}: " + "; ".join(
@@ -297,17 +320,42 @@ def main():
             w.writerow(["bench", "label", "variant", "runs", "ok", "unit", "median", "reference", "speed", "speed_lo",
                         "speed_hi", "coverage", "verdict", "rounds_kept", "rounds_total", "spread", "min", "max",
                         "lat_kind", "lat_median", "lat_ratio", "errors", "shutdown", "status",
-                        "lock_events_per_run", "each_run"])
+                        "lock_events_per_run", "each_run", "figure_over"])
             for r in rows:
                 v = r["verdict"]
                 w.writerow([r["bench"], r["label"], r["variant"], r["runs"], r["ok"], r["unit"], r["median"], r["ref"],
                             v and v.speed, v and v.lo, v and v.hi, v and v.coverage, v.word if v else "",
                             r["rounds_kept"], r["rounds_total"], r["spread"], r["min"], r["max"], r["lat_kind"],
                             r["lat"], r["lat_ratio"], r["errors"], r["shutdown"], r["status"], r["events"],
-                            " ".join(fnum(x) for x in r["each"])])
-    if a.png:
-        plot(rows, a.png, a.title, a.reference)
+                            " ".join(fnum(x) for x in r["each"]),
+                            "every round" if r["basis"] == "all" else "steady rounds"])
+    header = open(a.header).read().splitlines() if a.header and os.path.exists(a.header) else []
+    png = a.png or (os.path.splitext(a.html)[0] + ".png" if a.html else None)
+    drawn = False
+    if png:
+        drawn = forest_plot(rows, png, a.title, a.reference, level, header)
+    if a.html:
+        forest.write_html(a.html, a.title or "lockswap results", header, text, png if drawn else None)
+        print(f"report: wrote {a.html}", file=sys.stderr)
     return 0
+
+
+def forest_plot(rows, png, title, reference, level, header):
+    """The forest plot (tools/lockswap_cli/forest.py); gnuplot's bars when matplotlib is missing."""
+    data = [{"label": r["label"], "variant": r["variant"],
+             "word": "reference" if r["variant"] == r["ref"] else (r["verdict"].word if r["verdict"] else "-"),
+             "speed": r["verdict"] and r["verdict"].speed, "lo": r["verdict"] and r["verdict"].lo,
+             "hi": r["verdict"] and r["verdict"].hi} for r in rows]
+    env = " ".join(line for line in header if line.startswith("env:"))
+    kept = {(r["bench"], r["rounds_kept"], r["rounds_total"]) for r in rows}
+    sub = (f"rounds steady: {sum(k for _, k, _ in kept)} of {sum(t for _, _, t in kept)}; {env}")[:210]
+    why = forest.write_png(png, data, f"{title + ': ' if title else ''}speed against {reference}", reference,
+                           level, sub)
+    if why is None:
+        return True
+    print(f"report: forest plot skipped ({why}); gnuplot's bar chart instead", file=sys.stderr)
+    plot(rows, png, title, reference)
+    return os.path.exists(png)
 
 
 def events_section(rows, base):

@@ -24,7 +24,11 @@
 #                    name); the header (results.md) gives each LABEL's rules.
 #   --repeat N       steady rounds; each runs every variant once, the order
 #                    rotated (6 give a verdict at 95%); a round the core-to-core
-#                    probe drops is run again, up to 2N rounds in all
+#                    probe drops is run again, up to 2N rounds in all. When
+#                    fewer than N (and fewer than a verdict needs) are steady,
+#                    the table's figures are over every completed round, the
+#                    verdict `host unsteady (k of n rounds steady)`
+#   --strict-steady  figures from steady rounds only (a row may be blank)
 #   --time S         measured seconds per run     --warmup S   warm-up seconds
 #   --threads N      client threads
 #   --env K=V        a LOCKSWAP_* setting for every preloaded run (repeatable;
@@ -43,7 +47,10 @@
 # OUTPUT: progress on stderr; a RESULT line per run and the comparison table
 # on stdout; in --dir: runs.tsv (every measured run), rounds.tsv (each
 # round's probes), profile.tsv (--profile), results.md, results.csv,
-# results.png, the server and client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
+# results.png (a forest plot), results.html (header, plot and table on one
+# page), audit.json (lockswap doctor's record: the host before and after, the
+# exact command, lockswap's version, commit and settings), the server and
+# client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
 # Measured runs are profiler-free: LOCKSWAP_STATS=counts (event counters).
 # EXIT STATUS: 0 when every run completed (load finished without errors,
 # checks clean, clean shutdown), 1 otherwise, 2 for bad arguments.
@@ -62,6 +69,14 @@ SRV_DEFAULT_USER=lockswap-srv SRV_USER=${SRV_USER:-lockswap-srv}
 SRV_DIR='' SRV_KEEP=0 SRV_CHECK=0 SRV_PLOT=1 SRV_QUIET=0 SRV_EXTRA_ENV=()
 # --select: LABEL=RULES, in the order given (a variant each, after --variants).
 SRV_SELECTS=()
+# The runner's command line as given (this file is sourced before the runner
+# parses its arguments): the audit record's command.
+SRV_ARGV=("$0" "$@")
+# The report and the doctor run under Debian's python3 first, where setup.sh
+# installs matplotlib (as the lockswap command does).
+SRV_PYTHON=/usr/bin/python3
+[[ -x $SRV_PYTHON ]] || SRV_PYTHON=python3
+SRV_STRICT=0
 SRV_PID='' SRV_COMM='' SRV_CLIENT_PID='' SRV_BASE='' SRV_TMP='' SRV_AS=() SRV_ENV=() SRV_STATS_TMP=''
 # A statistics file the server wrote is read back up to this size.
 SRV_STATS_MAX_BYTES=$((64 << 20))
@@ -103,8 +118,11 @@ srv_parse_common() {
     --keep) SRV_KEEP=1 ;;
     --profile) SRV_PROFILE=1 ;;
     --no-plot) SRV_PLOT=0 ;;
+    --strict-steady) SRV_STRICT=1 ;;
     --quiet) SRV_QUIET=1 ;;
     --report) [[ -f "$2/runs.tsv" ]] || { echo "error: --report $2: no runs.tsv there" >&2; exit 2; }
+              [[ " $* " == *" --repeat "* || ! -f "$2/header.txt" ]] ||  # the rounds that run asked for
+                SRV_REPEAT=$(sed -n 's/^runs: *rounds \([0-9]*\),.*/\1/p' "$2/header.txt" | grep . || echo "$SRV_REPEAT")
               SRV_DIR=$2; [[ " $* " != *" --no-plot "* ]] || SRV_PLOT=0; srv_report; exit 0 ;;
     -h|--help) srv_usage; exit 0 ;;
     *) return 1 ;;
@@ -263,6 +281,32 @@ srv_setup() {
   # The server's user must read the library; the build tree may be closed to it.
   SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
   srv_write_header
+  srv_audit_begin "$SRV_DIR/audit.json" "${SRV_ARGV[@]}"
+}
+
+# srv_audit_begin FILE CMD... / srv_audit_end FILE: lockswap doctor's audit
+# record of a result set (the host before and after, CMD, lockswap's version,
+# commit and settings). A failure is noted, never fatal.
+SRV_DOCTOR=$SRV_HERE/../../tools/lockswap_doctor.py
+srv_audit_begin() {
+  local f=$1 s settings=()
+  shift
+  settings=(--setting "variants=${SRV_ALL[*]:-$SRV_VARIANTS}" --setting "repeat=$SRV_REPEAT"
+            --setting "time_s=$SRV_TIME" --setting "warmup_s=$SRV_WARMUP" --setting "strict_steady=$SRV_STRICT")
+  for s in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do settings+=(--setting "env:$s"); done
+  for s in ${SRV_SELECTS[@]+"${SRV_SELECTS[@]}"}; do settings+=(--setting "select:$s"); done
+  "$SRV_PYTHON" "$SRV_DOCTOR" --audit-begin "$f" --lib "${LIBLOCKSWAP:-}" --source "$SRV_HERE/../.." \
+    "${settings[@]}" -- "$@" 2>/dev/null || log "$SRV_NAME: no audit record ($f): lockswap doctor failed"
+}
+srv_audit_end() {
+  [[ -f "$1" ]] || return 0
+  "$SRV_PYTHON" "$SRV_DOCTOR" --audit-end "$1" 2>/dev/null || log "$SRV_NAME: could not complete the audit record $1"
+}
+
+# srv_host_summary: the header line of `lockswap doctor --summary` (the host
+# checks: governor, turbo, clock, isolated CPUs, SMT, virtualisation, ...).
+srv_host_summary() {
+  timeout 30 "$SRV_PYTHON" "$SRV_DOCTOR" --summary 2>/dev/null || echo "host:      checks unavailable (lockswap doctor failed)"
 }
 
 # srv_become_user: when run as root, SRV_AS (the words that run a command as
@@ -327,6 +371,7 @@ srv_write_header() {
     echo "host:      $(uname -sr), $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
     echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (at start)"
     srv_probe_summary
+    srv_host_summary
     echo "library:   $LIBLOCKSWAP"
     [[ -z "$SRV_TMP" ]] || echo "tmpdir:    $SRV_TMP (the server user's; removed at exit unless --keep)"
     echo "variants:  ${SRV_ALL[*]}   extra env: ${SRV_EXTRA_ENV[*]:-none}"
@@ -690,15 +735,18 @@ srv_record() {
 # srv_report [TITLE]: the comparison table of --dir/runs.tsv on stdout;
 # results.md, results.csv and (unless --no-plot) results.png in --dir.
 srv_report() {
-  local args=(--md "$SRV_DIR/results.md" --csv "$SRV_DIR/results.csv" --events --event-detail)
-  ((SRV_PLOT)) && args+=(--png "$SRV_DIR/results.png")
+  local args=(--md "$SRV_DIR/results.md" --csv "$SRV_DIR/results.csv" --events --event-detail
+              --repeat "$SRV_REPEAT")
+  ((SRV_PLOT)) && args+=(--png "$SRV_DIR/results.png" --html "$SRV_DIR/results.html")
+  ((SRV_STRICT)) && args+=(--strict-steady)
   [[ -f "$SRV_DIR/header.txt" ]] && args+=(--header "$SRV_DIR/header.txt")
-  python3 "$SRV_HERE/report.py" "${args[@]}" --title "${1:-$SRV_NAME}" "$SRV_DIR/runs.tsv"
+  "$SRV_PYTHON" "$SRV_HERE/report.py" "${args[@]}" --title "${1:-$SRV_NAME}" "$SRV_DIR/runs.tsv"
 }
 
-# srv_finish: the table, the exit status.
+# srv_finish: the table, the audit record completed, the exit status.
 srv_finish() {
   srv_report "$@"
-  ((SRV_QUIET)) || log "$SRV_NAME: results in $SRV_DIR (runs.tsv, results.md/.csv/.png, logs, stats-*.txt)"
+  srv_audit_end "$SRV_DIR/audit.json"
+  ((SRV_QUIET)) || log "$SRV_NAME: results in $SRV_DIR (runs.tsv, results.md/.csv/.png/.html, audit.json, logs, stats-*.txt)"
   return "$SRV_FAILED"
 }
