@@ -145,6 +145,7 @@ def gp_quote(s):
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
+from lockswap_cli import steady as steadiness  # noqa: E402  (host unsteady: figures over every round)
 
 
 def matrix_columns(lib):
@@ -171,6 +172,15 @@ def env_summary(probe):
             or f"env: unknown ({probe} not built: cmake --build BUILD --target lockswap-probe)")
 
 
+def host_summary():
+    """lockswap doctor's one-line `host:` summary (governor, turbo, SMT, virtualisation, ...)."""
+    try:
+        import lockswap_doctor
+        return lockswap_doctor.summary_line()
+    except Exception as e:  # a header line must never stop a benchmark
+        return f"host: checks unavailable ({type(e).__name__}: {e})"
+
+
 class Rounds:
     """One cell's interleaved rounds (lockswap_stats.interleaved_rounds): every
     variant once per round, in an order rotated from round to round; a round
@@ -179,6 +189,8 @@ class Rounds:
     def __init__(self, variants):
         self.variants = list(variants)
         self.kept = []      # [{variant: result}], steady rounds only
+        self.every = []     # [{variant: result}], every completed round, steady or not
+        self.want = None    # the steady rounds asked for
         self.dropped = 0
         self.started = 0
         self.steady = []    # per round run: kept or not
@@ -188,6 +200,7 @@ class Rounds:
         """Runs rounds until `want` are kept or `max_rounds` ran. run_variant(v) returns any result.
         mode: keep only rounds run in that placement mode ('fast'/'slow'; None: either)."""
         ran = []
+        self.want = want if self.want is None else self.want
         for slot in lockswap_stats.interleaved_rounds(self.variants, probe, want - len(self.kept),
                                                       max_rounds - self.started, offset=offset + self.started,
                                                       mode=mode):
@@ -195,6 +208,7 @@ class Rounds:
             self.started += 1
         for slot, results in ran:  # a slot's verdict is known once the loop moved past it
             self.steady.append(slot.steady)
+            self.every.append(results)
             if slot.steady:
                 self.kept.append(results)
                 self.c2c.append(lockswap_stats.median([slot.probe_before, slot.probe_after]))
@@ -206,9 +220,20 @@ class Rounds:
         """[{variant: number}] of the kept rounds; metric(result) -> number or None."""
         return [{v: metric(r) for v, r in rnd.items()} for rnd in self.kept]
 
-    def verdict(self, metric, variant, reference, higher_is_better):
-        rounds = self.values(metric)
-        return lockswap_stats.Verdict(lockswap_stats.paired_ratios(rounds, variant, reference), higher_is_better)
+    def verdict(self, metric, variant, reference, higher_is_better, strict=True):
+        """The verdict of the steady rounds; with strict=False, when fewer than asked are steady
+        and too few for a verdict, the figure over every completed round, its word
+        `host unsteady (k of n rounds steady)` (lockswap_cli/steady.py)."""
+        kept = self.values(metric)
+        every = [{v: metric(r) for v, r in rnd.items()} for rnd in self.every]
+        return steadiness.row_verdict(kept, every, variant, reference, higher_is_better, wanted=self.want,
+                                      strict=strict)[0]
+
+    def figure_rounds(self, strict=True):
+        """The rounds a row's figures are over: the steady ones, or every one (see verdict)."""
+        if strict or steadiness.enough_steady(len(self.kept), len(self.every), self.want):
+            return self.kept
+        return self.every
 
     def kept_text(self):
         return f"{len(self.kept)}/{self.started}"
@@ -226,6 +251,13 @@ def add_mode_option(p):
                         f"{lockswap_stats.FAST_C2C_NS} ns); a round starts once the probe reads it (polled for up "
                         f"to {lockswap_stats.MODE_WAIT_S} s), others are dropped and run again up to --max-rounds, "
                         "so every cell is of one mode (default: either)")
+
+
+def add_steady_option(p):
+    p.add_argument("--strict-steady", action="store_true",
+                   help="figures from steady rounds only (default: when fewer rounds than asked are steady and "
+                        "too few for a verdict, over every completed round, marked 'host unsteady (k of n rounds "
+                        "steady)')")
 
 
 def check_mode_option(p, a, probe):

@@ -32,9 +32,10 @@ import sys
 import json
 import time
 
-from bench_common import (Rounds, add_mode_option, baseline_first, check_mode_option, csv_list, driver_parser,
-                          env_summary, fmt, geomean, lockswap_stats, matrix_columns, md_table, median, parse_define,
-                          probe_binary, run_child, verdict_text, write_report)
+from bench_common import (Rounds, add_mode_option, add_steady_option, baseline_first, check_mode_option, csv_list,
+                          driver_parser, env_summary, fmt, geomean, host_summary, lockswap_stats, matrix_columns,
+                          md_table, median, parse_define, probe_binary, run_child, steadiness, verdict_text,
+                          write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -108,6 +109,7 @@ def parse_args():
     p.add_argument("--max-rounds", type=int, help="rounds to try per cell before giving up on --repeat steady "
                    "ones (default 2 x --repeat)")
     add_mode_option(p)
+    add_steady_option(p)
     p.add_argument("--work", type=int, default=10, help="pause instructions between ops (default 10)")
     p.add_argument("--no-rwlock", action="store_true", help="skip the rwlock matrix")
     p.add_argument("--no-mutex", action="store_true", help="skip the mutex matrix")
@@ -304,14 +306,15 @@ def kops_of(r):
 def summarize(args, cell, rounds, results):
     mode, threads, load, read, vs = cell
     for v in vs:
-        runs = [rnd[v] for rnd in rounds.kept]
+        runs = [rnd[v] for rnd in rounds.figure_rounds(args.strict_steady)]
         okr = [r for r in runs if r["status"] == "ok"]
         bad = [r["status"] for r in runs if r["status"] != "ok"]
         res = {"status": bad[0] if bad else "ok", "reps": len(okr), "kept": len(rounds.kept), "run": rounds.started,
                "placement": rounds.placement()}
         for f in FIELDS:
             res[f] = median([float(r[f]) for r in okr if f in r])  # an older --bench lacks cpus
-        res["verdict"] = None if v == args.baseline else rounds.verdict(kops_of, v, args.baseline, True)
+        res["verdict"] = (None if v == args.baseline else
+                          rounds.verdict(kops_of, v, args.baseline, True, strict=args.strict_steady))
         res["ratio"] = 1.0 if v == args.baseline else res["verdict"].speed
         results[(mode, read, load, threads, v)] = res
 
@@ -386,7 +389,7 @@ def make_report(args, groups, results, elapsed):
     b = args.baseline
     tmax = max(args.threads)
     s = []
-    s.append(f"# lockswap lock microbenchmark\n\n`{args.env_line}`\n\n"
+    s.append(f"# lockswap lock microbenchmark\n\n`{args.env_line}`\n\n`{host_summary()}`\n\n"
              f"{args.duration:g} s per run, {args.work} pause of non-critical work per op, CS load = pause "
              f"instructions. Per cell, rounds run every variant once in a rotated order; a round across which "
              f"`lockswap-probe c2c` moved by more than {lockswap_stats.PROBE_TOLERANCE:g}x is dropped "
@@ -476,6 +479,8 @@ def make_report(args, groups, results, elapsed):
     s.append(md_table(["matrix", "load"] + allv, rows))
     s.append("\nWorst waits on an oversubscribed machine are dominated by preemption (a lock holder or a "
              "woken waiter descheduled); p99 waits are in results.csv.\n")
+    if any(r.get("verdict") and steadiness.is_unsteady(r["verdict"].word) for r in results.values()):
+        s.append("\nNote: " + steadiness.note("--repeat") + "\n")
     return "".join(s)
 
 

@@ -21,8 +21,9 @@ import re
 import subprocess
 import sys
 
-from bench_common import (ROOT, Rounds, add_mode_option, baseline_first, check_mode_option, clean_env, csv_list,
-                          env_summary, lockswap_stats, median, parse_define, probe_binary, verdict_text)
+from bench_common import (ROOT, Rounds, add_mode_option, add_steady_option, baseline_first, check_mode_option,
+                          clean_env, csv_list, env_summary, host_summary, lockswap_stats, median, parse_define, probe_binary,
+                          steadiness, verdict_text)
 
 LOOPS = 100  # sysbench's --mutex-loops: the work inside the critical section
 
@@ -54,9 +55,10 @@ def run_sysbench(env, threads, total):
 
 
 def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds, log=sys.stderr, reference="none",
-            mode=None):
+            mode=None, strict=True):
     """{threads: {variant: {seconds, speed, lo, hi, word, kept, placement}}}, speed against `reference`;
-    mode: keep only rounds of that placement mode (None: either)."""
+    mode: keep only rounds of that placement mode (None: either); strict=False: a cell with too few
+    steady rounds is figured over every round, its word `host unsteady (k of n rounds steady)`."""
     out = {}
     for ci, threads in enumerate(threads_list):
         def one(v):
@@ -66,8 +68,8 @@ def measure(lib, probe, defs, variants, threads_list, total, repeat, max_rounds,
         rounds = Rounds(variants).run(one, probe, repeat, max_rounds, offset=ci, mode=mode)
         cell = {}
         for v in variants:
-            vd = rounds.verdict(lambda x: x, v, reference, higher_is_better=False)
-            cell[v] = {"seconds": median([r[v] for r in rounds.kept if r[v] is not None]),
+            vd = rounds.verdict(lambda x: x, v, reference, higher_is_better=False, strict=strict)
+            cell[v] = {"seconds": median([r[v] for r in rounds.figure_rounds(strict) if r[v] is not None]),
                        "speed": 1.0 if v == reference else vd.speed, "lo": vd.lo, "hi": vd.hi,
                        "word": "reference" if v == reference else vd.word, "text": verdict_text(vd),
                        "kept": rounds.kept_text(), "failed": sum(r[v] is None for r in rounds.kept),
@@ -90,6 +92,7 @@ def main():
     p.add_argument("--repeat", type=int, default=lockswap_stats.runs_needed(), help="steady rounds to keep")
     p.add_argument("--max-rounds", type=int)
     add_mode_option(p)
+    add_steady_option(p)
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     defs = builtin_defs()
@@ -105,8 +108,9 @@ def main():
     check_mode_option(p, a, probe)
     env_line = env_summary(probe)
     res = measure(lib, probe, defs, variants, csv_list(a.threads, int), a.total, a.repeat,
-                  a.max_rounds or 2 * a.repeat, reference=a.baseline, mode=a.placement)
+                  a.max_rounds or 2 * a.repeat, reference=a.baseline, mode=a.placement, strict=a.strict_steady)
     print(env_line)
+    print(host_summary())
     against = "none (no LD_PRELOAD)" if a.baseline == "none" else a.baseline
     print(f"sysbench mutex: one mutex, {a.total} lock pairs in all, --mutex-loops={LOOPS}; speed vs {against} "
           f"= time ratio, >1 faster, sign-test 95% interval")
@@ -114,6 +118,8 @@ def main():
         for v, r in cell.items():
             print(f"  {t:>3} threads {v:<14} {r['seconds'] or 0:.4f} s  "
                   f"{'reference' if v == a.baseline else r['text']}  rounds {r['kept']} {r['placement'] or ''}")
+    if any(steadiness.is_unsteady(r["word"]) for c in res.values() for r in c.values()):
+        print(steadiness.note("--repeat"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"env": env_line, "total": a.total, "cells": res}, f, indent=1)
