@@ -557,7 +557,7 @@ def host_checks(h, before, after, samples=None, source=None):
 
 
 def summary_line(h=None):
-    """`host: governor ..., turbo ..., ...` for every table header: the checks read once, no probe."""
+    """`host checks: governor ..., turbo ..., ...` for every table header: the checks read once, no probe."""
     h = h or Host()
     st = host_state(h)
     checks = host_checks(h, st, st)
@@ -572,7 +572,7 @@ def summary_line(h=None):
         else:
             v = c["value"]
         parts.append(f"{short[c['name']]} {v}" + ("!" if c["state"] == "warn" else ""))
-    return "host: " + ", ".join(parts) + " (lockswap doctor explains; ! = a warning)"
+    return "host checks: " + ", ".join(parts) + " (lockswap doctor explains; ! = a warning)"
 
 
 def print_checks(checks):
@@ -587,7 +587,7 @@ def print_checks(checks):
 def lockswap_identity(lib=None, source=None):
     """lockswap's version (the library file's soname version, else CMakeLists.txt's) and commit."""
     here = os.path.dirname(os.path.abspath(__file__))
-    source = source or build_source(lib) or os.path.dirname(here)
+    source = os.path.realpath(source or build_source(lib) or os.path.dirname(here))
     ident = {"library": None, "version": None, "commit": None, "dirty": None, "source": source}
     if lib:
         real = os.path.realpath(lib)

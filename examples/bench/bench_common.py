@@ -173,12 +173,12 @@ def env_summary(probe):
 
 
 def host_summary():
-    """lockswap doctor's one-line `host:` summary (governor, turbo, SMT, virtualisation, ...)."""
+    """lockswap doctor's one-line `host checks:` summary (governor, turbo, SMT, virtualisation, ...)."""
     try:
         import lockswap_doctor
         return lockswap_doctor.summary_line()
     except Exception as e:  # a header line must never stop a benchmark
-        return f"host: checks unavailable ({type(e).__name__}: {e})"
+        return f"host checks: unavailable ({type(e).__name__}: {e})"
 
 
 class Rounds:

@@ -306,7 +306,7 @@ srv_audit_end() {
 # srv_host_summary: the header line of `lockswap doctor --summary` (the host
 # checks: governor, turbo, clock, isolated CPUs, SMT, virtualisation, ...).
 srv_host_summary() {
-  timeout 30 "$SRV_PYTHON" "$SRV_DOCTOR" --summary 2>/dev/null || echo "host:      checks unavailable (lockswap doctor failed)"
+  timeout 30 "$SRV_PYTHON" "$SRV_DOCTOR" --summary 2>/dev/null || echo "host checks: unavailable (lockswap doctor failed)"
 }
 
 # srv_become_user: when run as root, SRV_AS (the words that run a command as

@@ -432,12 +432,12 @@ class CompareTest(CliTestCase):
         with open(page) as fh:
             text = fh.read()
         self.assertIn("env: fake probe, cpus=2", text)
-        self.assertIn("host: governor", text)
+        self.assertIn("host checks: governor", text)
         self.assertRegex(text, r"futex +2 +5 +5 +5 +1\.000")
         if util.have_matplotlib():
             self.assertIn('src="data:image/png;base64,iVBORw0KGgo', text)
         # The header carries the doctor's host summary; the audit record lies beside the CSV.
-        self.assertRegex(p.stdout, r"\nhost: governor [^\n]*, SMT [^\n]*, virt ")
+        self.assertRegex(p.stdout, r"\nhost checks: governor [^\n]*, SMT [^\n]*, virt ")
         with open(path + ".audit.json") as fh:
             audit = json.load(fh)
         self.assertEqual(audit["command"][:2], ["lockswap", "compare"])

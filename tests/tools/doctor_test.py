@@ -132,7 +132,7 @@ class HostChecksTest(unittest.TestCase):
             self.assertEqual(c["state"], "n/a", name)
             self.assertTrue(c["detail"].startswith("not available ("), c["detail"])
         line = lockswap_doctor.summary_line(lockswap_doctor.Host(self.root))
-        self.assertTrue(line.startswith("host: governor n/a, turbo n/a, clock n/a"), line)
+        self.assertTrue(line.startswith("host checks: governor n/a, turbo n/a, clock n/a"), line)
         self.assertNotRegex(line, r"\S! |\S!,")   # no check flagged
 
     def test_governor_and_turbo(self):
@@ -243,7 +243,7 @@ class HostChecksTest(unittest.TestCase):
         self.assertEqual(got["exit_status"], 3)
         p = self.doctor("--summary")
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertTrue(p.stdout.startswith("host: governor n/a"), p.stdout)
+        self.assertTrue(p.stdout.startswith("host checks: governor n/a"), p.stdout)
 
     def test_probe_json(self):
         probe = os.path.join(self.root, "lockswap-probe")

@@ -93,7 +93,7 @@ assert a["lockswap"]["commit"], a["lockswap"]
 assert a["settings"]["variants"] == "none glibc rwsem" and a["settings"]["repeat"] == "2", a["settings"]
 assert "loadavg" in a["before"] and "loadavg" in a["after"] and len(a["checks"]) == 8
 PY
-grep -q '^host: governor' <(srv_host_summary) && ok "the header's host summary line" || bad "srv_host_summary"
+grep -q '^host checks: governor' <(srv_host_summary) && ok "the header's host summary line" || bad "srv_host_summary"
 
 ((fails == 0)) || { echo "server_unsteady_test: $fails check(s) FAILED"; exit 1; }
 echo "server_unsteady_test: passed"

@@ -501,11 +501,11 @@ def host_line():
     """The doctor's one-line summary of the host checks (governor, turbo, SMT, ...)."""
     doc = doctor_module()
     if doc is None:
-        return "host: checks unavailable (lockswap_doctor.py is not beside the lockswap_cli package)"
+        return "host checks: unavailable (lockswap_doctor.py is not beside the lockswap_cli package)"
     try:
         return doc.summary_line()
     except Exception as e:  # the header must never stop a comparison
-        return f"host: checks failed ({type(e).__name__}: {e})"
+        return f"host checks: failed ({type(e).__name__}: {e})"
 
 
 def write_audit(path, phase, info, args):

@@ -91,8 +91,8 @@ def write_png(path, rows, title, reference, level=0.95, subtitle=""):
         hollow = k in ("unsteady", "not enough runs", "none")
         if r.get("speed"):
             if r.get("lo") and r.get("hi"):
-                ax.hlines(i, r["lo"], r["hi"], color=colour, linewidth=2.2, zorder=2)
-            ax.plot([r["speed"]], [i], marker="o" if k != "unsteady" else "D", markersize=8, zorder=3,
+                ax.hlines(i, r["lo"], r["hi"], color=colour, linewidth=2.6, zorder=2)
+            ax.plot([r["speed"]], [i], marker="o" if k != "unsteady" else "D", markersize=7, zorder=3,
                     markeredgewidth=1.8, markeredgecolor=colour, markerfacecolor="white" if hollow else colour)
             text = f"{r['speed']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]" if r.get("lo") else f"{r['speed']:.3f}"
         else:
