@@ -272,14 +272,7 @@ char* put_text(char* out, const char* text) {
 }
 
 void say(const char* text, std::size_t n) {
-  if (void (*writer)(const char*, std::size_t) = g_say_hook.load(std::memory_order_acquire)) return writer(text, n);
-  while (n != 0) {
-    ssize_t w = nocancel::write(2, text, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    text += w;
-    n -= static_cast<std::size_t>(w);
-  }
+  if (void (*writer)(const char*, std::size_t) = g_say_hook.load(std::memory_order_acquire)) writer(text, n);
 }
 
 // Once per process: why its threads borrow ids from now on.

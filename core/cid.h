@@ -284,8 +284,8 @@ __attribute__((always_inline)) inline uint32_t current() {
 
 // Where the allocator says what a user must know (a stalled cid_lock, once
 // per process). preload installs its writer to lockswap's private stderr;
-// until one is installed it writes to fd 2. Called with no lock held; the
-// writer must not allocate.
+// with none installed nothing is said (fd 2 is the host's). Called with no
+// lock held; the writer must not allocate.
 inline std::atomic<void (*)(const char*, std::size_t)> g_say_hook{nullptr};
 
 // Switch model (see the header): installs switch_out/switch_in as the

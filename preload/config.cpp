@@ -439,6 +439,7 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   select::load();  // may exit like any bad setting; resolves names once, before the first lock uses a rule
+  cid::g_say_hook.store(static_cast<void (*)(const char*, size_t)>(&diag), std::memory_order_release);  // a stalled cid_lock
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
   cid::set_switch_model(g_config.cid_switch);
   select_oncpu(oncpu_choice, oncpu_fd);  // before the first spinner reads oncpu::g_source
@@ -446,7 +447,8 @@ void load_config() {
   std::atomic_ref<Enum>(g_config.field).store(field##_choice, std::memory_order_release);
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
-  if (!g_config.stats) drop_diag_fd();  // nothing will be said after start-up
+  // Nothing will be said after start-up, but for a stalled global cid_lock.
+  if (!g_config.stats && cid_choice != CidMode::global) drop_diag_fd();
   g_loaded.store(true, std::memory_order_release);
 }
 

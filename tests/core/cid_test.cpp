@@ -321,6 +321,10 @@ int count_of(const std::string& text, const std::string& what) {
 // switch model) must end without burning a CPU, say why once on lockswap's
 // stderr, and once the holder goes on (SIGCONT) or dies (SIGKILL) everyone
 // takes ids as before.
+void write_to_stderr(const char* text, std::size_t n) {
+  if (write(2, text, n) < 0) return;
+}
+
 void stopped_holder_then(int end_signal) {
   ASSERT_EQ(cid::select(CidMode::global), CidMode::global);
   pid_t holder = fork_stopped_inside([](int report_fd) {
@@ -345,6 +349,7 @@ void stopped_holder_then(int end_signal) {
         after_fork_in_child();
         cid::after_fork_in_child();
         if (dup2(log, 2) != 2) return 10;
+        cid::g_say_hook.store(write_to_stderr);  // preload installs its private stderr's writer
         uint64_t wall0 = arch::monotonic_ns(), cpu0 = process_cpu_ns();
         cid::set_switch_model(true);  // takes an id: meets the stopped holder
         for (int i = 0; i < 100; ++i) {
