@@ -6,6 +6,13 @@ LOCKSWAP_ROOT=${LOCKSWAP_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 BUILD_DIR=${BUILD_DIR:-$LOCKSWAP_ROOT/build}
 # The library under test; override with LIBLOCKSWAP=/path/liblockswap.so.
 LIBLOCKSWAP=${LIBLOCKSWAP:-$BUILD_DIR/preload/liblockswap.so}
+# Python: the directory holding the lockswap_cli package (statistics, tables,
+# doctor) on the import path of every driver and runner under examples/ and
+# of the `python3 -m lockswap_cli ...` calls; once, however often sourced.
+case ":${PYTHONPATH:-}:" in
+  *":$LOCKSWAP_ROOT/tools:"*) ;;
+  *) export PYTHONPATH="$LOCKSWAP_ROOT/tools${PYTHONPATH:+:$PYTHONPATH}" ;;
+esac
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

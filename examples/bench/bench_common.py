@@ -1,12 +1,16 @@
-"""examples/bench/bench_common.py — small helpers shared by sem_bench.py and
-lockref_sweep.py (tables, medians, child runs, gnuplot). Not a program."""
+"""examples/bench/bench_common.py — small helpers shared by the benchmark drivers
+(options, child runs, interleaved rounds). Not a program. The statistics (median,
+geomean, verdicts), tables and plots come from the lockswap_cli package in tools/,
+found on PYTHONPATH (scripts/lib.sh, or PYTHONPATH=tools when run by hand); they
+are re-exported here for the drivers."""
 import argparse
-import math
 import os
-import shutil
-import statistics
 import subprocess
-import sys
+
+from lockswap_cli import stats as lockswap_stats  # the one statistics implementation; contract B
+from lockswap_cli import steady as steadiness  # host unsteady: figures over every round
+from lockswap_cli.stats import geomean, median  # noqa: F401  (re-exported)
+from lockswap_cli.tables import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table  # noqa: F401  (re-exported)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -18,25 +22,8 @@ def csv_list(s, conv=str):
     return [conv(x) for x in s.split(",") if x.strip()]
 
 
-def median(xs):
-    return statistics.median(xs) if xs else None
-
-
-def geomean(xs):
-    """None unless every value is there: a mean over the cells that happened to
-    run (a failed variant, rounds dropped by --mode) would pass for the whole."""
-    xs = list(xs)
-    if not xs or any(x is None or x <= 0 for x in xs):
-        return None
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def spread(xs):
     return (max(xs) / min(xs)) if len(xs) >= 2 and min(xs) > 0 else None
-
-
-def fmt(x, spec="{:.1f}"):
-    return "-" if x is None else spec.format(x)
 
 
 def baseline_first(variants, baseline, also=None):
@@ -44,13 +31,6 @@ def baseline_first(variants, baseline, also=None):
     the unpreloaded reference, kept in the table), each once."""
     firsts = [baseline] + ([also] if also and also != baseline else [])
     return firsts + [v for v in variants if v not in firsts]
-
-
-def md_table(header, rows, align=None):
-    align = align or ["---:"] * len(header)
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
 
 
 def driver_parser(doc, holds, bench, out):
@@ -119,34 +99,7 @@ def run_child(cmd, env, prefix, timeout, pass_fds=()):
     return r
 
 
-GNUPLOT_COLORS = ["#000000", "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                  "#17becf", "#bcbd22"]
-
-
-def gnuplot(script_path, text):
-    """Writes and runs a gnuplot script; returns False (with a note) when gnuplot is missing or fails."""
-    if shutil.which("gnuplot") is None:
-        print("note: gnuplot not found, no plots", file=sys.stderr)
-        return False
-    with open(script_path, "w") as f:
-        f.write(text)
-    pr = subprocess.run(["gnuplot", script_path], capture_output=True, text=True)
-    if pr.returncode != 0:
-        print(f"note: gnuplot failed for {script_path}: {pr.stderr.strip()}", file=sys.stderr)
-        return False
-    return True
-
-
-def gp_quote(s):
-    return "'" + str(s).replace("'", "''") + "'"
-
-
 # ---- interleaved rounds guarded by the core-to-core probe (docs/measuring.md) ----
-
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import lockswap_stats  # noqa: E402  (the one statistics implementation; contract B)
-from lockswap_cli import steady as steadiness  # noqa: E402  (host unsteady: figures over every round)
-
 
 def matrix_columns(lib):
     """{column name: {SETTING: value}}: the columns of the test matrix as the library lists them
@@ -175,8 +128,8 @@ def env_summary(probe):
 def host_summary():
     """lockswap doctor's one-line `host checks:` summary (governor, turbo, SMT, virtualisation, ...)."""
     try:
-        import lockswap_doctor
-        return lockswap_doctor.summary_line()
+        from lockswap_cli import doctor
+        return doctor.summary_line()
     except Exception as e:  # a header line must never stop a benchmark
         return f"host checks: unavailable ({type(e).__name__}: {e})"
 

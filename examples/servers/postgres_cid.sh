@@ -34,6 +34,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+source "$ROOT/scripts/lib.sh"   # PYTHONPATH: the lockswap_cli package for the table below
 CONNECTIONS=16,64,128 REPEAT=3 TIME=20 WARMUP=3 DIR='' PASS=() TABLE_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -70,10 +71,8 @@ LOCKSWAP_ROOT=$ROOT python3 - "$DIR" "$TIME" "$WARMUP" "${CONNS[@]}" <<'PY' | te
 import csv, os, re, sys
 sys.dont_write_bytecode = True
 ROOT = os.environ["LOCKSWAP_ROOT"]
-sys.path.insert(0, os.path.join(ROOT, "preload", "cli"))
-sys.path.insert(0, os.path.join(ROOT, "examples", "bench"))
-import lockswap_stats
-from bench_common import GNUPLOT_COLORS, gnuplot, gp_quote
+from lockswap_cli import stats as lockswap_stats
+from lockswap_cli.tables import GNUPLOT_COLORS, gnuplot, gp_quote
 
 # The statistics of a run cover its warm-up too (same server): transactions
 # are estimated as the measured tps over both.

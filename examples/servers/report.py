@@ -10,7 +10,7 @@ One row per benchmark x variant, in the order the runs file(s) name them:
 median throughput over the rounds, the speed against the reference (`none`,
 the program without any preload, unless --reference names another variant)
 as the median of the per-round ratios with its 95% sign-test interval and a
-verdict (tools/lockswap_stats.py: faster / slower / no significant
+verdict (tools/lockswap_cli/stats.py: faster / slower / no significant
 difference / not enough runs), the rounds kept, the spread of the runs
 ((max - min) / median), the median latency (p95 where the program reports
 one) and its ratio of medians, errors and status. A round is every variant
@@ -38,12 +38,10 @@ import re
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "bench"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-from bench_common import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table, median  # noqa: E402
-import lockswap_stats  # noqa: E402
-from lockswap_cli import forest, steady as steadiness  # noqa: E402
+# lockswap_cli: tools/ on PYTHONPATH (scripts/lib.sh, which server_lib.sh sources)
+from lockswap_cli import forest, stats as lockswap_stats, steady as steadiness  # noqa: E402
+from lockswap_cli.stats import median  # noqa: E402
+from lockswap_cli.tables import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table  # noqa: E402
 
 
 def num(x):

@@ -287,7 +287,7 @@ srv_setup() {
 # srv_audit_begin FILE CMD... / srv_audit_end FILE: lockswap doctor's audit
 # record of a result set (the host before and after, CMD, lockswap's version,
 # commit and settings). A failure is noted, never fatal.
-SRV_DOCTOR=$SRV_HERE/../../tools/lockswap_doctor.py
+SRV_DOCTOR=(-m lockswap_cli doctor)   # tools/lockswap_cli/doctor.py; PYTHONPATH from scripts/lib.sh
 srv_audit_begin() {
   local f=$1 s settings=()
   shift
@@ -295,18 +295,18 @@ srv_audit_begin() {
             --setting "time_s=$SRV_TIME" --setting "warmup_s=$SRV_WARMUP" --setting "strict_steady=$SRV_STRICT")
   for s in ${SRV_EXTRA_ENV[@]+"${SRV_EXTRA_ENV[@]}"}; do settings+=(--setting "env:$s"); done
   for s in ${SRV_SELECTS[@]+"${SRV_SELECTS[@]}"}; do settings+=(--setting "select:$s"); done
-  "$SRV_PYTHON" "$SRV_DOCTOR" --audit-begin "$f" --lib "${LIBLOCKSWAP:-}" --source "$SRV_HERE/../.." \
+  "$SRV_PYTHON" "${SRV_DOCTOR[@]}" --audit-begin "$f" --lib "${LIBLOCKSWAP:-}" --source "$SRV_HERE/../.." \
     "${settings[@]}" -- "$@" 2>/dev/null || log "$SRV_NAME: no audit record ($f): lockswap doctor failed"
 }
 srv_audit_end() {
   [[ -f "$1" ]] || return 0
-  "$SRV_PYTHON" "$SRV_DOCTOR" --audit-end "$1" 2>/dev/null || log "$SRV_NAME: could not complete the audit record $1"
+  "$SRV_PYTHON" "${SRV_DOCTOR[@]}" --audit-end "$1" 2>/dev/null || log "$SRV_NAME: could not complete the audit record $1"
 }
 
 # srv_host_summary: the header line of `lockswap doctor --summary` (the host
 # checks: governor, turbo, clock, isolated CPUs, SMT, virtualisation, ...).
 srv_host_summary() {
-  timeout 30 "$SRV_PYTHON" "$SRV_DOCTOR" --summary 2>/dev/null || echo "host checks: unavailable (lockswap doctor failed)"
+  timeout 30 "$SRV_PYTHON" "${SRV_DOCTOR[@]}" --summary 2>/dev/null || echo "host checks: unavailable (lockswap doctor failed)"
 }
 
 # srv_become_user: when run as root, SRV_AS (the words that run a command as
@@ -424,12 +424,12 @@ srv_round_end() {
   srv_steady "$SRV_ROUND_C2C" "$after"
 }
 
-# srv_steady BEFORE AFTER: lockswap_stats.steady_round of two probe readings
+# srv_steady BEFORE AFTER: lockswap_cli.stats.steady_round of two probe readings
 # (an empty one counts as steady), the rule the report applies.
 srv_steady() {
-  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import lockswap_stats as s
-ns = [float(x) if x else None for x in sys.argv[2:4]]; sys.exit(0 if s.steady_round(*ns) else 1)' \
-    "$SRV_HERE/../../tools" "${1:-}" "${2:-}"
+  python3 -c 'import sys; from lockswap_cli import stats as s
+ns = [float(x) if x else None for x in sys.argv[1:3]]; sys.exit(0 if s.steady_round(*ns) else 1)' \
+    "${1:-}" "${2:-}"
 }
 
 # srv_rounds FN KEY...: rounds until every KEY has SRV_REPEAT steady ones or

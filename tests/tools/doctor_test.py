@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/tools/doctor_test.py — lockswap_doctor's warnings from given
+"""tests/tools/doctor_test.py — lockswap_cli.doctor's warnings from given
 facts (the machine these tests run on has whatever facts it has), and its
 host checks, --json, --summary, --run and audit records against made-up
 /sys and /proc trees (--root): every missing source reads "not available"."""
@@ -10,8 +10,7 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-import lockswap_doctor  # noqa: E402
+from lockswap_cli import doctor as lockswap_doctor  # tools/ on PYTHONPATH (tests/tools/CMakeLists.txt)
 
 QUIET = """cpus_online=2
 cpus_allowed=2
@@ -100,7 +99,7 @@ class DoctorTest(unittest.TestCase):
             self.assertIn(words, w)
 
 
-DOCTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "lockswap_doctor.py")
+DOCTOR = ["-m", "lockswap_cli", "doctor"]   # as `lockswap doctor` runs it
 
 
 class HostChecksTest(unittest.TestCase):
@@ -230,7 +229,7 @@ class HostChecksTest(unittest.TestCase):
         self.assertIn("preempted 5000 times", c["advice"])
 
     def doctor(self, *args):
-        return subprocess.run([sys.executable, DOCTOR, "--root", self.root, *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, *DOCTOR, "--root", self.root, *args], capture_output=True, text=True,
                               timeout=60)
 
     def test_run_json_and_summary(self):

@@ -28,7 +28,8 @@ echo "package: Depends: $depends"
 root=$tmp/root
 dpkg-deb -x "$deb" "$root"
 for f in usr/bin/lockswap usr/bin/lockswap-probe usr/libexec/lockswap/lockswap_cli/__main__.py \
-         usr/libexec/lockswap/lockswap_doctor.py usr/libexec/lockswap/lockswap_stats.py \
+         usr/libexec/lockswap/__main__.py usr/libexec/lockswap/lockswap_cli/doctor.py \
+         usr/libexec/lockswap/lockswap_cli/stats.py \
          usr/share/man/man1/lockswap.1 usr/share/man/man1/lockswap-compare.1 \
          usr/share/man/man1/lockswap-report.1 usr/share/man/man1/lockswap-doctor.1 \
          usr/share/man/man7/liblockswap.7 usr/share/doc/lockswap/README.md; do

@@ -41,9 +41,13 @@ NASTY_NUMBERS = ("-1", "0x", "0xZZ", "1e9", "18446744073709551616", "9" * 400, "
 
 
 def load_cli(path):
-    """The package at PATH (a lockswap_cli directory), imported as itself."""
-    sys.path.insert(0, os.path.dirname(path.rstrip("/")))
-    return importlib.import_module(os.path.basename(path.rstrip("/")) + ".main")
+    """The package at PATH (a lockswap_cli directory; its parent is on PYTHONPATH,
+    tests/tools/CMakeLists.txt), imported as itself."""
+    main = importlib.import_module(os.path.basename(path.rstrip("/")) + ".main")
+    found = os.path.dirname(os.path.realpath(main.__file__))
+    if found != os.path.realpath(path):
+        sys.exit(f"report_fuzz_test: imported {found}, not {path}: put {os.path.dirname(path)} on PYTHONPATH")
+    return main
 
 
 def strict_stream():

@@ -1,24 +1,21 @@
 #!/usr/bin/env python3
 """tests/tools/speedcheck_test.py — the speed regression check's reference
 per placement mode (examples/bench/speedcheck.py), the mode of a set of
-rounds and the one round loop (tools/lockswap_stats.py) as the benchmark
+rounds and the one round loop (tools/lockswap_cli/stats.py) as the benchmark
 drivers use it (examples/bench/bench_common.py), from given results and
 scripted probes: nothing is timed."""
 import contextlib
 import io
 import json
 import os
-import sys
 import tempfile
 import types
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "bench"))
-import bench_common  # noqa: E402
-import lockswap_stats  # noqa: E402
-import speedcheck  # noqa: E402
+# tools/ and examples/bench/ on PYTHONPATH (tests/tools/CMakeLists.txt)
+import bench_common
+import speedcheck
+from lockswap_cli import stats as lockswap_stats
 
 SLOW_ENV = "env: cpus=2 topology=none c2c_ns=455 load=0.50 steal_pct=0.0 ebpf=yes"
 FAST_ENV = "env: cpus=2 topology=none c2c_ns=75 load=0.50 steal_pct=0.0 ebpf=yes"

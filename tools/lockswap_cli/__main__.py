@@ -1,12 +1,8 @@
-"""`python3 path/to/lockswap_cli ARGS`: run as a directory, the package's parent
-(where lockswap_stats.py sits, in the source, build and install trees alike) is
-put on the path so the package imports as itself."""
-import os
+"""`python3 -m lockswap_cli ARGS`, with the directory holding the package on the
+import path (PYTHONPATH; the `lockswap` command runs the directory itself, whose
+__main__.py is the same two lines)."""
 import sys
 
-if not __package__:
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from lockswap_cli.main import main  # noqa: E402
+from .main import main
 
 sys.exit(main(sys.argv[1:]))

@@ -14,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from . import forest, steady
+from . import doctor, forest, steady
+from . import stats as ls
 from .common import PROG, table, warn
 
 
@@ -81,15 +82,9 @@ examples:
 """
 
 
-def stats_module():
-    """lockswap_stats.py, installed next to this package: the one implementation of the verdicts."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import lockswap_stats
-    return lockswap_stats
-
-
-def compare_parser(ls):
-    p = argparse.ArgumentParser(
+def compare_parser(make=argparse.ArgumentParser):
+    """The options of `lockswap compare`; MAKE builds the parser (main.py: a subparser)."""
+    p = make(
         prog=f"{PROG} compare", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage=f"{PROG} compare [options] -- COMMAND [ARGS...]",
         description="Run a command as it is and under several lock variants, in interleaved "
@@ -488,39 +483,24 @@ def compare_png(path, rows, info, baseline, level):
     return True
 
 
-def doctor_module():
-    """lockswap_doctor.py beside this package (build tree and install), or None."""
-    try:
-        import lockswap_doctor
-        return lockswap_doctor
-    except ImportError:
-        return None
-
-
 def host_line():
     """The doctor's one-line summary of the host checks (governor, turbo, SMT, ...)."""
-    doc = doctor_module()
-    if doc is None:
-        return "host checks: unavailable (lockswap_doctor.py is not beside the lockswap_cli package)"
     try:
-        return doc.summary_line()
+        return doctor.summary_line()
     except Exception as e:  # the header must never stop a comparison
         return f"host checks: failed ({type(e).__name__}: {e})"
 
 
 def write_audit(path, phase, info, args):
-    """The audit record (lockswap_doctor.audit): host before the rounds, after, the command."""
-    doc = doctor_module()
-    if doc is None:
-        return
+    """The audit record (doctor.audit_begin / audit_end): host before the rounds, after, the command."""
     try:
         if phase == "before":
-            doc.audit_begin(path, info["argv"], lib=args.lib or info.get("lib"),
-                            settings={"variants": info["variants"], "set": args.set, "select": info["selects"],
-                                      "lib": args.lib, "repeat": args.repeat, "max_rounds": args.max_rounds,
-                                      "strict_steady": args.strict_steady, "measured_command": info["cmd"]})
+            doctor.audit_begin(path, info["argv"], lib=args.lib or info.get("lib"),
+                               settings={"variants": info["variants"], "set": args.set, "select": info["selects"],
+                                         "lib": args.lib, "repeat": args.repeat, "max_rounds": args.max_rounds,
+                                         "strict_steady": args.strict_steady, "measured_command": info["cmd"]})
         else:
-            doc.audit_end(path)
+            doctor.audit_end(path)
     except (OSError, ValueError) as e:
         warn(f"compare: audit file {path}: {e}")
 
@@ -545,7 +525,7 @@ def failure_report(run, tail, label=None):
 
 
 def run_rounds(ls, variants, envs, cmd, args, regex, probe):
-    """The measured rounds (lockswap_stats.interleaved_rounds): every row once per
+    """The measured rounds (stats.interleaved_rounds): every row once per
     round, order rotated, probes around each; a dropped round is run again until
     --repeat rounds are kept or --max-rounds ran."""
     rounds, index = [], 0
@@ -591,10 +571,8 @@ def profile_lines(done):
     return out
 
 
-def cmd_compare(argv, wrapper):
-    ls = stats_module()
-    parser = compare_parser(ls)
-    args = parser.parse_args(argv)
+def cmd_compare(args, argv, wrapper, parser):
+    """ARGS parsed from ARGV (the words after `compare`) by PARSER."""
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         parser.error("no command given (put it after --)")

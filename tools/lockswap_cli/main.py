@@ -1,28 +1,51 @@
-"""The entry point: `lockswap report ...` or `lockswap compare ...` (with --wrapper)."""
+"""The entry point: `lockswap report ...`, `lockswap compare ...` (with --wrapper) or
+`lockswap doctor ...`, one argparse subparser each."""
 
+import argparse
 import sys
 from .common import PROG, warn
-from .compare import cmd_compare
-from .report import cmd_report
+from .compare import cmd_compare, compare_parser
+from .doctor import cmd_doctor, doctor_parser
+from .report import cmd_report, report_parser
+
+USAGE = f"usage: {PROG} report|compare ... (see {PROG} report --help, {PROG} compare --help)"
+
+
+class _TopParser(argparse.ArgumentParser):
+    """The parser of the first word: a missing or unknown subcommand prints USAGE (exit 2)."""
+
+    def error(self, message):
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parser():
+    p = _TopParser(prog=PROG, add_help=False)
+    p.add_argument("--wrapper", metavar="PATH", help="the lockswap command (compare runs each row through it)")
+    sub = p.add_subparsers(dest="subcommand", required=True, parser_class=argparse.ArgumentParser)
+    report_parser(lambda **kw: sub.add_parser("report", **kw))
+    compare_parser(lambda **kw: sub.add_parser("compare", **kw))
+    doctor_parser(lambda **kw: sub.add_parser("doctor", **kw))
+    return p, sub.choices
 
 
 def main(argv):
-    wrapper = None
-    if argv[:1] == ["--wrapper"] and len(argv) >= 2:
-        wrapper, argv = argv[1], argv[2:]
-    if not argv or argv[0] not in ("report", "compare"):
-        print(f"usage: {PROG} report|compare ... (see {PROG} report --help, {PROG} compare --help)",
-              file=sys.stderr)
-        return 2
+    top, subparsers = parser()
+    args, extra = top.parse_known_args(argv)   # --help and errors exit here, as argparse does
+    if extra:   # the subcommand's error, as its own parse_args would give it
+        subparsers[args.subcommand].error("unrecognized arguments: " + " ".join(extra))
+    if args.subcommand == "doctor":
+        return cmd_doctor(args, subparsers["doctor"])
     try:
-        if argv[0] == "report":
-            return cmd_report(argv[1:])
-        return cmd_compare(argv[1:], wrapper)
+        if args.subcommand == "report":
+            return cmd_report(args)
+        rest = argv[argv.index("compare", 2 if argv[:1] == ["--wrapper"] else 0) + 1:]
+        return cmd_compare(args, rest, args.wrapper, subparsers["compare"])
     except BrokenPipeError:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
         return 130
     except Exception as e:   # a bug here: one line, never a traceback over the user's data
-        warn(f"{argv[0]}: internal error: {type(e).__name__}: {e} (please report it)")
+        warn(f"{args.subcommand}: internal error: {type(e).__name__}: {e} (please report it)")
         return 1

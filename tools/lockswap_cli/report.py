@@ -74,8 +74,9 @@ examples:
 """
 
 
-def report_parser():
-    p = argparse.ArgumentParser(
+def report_parser(make=argparse.ArgumentParser):
+    """The options of `lockswap report`; MAKE builds the parser (main.py: a subparser)."""
+    p = make(
         prog=f"{PROG} report", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Merge lockswap statistics files (one per process) into a table of the "
                     "most contended locks and call sites, in the spirit of mutrace and "
@@ -490,8 +491,7 @@ def write_json(rep, out):
     out.write("}\n")
 
 
-def cmd_report(argv):
-    args = report_parser().parse_args(argv)
+def cmd_report(args):
     rep = build_report(args)
     if not rep["processes"]:
         raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "

@@ -34,7 +34,11 @@ import sys
 import threading
 import time
 
-PROBE_TOLERANCE = 1.5      # lockswap_stats.PROBE_TOLERANCE: c2c samples further apart mean "moving"
+from .stats import PROBE_TOLERANCE  # c2c samples further apart mean "moving"
+
+# The directory holding this package: tools/ in the source tree, <libexec>/lockswap built or installed.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 SLOW_C2C_NS = 1000         # a round trip above this: cross-socket, or a host that parks vCPUs
 WAKE_ON_WAKER_PCT = 50     # above this, woken waiters queue behind their waker
 STEAL_PCT = 3.0
@@ -586,8 +590,7 @@ def print_checks(checks):
 
 def lockswap_identity(lib=None, source=None):
     """lockswap's version (the library file's soname version, else CMakeLists.txt's) and commit."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.realpath(source or build_source(lib) or os.path.dirname(here))
+    source = os.path.realpath(source or build_source(lib) or os.path.dirname(PACKAGE_PARENT))
     ident = {"library": None, "version": None, "commit": None, "dirty": None, "source": source}
     if lib:
         real = os.path.realpath(lib)
@@ -702,9 +705,9 @@ def slow_wake_cause(remote):
             "/dev/cpu_dma_latency at 0) removes it, for every lock alike.")
 
 
-def main(argv):
-    p = argparse.ArgumentParser(prog="lockswap doctor", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def doctor_parser(make=argparse.ArgumentParser):
+    """The options of `lockswap doctor`; MAKE builds the parser (main.py: a subparser)."""
+    p = make(prog="lockswap doctor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--probe", help="the lockswap-probe binary (default: next to this program's wrapper)")
     p.add_argument("--facts", action="store_true", help="print the probe's raw key=value facts only")
     p.add_argument("--json", action="store_true", help="the facts, host checks and warnings as JSON")
@@ -718,7 +721,10 @@ def main(argv):
     p.add_argument("--setting", action="append", default=[], metavar="K=V", help="a setting of the audited runs")
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)   # tests: a made-up /sys and /proc
     p.add_argument("command", nargs=argparse.REMAINDER)
-    a = p.parse_args(argv)
+    return p
+
+
+def cmd_doctor(a, p):
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     h = Host(a.root)
     if a.summary:
@@ -745,7 +751,7 @@ def main(argv):
             print(f"lockswap doctor: {' '.join(cmd)}: exit status {rc}, {wall:.2f} s")
             print_warnings(print_checks(checks), ws)
         return rc
-    probe = a.probe or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lockswap-probe")
+    probe = a.probe or os.path.join(PACKAGE_PARENT, "lockswap-probe")
     if a.facts:
         os.execv(probe, [probe, "facts"])
     before = host_state(h)
@@ -768,6 +774,3 @@ def print_warnings(lines, ws):
     for i, text in enumerate(ws, 1):
         print(f"{i}. {text}")
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""lockswap_stats — the one place that turns interleaved benchmark rounds into
+"""lockswap_cli.stats — the one place that turns interleaved benchmark rounds into
 verdicts. Used by `lockswap compare`, the server runners' report, the
 benchmark matrices and the speed regression check (standard library only).
 
@@ -35,13 +35,18 @@ MODE_WAIT_S = 120
 
 
 def median(xs):
+    """The median of the values that are there (None: a missing one, skipped); None when none is."""
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
 
 def geomean(xs):
-    xs = [x for x in xs if x is not None and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+    """None unless every value is there: a mean over the cells that happened to
+    run (a failed variant, rounds dropped by --mode) would pass for the whole."""
+    xs = list(xs)
+    if not xs or any(x is None or x <= 0 for x in xs):
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def _binom_cdf_below(n, k):
