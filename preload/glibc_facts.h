@@ -15,7 +15,7 @@
 //     destroy leaves -1
 //   pthread_rwlock_t 56 B: __cur_writer @24,     yes   yes   abi.h             static_assert; RwlockFields;
 //     __shared @28, __flags @48                                               start-up: rwlock_fields
-//   pthread_cond_t 48 B (lockswap: first 16 B)   yes   yes   dispatch.cpp      static_assert (tier compile)
+//   pthread_cond_t 48 B (lockswap: first 16 B)   yes   yes   mutex.cpp         static_assert (tier compile)
 //   sem_t 32 B: value @0, private @8 (0 / 128)   yes   yes   abi.h, core/sem.h SemFields; start-up: sem_fields
 //   x86-64: struct pthread at the thread         yes   yes   abi.h             CancelHandling;
 //     pointer, cancelhandling @0x308; a                                       start-up: thread_pointer,
@@ -32,8 +32,9 @@
 //     mm_cid @24; __rseq_size 20 on 2.36 (the                                 start-up: rseq (cpu_id;
 //     fields glibc uses), the kernel's                                        mm_cid below 4096)
 //     AT_RSEQ_FEATURE_SIZE on 2.41
-//   the cancellation points among the            yes   yes   dispatch.cpp,     CancellationPoints
-//     interposed functions (kCancels*)                        core/cancel.h
+//   the cancellation points among the            yes   yes   mutex.cpp,        CancellationPoints
+//     interposed functions (kCancels*)                        sem.cpp,
+//                                                             core/cancel.h
 //
 // Nothing lockswap relies on differs between 2.36 and 2.41 except the value
 // of __rseq_size, which lockswap reads only as "registered or not".

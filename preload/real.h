@@ -15,7 +15,7 @@
 //   X(name, return type, (parameters), (arguments), sleeps | returns)
 // `sleeps`: the call may block (a lock, a condition or semaphore wait);
 // `returns`: it never sleeps. The dispatch table type, glibc's table, the
-// exported forwarders (preload/dispatch.cpp) and the statistics wrappers
+// exported forwarders (preload/exports.cpp) and the statistics wrappers
 // (preload/stats.cpp) are all generated from this list.
 namespace lockswap {
 

@@ -28,7 +28,7 @@ enum class Family : uint8_t { mutex, rwlock, sem };
 void load();
 
 // True when a rule names this family: its functions go through the mixed
-// entry points (preload/dispatch.cpp). False for every family without
+// entry points (preload/mixed.cpp). False for every family without
 // LOCKSWAP_SELECT, and then nothing changes anywhere.
 bool active(Family f);
 

@@ -3,7 +3,7 @@
 //
 // Off by default, and then free: nothing on any lock path knows about this
 // file; LOCKSWAP_STATS=counts leaves it off as well (its dump holds the lock
-// event counters only). With profile, install_ops() (preload/dispatch.cpp) hands
+// event counters only). With profile, install_ops() (preload/ops.cpp) hands
 // its finished table to install(): the variant's functions move to an inner
 // table and `g_ops` points at profiling wrappers (preload/stats.cpp) that
 // call them. The output — human lines plus the machine records of

@@ -2,8 +2,9 @@
 #pragma once
 
 namespace lockswap {
-// Marker type: dispatch.cpp forwards whole calls (object layout included) to
-// real::glibc() when a variant's adapter is GlibcVariant.
+// Marker type: the family entry files (preload/families.h) forward whole
+// calls (object layout included) to real::glibc() when a variant's adapter is
+// GlibcVariant.
 struct GlibcVariant {
   static constexpr bool forwards_to_glibc = true;
 };
