@@ -40,10 +40,6 @@ extern Config g_config;
 // An invalid setting prints the valid choices on stderr and exits with 2.
 void load_config();
 
-// A setting that cannot be used: `VAR=value: why` and the valid settings on
-// stderr, then exit with 2 (before main, as every setting is read then).
-[[noreturn]] void config_error(const char* var, const char* value, const char* why);
-
 inline MutexVariant mutex_variant() {
   MutexVariant v = std::atomic_ref<MutexVariant>(g_config.mutex).load(std::memory_order_acquire);
   if (__builtin_expect(v != MutexVariant::unset, 1)) return v;
@@ -64,17 +60,6 @@ inline SemVariant sem_variant() {
   load_config();
   return g_config.sem;
 }
-
-// lockswap's own stderr: a duplicate of descriptor 2 taken when the
-// configuration is read (before main), kept only while statistics may still
-// write to it. A program that closes its stderr and opens something else
-// there never receives lockswap's text: the duplicate is checked (same
-// file as when it was taken) before every use. -1: stay silent.
-int diag_fd();
-// Writes `s` to diag_fd() (nothing when there is none); never a
-// cancellation point.
-void diag(const char* s, size_t n);
-void diag(const char* s);
 
 // For statistics and error messages.
 const char* variant_name(MutexVariant v);

@@ -8,7 +8,7 @@
 #pragma once
 #include <cstddef>
 
-#include "preload/config.h"
+#include "preload/diag.h"
 
 namespace lockswap {
 

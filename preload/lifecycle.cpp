@@ -26,8 +26,10 @@
 #include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
+#include "preload/diag.h"
 #include "preload/select.h"
 #include "preload/stats.h"
+#include "preload/stats_backtrace.h"
 
 namespace lockswap {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
-#include "preload/config.h"
+#include "preload/diag.h"
 #include "preload/escape.h"
 #include "preload/registry.h"
 

@@ -24,6 +24,7 @@
 #include "core/cid.h"
 #include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/diag.h"
 #include "preload/real.h"
 
 // Test hook, defined only by a test library preloaded in front of lockswap

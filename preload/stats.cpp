@@ -53,6 +53,7 @@
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/config.h"
+#include "preload/diag.h"
 #include "preload/select.h"
 #include "preload/stats_backtrace.h"
 #include "preload/stats_table.h"

@@ -63,11 +63,6 @@ size_t records_bound();
 // no locks, no stdio. `scratch` holds kScratchBytes.
 void format_records(Out& out, const DumpHeader& h, char* scratch);
 
-// Statistics with backtraces: dlopen libunwind (RTLD_LOCAL, see
-// preload/CMakeLists.txt). Called by the library's constructor, never on a
-// lock path; until then contended sites get no backtrace.
-void load_unwinder();
-
 // The dump's start_ns: now, unless already set (the profiler's first use).
 void mark_start();
 

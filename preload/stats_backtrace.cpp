@@ -11,7 +11,7 @@
 #include <atomic>
 
 #include "preload/config.h"
-#include "preload/stats.h"
+#include "preload/diag.h"
 
 #ifdef LOCKSWAP_LIBUNWIND_SONAME
 #define UNW_LOCAL_ONLY

@@ -5,7 +5,12 @@
 
 namespace lockswap::stats {
 
-// True once load_unwinder() (preload/stats.h) found libunwind.
+// Statistics with backtraces: dlopen libunwind (RTLD_LOCAL, see
+// preload/CMakeLists.txt). Called by the library's constructor, never on a
+// lock path; until then contended sites get no backtrace.
+void load_unwinder();
+
+// True once load_unwinder() found libunwind.
 bool have_unwinder();
 // Return addresses from the caller of this function outwards, innermost
 // first; at most `max`. 0 when there is no unwinder. May take libunwind's
