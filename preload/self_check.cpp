@@ -23,7 +23,6 @@
 #include "arch/rseq.h"
 #include "core/cid.h"
 #include "preload/abi.h"
-#include "preload/config.h"
 #include "preload/diag.h"
 #include "preload/real.h"
 
