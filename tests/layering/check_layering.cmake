@@ -3,21 +3,28 @@
 #   core/    may include arch/ and core/, never preload/
 #   preload/ may include all three
 # A quoted include that climbs out of its directory ("../") is refused too,
-# since it could reach any layer. Run: cmake -DSOURCE_DIR=<repo> -P check_layering.cmake
+# since it could reach any layer. Inside a layer, two files (x.h and x.cpp
+# count as one, `x`) may not include each other: a loop that one of them
+# should break by moving what both need into a third.
+# Run: cmake -DSOURCE_DIR=<repo> -P check_layering.cmake
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "usage: cmake -DSOURCE_DIR=<repository root> -P check_layering.cmake")
 endif()
 
 set(_violations "")
+set(_edges "")  # "a>b": a file of `a` includes b's header (same layer)
 function(check_layer layer forbidden_regex)
   file(GLOB_RECURSE _files RELATIVE ${SOURCE_DIR}
        ${SOURCE_DIR}/${layer}/*.h ${SOURCE_DIR}/${layer}/*.hpp ${SOURCE_DIR}/${layer}/*.cpp ${SOURCE_DIR}/${layer}/*.c)
   foreach(_file IN LISTS _files)
-    if(_file MATCHES "^preload/cli/")  # the command-line tools are not a layer of the library
-      continue()
-    endif()
+    string(REGEX REPLACE "\\.[a-z]+$" "" _from "${_file}")
     file(STRINGS ${SOURCE_DIR}/${_file} _includes REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
     foreach(_line IN LISTS _includes)
+      if(_line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"(${layer}/[^\"]+)\\.h\"")
+        if(NOT CMAKE_MATCH_1 STREQUAL _from)
+          list(APPEND _edges "${_from}>${CMAKE_MATCH_1}")
+        endif()
+      endif()
       if(_line MATCHES "^[ \t]*#[ \t]*include[ \t]*[\"<](${forbidden_regex})")
         list(APPEND _violations "${_file}: ${_line}")
       elseif(_line MATCHES "^[ \t]*#[ \t]*include[ \t]*\"\\.\\./")
@@ -26,11 +33,22 @@ function(check_layer layer forbidden_regex)
     endforeach()
   endforeach()
   set(_violations "${_violations}" PARENT_SCOPE)
+  set(_edges "${_edges}" PARENT_SCOPE)
 endfunction()
 
 check_layer(arch "core/|preload/|tests/")
 check_layer(core "preload/|tests/")
 check_layer(preload "tests/")
+
+foreach(_edge IN LISTS _edges)
+  string(REPLACE ">" ";" _pair "${_edge}")
+  list(GET _pair 0 _a)
+  list(GET _pair 1 _b)
+  list(FIND _edges "${_b}>${_a}" _back)
+  if(_a STRLESS _b AND _back GREATER -1)
+    list(APPEND _violations "${_a} and ${_b} include each other")
+  endif()
+endforeach()
 
 if(_violations)
   list(JOIN _violations "\n  " _text)
