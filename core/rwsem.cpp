@@ -260,7 +260,7 @@ bool write_unlock_ref(const WordRefs& r) {
 // Queued readers follow a reader that just got the lock (wake type READ_OWNED).
 // Only a reader heading the queue can be woken that way (mark_wake()), so a
 // reader that got in asks READER_FIRST before taking the wait_lock (a
-// deviation: see core/rwsem.h).
+// deviation: docs/rwsem.md, "READER_FIRST").
 bool readers_queued_first(uint64_t count) {
   return (count & (kFlagWaiters | kFlagReaderFirst)) == (kFlagWaiters | kFlagReaderFirst);
 }

@@ -128,7 +128,7 @@ void wake_parked(ThreadSlot& s) {
 // The kernel's wake_up_process() of a running task is nearly free; here every
 // unlock that finds WAITERS would bump the park word, and a writer that read
 // the word before its attempt then never sleeps at all: it spins through the
-// wait_lock against the owner (docs/measurements.md, "One contended lock").
+// wait_lock against the owner (docs/rwsem.md, "One contended lock").
 // Slots shared by several threads are always woken.
 void wake_writer(ThreadSlot& s) {
   if (!is_shared(s)) {

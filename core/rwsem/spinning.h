@@ -53,7 +53,7 @@ SpinBudget starting_budget(uint64_t now) {
 // need_resched() as soon as the tasks they keep off the CPUs are woken or
 // ticked in; a userspace spinner never sees that flag, and with more
 // runnable threads than CPUs every extra spinner only delays the owner and
-// the threads with work to do (docs/measurements.md, "Spinner seats").
+// the threads with work to do (docs/rwsem.md, "Spinner seats").
 // Reset in a fork child (a thread lost in fork may have held a seat).
 std::atomic<uint32_t> g_spinners{0};
 uint32_t spinner_limit() {
@@ -183,7 +183,7 @@ uint64_t rspin_threshold(const WordRefs& r, uint64_t now) {
 // through its fast path). Where that keeps happening the lock is passed back
 // and forth between CPUs on every acquisition, and each pass moves its cache
 // line (and the data it guards) across; a sleeping waiter lets the owner keep
-// both in its cache. See "Deviations" in core/rwsem.h.
+// both in its cache (docs/rwsem.md, "One contended lock").
 bool lost_race_ends_spin(unsigned lost) {
   uint32_t limit = tunables().spin_lost_races;
   if (limit == 0 || lost < limit) return false;
@@ -271,10 +271,9 @@ bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
 // WRITER_LOCKED, and the acquire load that sees it orders the critical
 // section after the writer's. The alternative, queueing, puts the reader to
 // sleep and its waker's wake-up places it on the waker's CPU: with more
-// threads than CPUs the other CPU then sat idle (docs/measurements.md,
-// "Where the time goes at 16 and 64 threads", "Readers poll a running
-// writer"). True when WRITER_LOCKED cleared without HANDOFF; `count` then
-// holds what was seen.
+// threads than CPUs another CPU then sits idle (docs/rwsem.md, "Readers
+// poll a running writer"). True when WRITER_LOCKED cleared without HANDOFF;
+// `count` then holds what was seen.
 template <class P>
 bool read_poll_writer(const WordRefs& r, uint64_t& count) {
   if (!tunables().writer_spin) return false;
@@ -296,7 +295,7 @@ bool read_poll_writer(const WordRefs& r, uint64_t& count) {
 }
 
 // ---------------------------------------------------------------------------
-// Yield to a woken writer (not in the kernel; core/rwsem.h, "Deviations")
+// Yield to a woken writer (not in the kernel; docs/rwsem.md)
 // ---------------------------------------------------------------------------
 
 // A thread's run of slow paths past a woken head writer ends when it sees
@@ -305,10 +304,9 @@ inline void end_woken_run() { t_local.woken_seen_ns = 0; }
 
 // Yields once the head writer was woken (WOKEN) and has not taken the lock
 // in the woken_yield_ns since this thread's run of writer slow paths that
-// found it so began: most likely it
-// is runnable on this thread's CPU, where the scheduler placed it (no shared
-// cache exposed), while this thread barges and steals through its time
-// slice. One sched_yield() lets it run; with nothing else runnable here it
+// found it so began: most likely it is runnable on this thread's CPU, where
+// the scheduler placed it (no shared cache exposed), while this thread
+// barges and steals through its time slice. One sched_yield() lets it run; with nothing else runnable here it
 // returns at once. Rwlocks only: the mutex keeps the lock with the releaser
 // on purpose (exclusive_polite_ns).
 void yield_to_woken_writer(const WordRefs& r) {

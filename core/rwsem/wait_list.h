@@ -169,7 +169,7 @@ class WaitList {
   }
   // Nobody else writes the word while we hold it, so a store both publishes
   // the new head and drops the lock (and the tag). READER_FIRST follows the
-  // head first (a hint; see core/rwsem.h).
+  // head first (a hint; docs/rwsem.md, "READER_FIRST").
   void unlock() {
     held_ = false;
     if (count_ != nullptr) publish_reader_first();
@@ -241,7 +241,7 @@ class WaitList {
   bool held_ = false;
 };
 
-// WOKEN (core/rwsem.h) changes only under the wait_lock.
+// WOKEN (core/rwsem/rwsem.h) changes only under the wait_lock.
 void clear_woken(const WordRefs& r) {
   if (r.count.load(arch::mo_hint) & kFlagWoken) r.count.fetch_and(~kFlagWoken, arch::mo_hint);
 }
