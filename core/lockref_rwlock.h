@@ -20,7 +20,7 @@
 //   35     | kWriterSleepers | writers may sleep on the lock half
 //   36     | kDrainer        | the writer sleeps on the count half until 0
 //   37     | kReadTurn       | a write unlock found sleeping readers: writers
-//          |                 | wait until a reader has entered (or ~1 ms)
+//          |                 | wait until a reader has entered (or kReadTurnNs)
 //   38..63 | 0               |
 //
 // All zero = unlocked, no readers, nobody sleeping: zero-filled memory works.
@@ -59,7 +59,7 @@
 // their bit again. So the lock keeps no record of who waits: a waiter that
 // times out or is cancelled leaves at worst a stale bit, which costs one
 // spurious wake (or, for kReaderSleepers, one read turn that no reader claims:
-// writers then wait out the ~1 ms bound once). The one waiter that does hold
+// writers then wait out the kReadTurnNs bound once). The one waiter that does hold
 // something is a writer draining (it owns kWriter): a guard releases it if an
 // asynchronous cancellation unwinds that writer out of its sleep.
 //
@@ -103,9 +103,9 @@
 //   * Sleeper bits, kDrainer and futex expectations are hints re-validated by
 //     the futex compare and the next RMW: relaxed.
 //
-// Fast-path cost (instructions of an idle lock+unlock pair through preload,
-// counted by examples/bench/fastpath_callgrind.sh). The idle read path is
-// split as core/rwsem.h's is: read_fast() is the first lockref get alone,
+// Fast paths carry no call (a call anywhere costs every path a stack frame;
+// docs/lockref.md, "Frame-free fast paths"). The idle read path is split as
+// core/rwsem/rwsem.h's is: read_fast() is the first lockref get alone,
 // inline and call-free — one CAS while nothing but readers is in the word
 // (no kWriter, kReaderLock or kReadTurn; for the writer-preferring kind no
 // kWriterSleepers; a count below kFastReadersLimit, so the reader limit is
@@ -121,8 +121,7 @@
 // wake_drainer() (read_unlock_fast() only tests kDrainer). Calling the whole
 // bounded loop out of line on every idle read would cost a frame, the retry
 // bookkeeping and a call to count the event; write_locked() tests the writer
-// bit first (one load, one bit test when clear). docs/measurements.md,
-// "Frame-free fast paths", has the counts.
+// bit first (one load, one bit test when clear).
 //
 // Deviations from the kernel lockref: the lock half is not a spinlock but the
 // bits above; readers' fallback takes a reader-only bit (kReaderLock) instead
@@ -425,7 +424,7 @@ class LockrefRwlock {
   // core/read_pref.h): a reader held off by a writer that is draining a
   // read-held lock enters anyway when (a) a thread holding a read lock of
   // this lock sleeps inside lockswap — it may be waiting for us — or (b) it
-  // has been held off for reader_pref_ns (4 ms, the rwsem's bound). Everyone
+  // has been held off for reader_pref_ns (the rwsem's bound). Everyone
   // else keeps the writer gate.
   bool reader_preferred(uint64_t& blocked_since) {
     if (read_pref::read_holder_asleep_on(this)) {

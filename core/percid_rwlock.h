@@ -7,7 +7,7 @@
 // `slot[cid]`, on a cache line no other running thread writes; a writer stops
 // new fast-path readers, waits for the counters to drain to zero, then owns
 // the lock. Readers that meet a writer wait for it on the lock's own rwsem
-// (core/rwsem.h, v5.11 policy), which also serialises the writers and gives
+// (core/rwsem/rwsem.h, v5.11 policy), which also serialises the writers and gives
 // them the rwsem's queueing, spinning and handoff.
 //
 // Where the counters live. A pthread_rwlock_t has 56 bytes and the rwsem uses
@@ -85,7 +85,7 @@
 //                 enters past the pending writer as in (c) when
 //                 core/read_pref.h allows it: (a) a read holder of this lock
 //                 sleeps inside lockswap, or (b) it has waited
-//                 RwsemTunables::reader_pref_ns (4 ms), or kLateBatchFactor
+//                 RwsemTunables::reader_pref_ns, or kLateBatchFactor
 //                 times that if a rule-(b) batch was let in before it
 //                 arrived (PREF_BATCH: one prompt batch per drain, so a
 //                 stream of readers does not keep the writer out).
@@ -103,14 +103,13 @@
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
 //                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
 //                 kDrainPolls sums and, with spinning on, on until the
-//                 kernel's reader-phase budget (rwsem_rspin_threshold():
-//                 10 µs + 0.5 µs per holder, at most 25 µs) has passed, then
-//                 CAS SLEEPS on, re-sum, futex-wait; a wake-up spins anew.
-//                 The kernel's percpu_down_write() sleeps at once; here a
-//                 sleep and wake-up cost more than a reader's critical
-//                 section while every new reader waits behind the pending
-//                 writer (docs/measurements.md, "percid: the writer's drain
-//                 spin").
+//                 kernel's reader-phase budget (rwsem_rspin_threshold(),
+//                 rwsem::rspin_budget_ns()) has passed, then CAS SLEEPS on,
+//                 re-sum, futex-wait; a wake-up spins anew. The kernel's
+//                 percpu_down_write() sleeps at once; here a sleep and
+//                 wake-up cost more than a reader's critical section while
+//                 every new reader waits behind the pending writer
+//                 (docs/percid.md, "The writer's drain spin").
 //                 Timeout/try failure, or a cancellation unwinding the drain
 //                 sleep (DrainGuard): as write unlock.
 //   write unlock  state &= ~(writer bits | READERS_WAIT | PREF_BATCH)
@@ -190,15 +189,14 @@ inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
 inline constexpr uint32_t kMinSlotsPerLock = 8;
 inline constexpr uint32_t kMaxSlotsPerLock = 256;
 // Sums a writer always polls before it sleeps. Past these it polls on for the
-// kernel's reader-phase spin budget (rwsem::rspin_budget_ns(), 10-25 µs) when
-// spinning is on: a futex sleep and wake-up costs more than a reader's
-// critical section, and every new reader waits while the writer drains
-// (docs/measurements.md, "percid: the writer's drain spin").
+// kernel's reader-phase spin budget (rwsem::rspin_budget_ns()) when spinning
+// is on: a futex sleep and wake-up costs more than a reader's critical
+// section, and every new reader waits while the writer drains
+// (docs/percid.md, "The writer's drain spin").
 inline constexpr unsigned kDrainPolls = 32;
-// State polls (a few microseconds) a reader that met a writer spends waiting
-// for it before it queues on the rwsem: a write section is usually far
-// shorter than a futex sleep and wake-up (docs/measurements.md, "Reader
-// polls before queueing").
+// State polls a reader that met a writer spends waiting for it before it
+// queues on the rwsem: a write section is usually far shorter than a futex
+// sleep and wake-up (docs/percid.md, "Reader polls before queueing").
 inline constexpr unsigned kReaderPolls = 128;
 // A reader that arrived after this drain's rule-(b) batch enters only after
 // this many bounds: the writer gets its turn first, yet a reader the program
