@@ -79,7 +79,7 @@ LOCKSWAP_EXPORT int pthread_setcanceltype(int type, int* oldtype) {
 // native entry points run such a caller's acquisition deferred with only the
 // futex sleep asynchronous, core/cancel.h, and the variants' unwind guards
 // leave the lock consistent).
-#define X(name, ret, params, args, sleeps) \
+#define X(name, ret, params, args, sleeps, family) \
   LOCKSWAP_EXPORT ret name params { return g_ops.name args; }
 LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X

@@ -29,13 +29,12 @@ namespace {
 
 using select::Family;
 constexpr unsigned kTagSlots = abi::kTagValues;
-static_assert(static_cast<unsigned>(RwlockVariant::percid) <= abi::kTagVariantMask &&
-              kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
-#define COUNT(id, name, type, desc) +1
-// A destroyed mutex's __kind (-1) reads as tag 15: no variant may have it (it
-// reaches `decide`, which returns the process-wide table).
-static_assert(0 LOCKSWAP_MUTEX_VARIANTS(COUNT) < abi::kTagVariantMask);
-#undef COUNT
+static_assert(kTagSlots - 1 == abi::kKindTagMask >> abi::kKindTagShift);
+// Every variant's enum value is a tag. A destroyed mutex's __kind (-1) reads
+// as tag 15: no mutex variant may have it (it reaches `decide`, which returns
+// the process-wide table).
+static_assert(kMutexVariantCount < abi::kTagVariantMask);
+static_assert(kRwlockVariantCount <= abi::kTagVariantMask && kSemVariantCount <= abi::kTagVariantMask);
 OpsTable g_by_tag[3][kTagSlots];
 OpsTable g_base;             // the process-wide variants (untagged instantiations)
 unsigned g_base_tag[3];      // their tags
@@ -170,38 +169,32 @@ int mixed_sem_init(sem_t* s, int pshared, unsigned value) {
   return rc;
 }
 
-#define LOCKSWAP_MUTEX_OBJECT_SLOTS(X)                                                                    \
-  X(pthread_mutex_destroy) X(pthread_mutex_lock) X(pthread_mutex_trylock) X(pthread_mutex_timedlock) \
-  X(pthread_mutex_clocklock) X(pthread_mutex_unlock) X(pthread_mutex_consistent)
-#define LOCKSWAP_RWLOCK_OBJECT_SLOTS(X)                                                                      \
-  X(pthread_rwlock_destroy) X(pthread_rwlock_rdlock) X(pthread_rwlock_tryrdlock) X(pthread_rwlock_timedrdlock) \
-  X(pthread_rwlock_clockrdlock) X(pthread_rwlock_wrlock) X(pthread_rwlock_trywrlock)                         \
-  X(pthread_rwlock_timedwrlock) X(pthread_rwlock_clockwrlock) X(pthread_rwlock_unlock)
-#define LOCKSWAP_SEM_OBJECT_SLOTS(X) \
-  X(sem_destroy) X(sem_wait) X(sem_trywait) X(sem_timedwait) X(sem_clockwait) X(sem_post) X(sem_getvalue)
+// Calls fn.template operator()<Slot>() for every slot of family `f` whose
+// first argument is the lock object: all but its initialiser.
+template <class Fn>
+void for_each_object_slot(Family f, Fn&& fn) {
+  switch (f) {
+    case Family::mutex: return for_each_function<ApiFamily::mutex, false>(fn);
+    case Family::rwlock: return for_each_function<ApiFamily::rwlock, false>(fn);
+    case Family::sem: return for_each_function<ApiFamily::sem, false>(fn);
+  }
+}
+constexpr Family kFamilies[] = {Family::mutex, Family::rwlock, Family::sem};
 
 // A selected lock's table: its variant's, each object slot counting apart.
 void fill_counted_apart(int family, unsigned variant_tag) {
   OpsTable& t = g_by_tag[family][variant_tag | abi::kTagSelected];
   t = g_by_tag[family][variant_tag];
-#define APART(fn) t.fn = &Mixed<&OpsTable::fn>::counted_apart;
-  switch (static_cast<Family>(family)) {
-    case Family::mutex: LOCKSWAP_MUTEX_OBJECT_SLOTS(APART) break;
-    case Family::rwlock: LOCKSWAP_RWLOCK_OBJECT_SLOTS(APART) break;
-    case Family::sem: LOCKSWAP_SEM_OBJECT_SLOTS(APART) break;
-  }
-#undef APART
+  for_each_object_slot(static_cast<Family>(family), [&]<auto Slot>() { t.*Slot = &Mixed<Slot>::counted_apart; });
   g_variant_tag[family][variant_tag | abi::kTagSelected] = true;
 }
 
 // g_by_tag: each variant's table at its tag, the counting one at the tag
 // with kTagSelected, `decide` entries elsewhere.
 void fill_tag_tables() {
-#define DECIDE(fn) t.fn = &Mixed<&OpsTable::fn>::decide;
-  for (OpsTable& t : g_by_tag[0]) { LOCKSWAP_MUTEX_OBJECT_SLOTS(DECIDE) }
-  for (OpsTable& t : g_by_tag[1]) { LOCKSWAP_RWLOCK_OBJECT_SLOTS(DECIDE) }
-  for (OpsTable& t : g_by_tag[2]) { LOCKSWAP_SEM_OBJECT_SLOTS(DECIDE) }
-#undef DECIDE
+  for (Family f : kFamilies)
+    for (OpsTable& t : g_by_tag[static_cast<int>(f)])
+      for_each_object_slot(f, [&]<auto Slot>() { t.*Slot = &Mixed<Slot>::decide; });
 #define X(id, name, type, desc)                                                  \
   install_mutex_family(g_by_tag[0][static_cast<unsigned>(MutexVariant::id)], MutexVariant::id, true); \
   g_variant_tag[0][static_cast<unsigned>(MutexVariant::id)] = true;
@@ -220,9 +213,7 @@ void fill_tag_tables() {
   for (int family = 0; family < 3; ++family)
     for (unsigned tag = 1; tag <= abi::kTagVariantMask; ++tag)
       if (g_variant_tag[family][tag]) fill_counted_apart(family, tag);
-#define FILL(fn) Mixed<&OpsTable::fn>::fill();
-  LOCKSWAP_MUTEX_OBJECT_SLOTS(FILL) LOCKSWAP_RWLOCK_OBJECT_SLOTS(FILL) LOCKSWAP_SEM_OBJECT_SLOTS(FILL)
-#undef FILL
+  for (Family f : kFamilies) for_each_object_slot(f, []<auto Slot>() { Mixed<Slot>::fill(); });
 }
 
 }  // namespace
@@ -240,9 +231,9 @@ void install_mixed(OpsTable& t) {
     state.store(2, std::memory_order_release);
   }
   while (state.load(std::memory_order_acquire) != 2) sched_yield();
-#define MIXED(fn) t.fn = &Mixed<&OpsTable::fn>::call;
+  auto mixed = [&]<auto Slot>() { t.*Slot = &Mixed<Slot>::call; };
   if (select::active(Family::mutex)) {
-    LOCKSWAP_MUTEX_OBJECT_SLOTS(MIXED)
+    for_each_object_slot(Family::mutex, mixed);
     t.pthread_mutex_init = mixed_mutex_init;
     // glibc's condvar reaches into glibc's mutex layout: with mutexes of
     // several variants, the native condvar, which takes the mutex through
@@ -250,14 +241,13 @@ void install_mixed(OpsTable& t) {
     install_native_cond(t);
   }
   if (select::active(Family::rwlock)) {
-    LOCKSWAP_RWLOCK_OBJECT_SLOTS(MIXED)
+    for_each_object_slot(Family::rwlock, mixed);
     t.pthread_rwlock_init = mixed_rwlock_init;
   }
   if (select::active(Family::sem)) {
-    LOCKSWAP_SEM_OBJECT_SLOTS(MIXED)
+    for_each_object_slot(Family::sem, mixed);
     t.sem_init = mixed_sem_init;
   }
-#undef MIXED
 }
 
 }  // namespace lockswap

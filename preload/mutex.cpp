@@ -212,12 +212,9 @@ int native_mutex_consistent(pthread_mutex_t* m) {
 }
 
 void install_glibc_mutex_and_cond(OpsTable& t, const OpsTable& g) {
-#define COPY(fn) t.fn = g.fn;
-  COPY(pthread_mutex_init) COPY(pthread_mutex_destroy) COPY(pthread_mutex_lock) COPY(pthread_mutex_trylock)
-  COPY(pthread_mutex_timedlock) COPY(pthread_mutex_clocklock) COPY(pthread_mutex_unlock) COPY(pthread_mutex_consistent)
-  COPY(pthread_cond_init) COPY(pthread_cond_destroy) COPY(pthread_cond_wait) COPY(pthread_cond_timedwait)
-  COPY(pthread_cond_clockwait) COPY(pthread_cond_signal) COPY(pthread_cond_broadcast)
-#undef COPY
+  auto copy = [&]<auto Slot>() { t.*Slot = g.*Slot; };
+  for_each_function<ApiFamily::mutex, true>(copy);
+  for_each_function<ApiFamily::cond, true>(copy);
 }
 
 template <class V, bool kTagged = false>

@@ -34,7 +34,7 @@ __attribute__((noinline)) void install_ops() {
   // wrappers (preload/stats.cpp). Off or counts, nothing here or on any lock
   // path changes.
   if (g_config.profile) stats::install(t);
-#define X(name, ret, params, args, sleeps) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
+#define X(name, ret, params, args, sleeps, family) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   g_ops_installed.store(true, std::memory_order_release);
@@ -54,7 +54,7 @@ struct FirstCall<Slot> {
 }  // namespace
 
 OpsTable g_ops = {
-#define X(name, ret, params, args, sleeps) &FirstCall<&OpsTable::name>::call,
+#define X(name, ret, params, args, sleeps, family) &FirstCall<&OpsTable::name>::call,
     LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 };

@@ -37,7 +37,7 @@ void* lookup(const char* name) {
 
 const OpsTable& resolve_slow() {
   // Idempotent: racing threads store the same pointers.
-#define X(name, ret, params, args, sleeps) g_functions.name = reinterpret_cast<ret(*) params>(lookup(#name));
+#define X(name, ret, params, args, sleeps, family) g_functions.name = reinterpret_cast<ret(*) params>(lookup(#name));
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   __atomic_store_n(&g_resolved, true, __ATOMIC_RELEASE);

@@ -11,57 +11,73 @@
 #include <semaphore.h>
 #include <time.h>
 
+#include <string_view>
+
 // Every function lockswap interposes, one line each:
-//   X(name, return type, (parameters), (arguments), sleeps | returns)
+//   X(name, return type, (parameters), (arguments), sleeps | returns, family)
 // `sleeps`: the call may block (a lock, a condition or semaphore wait);
-// `returns`: it never sleeps. The dispatch table type, glibc's table, the
-// exported forwarders (preload/exports.cpp) and the statistics wrappers
-// (preload/stats.cpp) are all generated from this list.
+// `returns`: it never sleeps. `family`: its ApiFamily. The dispatch table
+// type, glibc's table, the exported forwarders (preload/exports.cpp), the
+// statistics wrappers (preload/stats.cpp) and every list of one family's
+// functions (for_each_function) are all generated from this list.
 namespace lockswap {
 
-#define LOCKSWAP_REAL_FUNCTIONS(X)                                                                                              \
-  X(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a), returns)                               \
-  X(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m), returns)                                                             \
-  X(pthread_mutex_lock, int, (pthread_mutex_t* m), (m), sleeps)                                                                 \
-  X(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m), returns)                                                             \
-  X(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t), sleeps)                                      \
-  X(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t k, const timespec* t), (m, k, t), sleeps)                      \
-  X(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m), returns)                                                              \
-  X(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m), returns)                                                          \
-  X(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a), returns)                            \
-  X(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l), returns)                                                           \
-  X(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l), sleeps)                                                             \
-  X(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l), returns)                                                         \
-  X(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps)                                  \
-  X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps)                  \
-  X(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l), sleeps)                                                             \
-  X(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l), returns)                                                         \
-  X(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps)                                  \
-  X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps)                  \
-  X(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l), returns)                                                            \
-  X(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a), returns)                                  \
-  X(pthread_cond_destroy, int, (pthread_cond_t* c), (c), returns)                                                               \
-  X(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mutex_t* m), (c, m), sleeps)                                            \
-  X(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t), sleeps)                 \
-  X(pthread_cond_clockwait, int, (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t), sleeps) \
-  X(pthread_cond_signal, int, (pthread_cond_t* c), (c), returns)                                                                \
-  X(pthread_cond_broadcast, int, (pthread_cond_t* c), (c), returns)                                                             \
-  X(sem_init, int, (sem_t* s, int pshared, unsigned value), (s, pshared, value), returns)                                       \
-  X(sem_destroy, int, (sem_t* s), (s), returns)                                                                                 \
-  X(sem_wait, int, (sem_t* s), (s), sleeps)                                                                                     \
-  X(sem_trywait, int, (sem_t* s), (s), returns)                                                                                 \
-  X(sem_timedwait, int, (sem_t* s, const timespec* t), (s, t), sleeps)                                                          \
-  X(sem_clockwait, int, (sem_t* s, clockid_t k, const timespec* t), (s, k, t), sleeps)                                          \
-  X(sem_post, int, (sem_t* s), (s), returns)                                                                                    \
-  X(sem_getvalue, int, (sem_t* s, int* value), (s, value), returns)
+enum class ApiFamily : unsigned char { mutex, rwlock, cond, sem };
+
+#define LOCKSWAP_REAL_FUNCTIONS(X)                                                                                                    \
+  X(pthread_mutex_init, int, (pthread_mutex_t* m, const pthread_mutexattr_t* a), (m, a), returns, mutex)                              \
+  X(pthread_mutex_destroy, int, (pthread_mutex_t* m), (m), returns, mutex)                                                            \
+  X(pthread_mutex_lock, int, (pthread_mutex_t* m), (m), sleeps, mutex)                                                                \
+  X(pthread_mutex_trylock, int, (pthread_mutex_t* m), (m), returns, mutex)                                                            \
+  X(pthread_mutex_timedlock, int, (pthread_mutex_t* m, const timespec* t), (m, t), sleeps, mutex)                                     \
+  X(pthread_mutex_clocklock, int, (pthread_mutex_t* m, clockid_t k, const timespec* t), (m, k, t), sleeps, mutex)                     \
+  X(pthread_mutex_unlock, int, (pthread_mutex_t* m), (m), returns, mutex)                                                             \
+  X(pthread_mutex_consistent, int, (pthread_mutex_t* m), (m), returns, mutex)                                                         \
+  X(pthread_rwlock_init, int, (pthread_rwlock_t* l, const pthread_rwlockattr_t* a), (l, a), returns, rwlock)                          \
+  X(pthread_rwlock_destroy, int, (pthread_rwlock_t* l), (l), returns, rwlock)                                                         \
+  X(pthread_rwlock_rdlock, int, (pthread_rwlock_t* l), (l), sleeps, rwlock)                                                           \
+  X(pthread_rwlock_tryrdlock, int, (pthread_rwlock_t* l), (l), returns, rwlock)                                                       \
+  X(pthread_rwlock_timedrdlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps, rwlock)                                \
+  X(pthread_rwlock_clockrdlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps, rwlock)                \
+  X(pthread_rwlock_wrlock, int, (pthread_rwlock_t* l), (l), sleeps, rwlock)                                                           \
+  X(pthread_rwlock_trywrlock, int, (pthread_rwlock_t* l), (l), returns, rwlock)                                                       \
+  X(pthread_rwlock_timedwrlock, int, (pthread_rwlock_t* l, const timespec* t), (l, t), sleeps, rwlock)                                \
+  X(pthread_rwlock_clockwrlock, int, (pthread_rwlock_t* l, clockid_t k, const timespec* t), (l, k, t), sleeps, rwlock)                \
+  X(pthread_rwlock_unlock, int, (pthread_rwlock_t* l), (l), returns, rwlock)                                                          \
+  X(pthread_cond_init, int, (pthread_cond_t* c, const pthread_condattr_t* a), (c, a), returns, cond)                                  \
+  X(pthread_cond_destroy, int, (pthread_cond_t* c), (c), returns, cond)                                                               \
+  X(pthread_cond_wait, int, (pthread_cond_t* c, pthread_mutex_t* m), (c, m), sleeps, cond)                                            \
+  X(pthread_cond_timedwait, int, (pthread_cond_t* c, pthread_mutex_t* m, const timespec* t), (c, m, t), sleeps, cond)                 \
+  X(pthread_cond_clockwait, int, (pthread_cond_t* c, pthread_mutex_t* m, clockid_t k, const timespec* t), (c, m, k, t), sleeps, cond) \
+  X(pthread_cond_signal, int, (pthread_cond_t* c), (c), returns, cond)                                                                \
+  X(pthread_cond_broadcast, int, (pthread_cond_t* c), (c), returns, cond)                                                             \
+  X(sem_init, int, (sem_t* s, int pshared, unsigned value), (s, pshared, value), returns, sem)                                        \
+  X(sem_destroy, int, (sem_t* s), (s), returns, sem)                                                                                  \
+  X(sem_wait, int, (sem_t* s), (s), sleeps, sem)                                                                                      \
+  X(sem_trywait, int, (sem_t* s), (s), returns, sem)                                                                                  \
+  X(sem_timedwait, int, (sem_t* s, const timespec* t), (s, t), sleeps, sem)                                                           \
+  X(sem_clockwait, int, (sem_t* s, clockid_t k, const timespec* t), (s, k, t), sleeps, sem)                                           \
+  X(sem_post, int, (sem_t* s), (s), returns, sem)                                                                                     \
+  X(sem_getvalue, int, (sem_t* s, int* value), (s, value), returns, sem)
 
 // One pointer per interposed function: the type of every ops table (the
 // dispatch table, glibc's functions, the statistics wrappers).
 struct OpsTable {
-#define X(name, ret, params, args, sleeps) ret(*name) params;
+#define X(name, ret, params, args, sleeps, family) ret(*name) params;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 };
+
+// Calls fn.template operator()<&OpsTable::NAME>() for each function of
+// family F, its initialiser (NAME ending in _init) only when kWithInit.
+template <ApiFamily F, bool kWithInit, class Fn>
+void for_each_function(Fn&& fn) {
+#define X(name, ret, params, args, sleeps, family)                                                   \
+  if constexpr (ApiFamily::family == F && (kWithInit || !std::string_view(#name).ends_with("_init"))) \
+    fn.template operator()<&OpsTable::name>();
+  LOCKSWAP_REAL_FUNCTIONS(X)
+#undef X
+}
 
 namespace real {
 

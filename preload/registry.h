@@ -86,6 +86,14 @@ enum class SemVariant : uint8_t {
 #undef X
 };
 
+// How many variants each family has: the highest value of its enum (unset is
+// 0, the variants follow in list order).
+#define LOCKSWAP_COUNT_ONE(id, name, type, desc) +1
+inline constexpr unsigned kMutexVariantCount = 0 LOCKSWAP_MUTEX_VARIANTS(LOCKSWAP_COUNT_ONE);
+inline constexpr unsigned kRwlockVariantCount = 0 LOCKSWAP_RWLOCK_VARIANTS(LOCKSWAP_COUNT_ONE);
+inline constexpr unsigned kSemVariantCount = 0 LOCKSWAP_SEM_VARIANTS(LOCKSWAP_COUNT_ONE);
+#undef LOCKSWAP_COUNT_ONE
+
 struct VariantColumn {
   const char* name;
   const char* settings;  // SETTING=value,SETTING=value

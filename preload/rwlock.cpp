@@ -182,13 +182,9 @@ int native_rwlock_destroy(pthread_rwlock_t* l) {
 }
 
 void install_glibc_rwlock(OpsTable& t, const OpsTable& g) {
-#define COPY(fn) t.fn = g.fn;
-  COPY(pthread_rwlock_init) COPY(pthread_rwlock_destroy) COPY(pthread_rwlock_rdlock) COPY(pthread_rwlock_tryrdlock)
-  COPY(pthread_rwlock_timedrdlock) COPY(pthread_rwlock_clockrdlock) COPY(pthread_rwlock_wrlock)
-  COPY(pthread_rwlock_trywrlock) COPY(pthread_rwlock_timedwrlock) COPY(pthread_rwlock_clockwrlock)
-  COPY(pthread_rwlock_unlock)
-#undef COPY
+  for_each_function<ApiFamily::rwlock, true>([&]<auto Slot>() { t.*Slot = g.*Slot; });
 }
+
 template <class V>
 void install_rwlock(OpsTable& t) {
   if constexpr (V::forwards_to_glibc) {

@@ -83,10 +83,7 @@ struct NativeSem {
 };
 
 void install_glibc_sem(OpsTable& t, const OpsTable& g) {
-#define COPY(fn) t.fn = g.fn;
-  COPY(sem_init) COPY(sem_destroy) COPY(sem_wait) COPY(sem_trywait) COPY(sem_timedwait) COPY(sem_clockwait)
-  COPY(sem_post) COPY(sem_getvalue)
-#undef COPY
+  for_each_function<ApiFamily::sem, true>([&]<auto Slot>() { t.*Slot = g.*Slot; });
 }
 
 template <class V>

@@ -629,18 +629,6 @@ int w_sem_clockwait(sem_t* s, clockid_t c, const timespec* t) {
 }
 
 // Every other function: counted, then the variant's.
-constexpr Kind family_of(const char* name) {
-  auto starts = [](const char* s, const char* p) {
-    while (*p)
-      if (*s++ != *p++) return false;
-    return true;
-  };
-  if (starts(name, "pthread_mutex_")) return Kind::mutex;
-  if (starts(name, "pthread_rwlock_")) return Kind::rwlock;
-  if (starts(name, "pthread_cond_")) return Kind::cond;
-  return Kind::sem;
-}
-
 template <auto Slot, Kind Fam>
 struct Counted;
 template <class R, class... A, R (*F::*Slot)(A...), Kind Fam>
@@ -673,7 +661,7 @@ struct InitWrapper<Slot, kKind> {
 };
 
 void fill_wrappers() {
-#define X(name, ret, params, args, sleeps) g_wrappers.name = &Counted<&F::name, family_of(#name)>::call;
+#define X(name, ret, params, args, sleeps, family) g_wrappers.name = &Counted<&F::name, Kind::family>::call;
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
   g_wrappers.pthread_mutex_init = InitWrapper<&F::pthread_mutex_init, Kind::mutex>::call;
@@ -740,11 +728,11 @@ void install(OpsTable& ops) {
   if (!g_config.profile || !set_up()) return;
   // Every inner pointer first, then the wrappers: a wrapper reached through
   // g_ops never finds its inner slot unset on this CPU's order of stores.
-#define X(name, ret, params, args, sleeps) \
+#define X(name, ret, params, args, sleeps, family) \
   if (ops.name != g_wrappers.name) __atomic_store_n(&g_inner.name, ops.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
-#define X(name, ret, params, args, sleeps) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
+#define X(name, ret, params, args, sleeps, family) __atomic_store_n(&ops.name, g_wrappers.name, __ATOMIC_RELEASE);
   LOCKSWAP_REAL_FUNCTIONS(X)
 #undef X
 }
