@@ -355,6 +355,9 @@ void list_and_exit_if_asked() {
     if (!plain) {
       say("\n      ");
       say(c.description);
+      say(" [tags: ");
+      say(*c.tags != '\0' ? c.tags : "-");
+      say("]");
     }
     say("\n");
   }

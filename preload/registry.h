@@ -98,10 +98,11 @@ struct VariantColumn {
   const char* name;
   const char* settings;  // SETTING=value,SETTING=value
   const char* description;
+  const char* tags;  // tag,tag ("" for none)
 };
 
 inline constexpr VariantColumn kVariantColumns[] = {
-#define LOCKSWAP_COLUMN(name, settings, description) {name, settings, description},
+#define LOCKSWAP_COLUMN(name, settings, description, tags) {name, settings, description, tags},
 #include "preload/variant_columns.def"
 #undef LOCKSWAP_COLUMN
 };
