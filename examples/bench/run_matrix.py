@@ -10,7 +10,7 @@ round to round), each round guarded by `lockswap-probe c2c` before and after
 (a round across which the core-to-core round trip moved is dropped, and the
 table says how many were kept); per variant the median of its per-round
 ratios to the baseline (`none`, no preload, unless --baseline says otherwise)
-with the sign-test 95% interval and a verdict (tools/lockswap_stats.py).
+with the sign-test 95% interval and a verdict (tools/lockswap_cli/stats.py).
 Measured runs never have LOCKSWAP_STATS set; --stats / --profile add one
 separate, untimed run per cell and variant for the statistics. Nothing here is
 a timed pass/fail. A lock that breaks mutual exclusion, loses updates or hangs
