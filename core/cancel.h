@@ -13,7 +13,7 @@
 //
 // So lock code never runs with the asynchronous type. A caller that has it
 // (known cheaply from `t_async_type`, kept by preload's interposed
-// pthread_setcanceltype, see preload/dispatch.cpp) has its acquisition run
+// pthread_setcanceltype, see preload/exports.cpp) has its acquisition run
 // inside a DeferredScope:
 //   * the type is switched to deferred; `t_async_sleeps` is set;
 //   * every lock sleep (WaitCtx::sleep) sees `t_async_sleeps` and enables the
@@ -49,7 +49,7 @@
 // thread of the asynchronous type borrows an id instead of entering the id
 // allocator's refill or global take, and skips its clock check:
 // core/cid.cpp). The rwlock try calls are wrapped
-// (preload/dispatch.cpp, NativeRwlock): percid's runs a writer's drain under a
+// (preload/rwlock.cpp, NativeRwlock): percid's runs a writer's drain under a
 // guard, and a cancellation landing there terminated the process.
 //
 // No call made while the type is asynchronous may go through a PLT stub.
