@@ -56,7 +56,7 @@ def write_png(path, rows, title, reference, level=0.95, subtitle=""):
         labels.append(f"{bench}  {r['variant']}" if bench != last else r["variant"])
         last = bench
     # Columns, in pixels of the 1200: labels | plot | speed [interval] | verdict.
-    label_px = min(420, 30 + 7.2 * max(len(x) for x in labels))
+    label_px = min(460, 30 + 8.0 * max(len(x) for x in labels))  # DejaVu Sans 10 pt: about 8 px a character
     words_px = 20 + 6.6 * max(len(str(r.get("word") or "")) for r in rows)
     numbers_px = 200
     plot_px = WIDTH_PX - label_px - numbers_px - words_px - 20
