@@ -131,7 +131,7 @@ void say_valid_settings() {
       "      range:MODULE+0xLO-0xHI  the lock lies at those link-time addresses of MODULE\n"
       "    e.g. mutex=rwsem@sym:LOCK_table_cache;rwlock=percid@func:tc_acquire_table\n");
   say("  LOCKSWAP_LIST = 1 columns: print these settings and the matrix columns (1), or one\n"
-      "    `NAME SETTINGS` line per column (columns), then stop before main with exit status 0\n");
+      "    `NAME SETTINGS TAGS` line per column (columns; TAGS comma-separated, - for none), then stop before main with exit status 0\n");
 }
 
 // `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
@@ -352,7 +352,10 @@ void list_and_exit_if_asked() {
     say(c.name);
     say(" ");
     say(c.settings);
-    if (!plain) {
+    if (plain) {
+      say(" ");
+      say(*c.tags != '\0' ? c.tags : "-");
+    } else {
       say("\n      ");
       say(c.description);
       say(" [tags: ");

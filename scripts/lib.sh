@@ -22,15 +22,28 @@ require_library() {
 }
 
 # matrix_columns: "name:K=V,K=V" per line, the columns of the test matrix as
-# the library lists them (LOCKSWAP_LIST=columns); for a library without that
-# list, read from preload/variant_columns.def, the one list they come from.
+# the library lists them (LOCKSWAP_LIST=columns: `NAME SETTINGS TAGS`); for a
+# library without that list, read from preload/variant_columns.def, the one
+# list they come from.
 matrix_columns() {
+  matrix_column_lines | cut -d' ' -f1,2 | tr ' ' ':'
+}
+
+# matrix_columns_tagged TAG: the names of the columns carrying TAG (the
+# .def's tags: bench, microbench, speed, ...), one per line, in .def order.
+matrix_columns_tagged() {
+  matrix_column_lines | awk -v t="$1" '{ n = split($3, tags, ","); for (i = 1; i <= n; i++) if (tags[i] == t) { print $1; break } }'
+}
+
+# matrix_column_lines: `NAME SETTINGS TAGS` per line (TAGS comma-separated,
+# `-` for none), from the library or else the .def.
+matrix_column_lines() {
   local out='' def=$LOCKSWAP_ROOT/preload/variant_columns.def
   [[ -f "$LIBLOCKSWAP" ]] && out=$(env -i PATH=/usr/bin:/bin LD_PRELOAD="$LIBLOCKSWAP" LOCKSWAP_LIST=columns /bin/true 2>&1)
-  if grep -qE '^[^ ]+ LOCKSWAP_[A-Z_]+=' <<<"$out"; then
-    tr ' ' ':' <<<"$out"
+  if grep -qE '^[^ ]+ LOCKSWAP_[A-Z_]+=[^ ]* [^ ]+$' <<<"$out"; then
+    printf '%s\n' "$out"
   elif [[ -f "$def" ]]; then
-    sed -n 's/^LOCKSWAP_COLUMN("\([^"]*\)", "\([^"]*\)".*/\1:\2/p' "$def"
+    sed -n 's/^LOCKSWAP_COLUMN("\([^"]*\)", "\([^"]*\)", "[^"]*", "\([^"]*\)").*/\1 \2 \3/p' "$def" | sed 's/ $/ -/'
   fi
 }
 

@@ -5,6 +5,7 @@ found on PYTHONPATH (scripts/lib.sh, or PYTHONPATH=tools when run by hand); they
 are re-exported here for the drivers."""
 import argparse
 import os
+import re
 import subprocess
 
 from lockswap_cli import stats as lockswap_stats  # the one statistics implementation; contract B
@@ -101,18 +102,50 @@ def run_child(cmd, env, prefix, timeout, pass_fds=()):
 
 # ---- interleaved rounds guarded by the core-to-core probe (docs/measuring.md) ----
 
+def column_lines(lib):
+    """[(name, {SETTING: value}, [tag, ...])]: the columns of the test matrix, in their order, as the
+    library lists them (LOCKSWAP_LIST=columns: `NAME SETTINGS TAGS`), or else as
+    preload/variant_columns.def (the one list) holds them, for a library without the list."""
+    out = []
+    if lib and os.path.isfile(lib):
+        env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, "LOCKSWAP_LIST": "columns"}
+        p = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True)
+        if p.returncode == 0:
+            for line in p.stderr.splitlines():
+                f = line.split(" ")
+                if len(f) != 3 or "=" not in f[1]:
+                    out = []  # a library from before the tags: the .def instead
+                    break
+                out.append((f[0], f[1], f[2]))
+    if not out:
+        pattern = re.compile(r'^LOCKSWAP_COLUMN\("([^"]+)", "([^"]*)", "[^"]*", "([^"]*)"\)')
+        with open(os.path.join(ROOT, "preload", "variant_columns.def")) as f:
+            out = [m.groups() for m in map(pattern.match, f) if m]
+    return [(name, dict(kv.split("=", 1) for kv in settings.split(",") if "=" in kv),
+             [t for t in tags.split(",") if t and t != "-"]) for name, settings, tags in out]
+
+
 def matrix_columns(lib):
-    """{column name: {SETTING: value}}: the columns of the test matrix as the library lists them
-    (LOCKSWAP_LIST=columns, from preload/variant_columns.def); {} for a library without the list."""
-    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, "LOCKSWAP_LIST": "columns"}
-    p = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        return {}
-    columns = {}
-    for line in p.stderr.splitlines():
-        name, _, settings = line.partition(" ")
-        columns[name] = dict(kv.split("=", 1) for kv in settings.split(",") if "=" in kv)
-    return columns
+    """{column name: {SETTING: value}}: the columns of the test matrix (column_lines)."""
+    return {name: settings for name, settings, _ in column_lines(lib)}
+
+
+def tagged_columns(tag, lib=None):
+    """{column name: {SETTING: value}} of the columns carrying TAG in preload/variant_columns.def
+    (bench, microbench, speed, speedcheck, control, compare, ...), in the .def's order."""
+    return {name: settings for name, settings, tags in column_lines(lib) if tag in tags}
+
+
+def tagged_family_variants(tag, family, lib=None):
+    """The FAMILY variants (LOCKSWAP_MUTEX/RWLOCK/SEM values, e.g. percid for the column percid-rseq)
+    of the columns carrying TAG, each once, in the .def's order; a column without that
+    setting leaves the family to glibc and adds nothing."""
+    out = []
+    for settings in tagged_columns(tag, lib).values():
+        v = settings.get(family)
+        if v and v not in out:
+            out.append(v)
+    return out
 
 
 def probe_binary(build):

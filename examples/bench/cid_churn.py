@@ -31,19 +31,20 @@ import sys
 import tempfile
 import time
 
-from bench_common import write_report  # noqa: E402  (same directory)
+from bench_common import matrix_columns, write_report  # noqa: E402  (same directory)
 from run_matrix import md_table, run_gnuplot, write_csv  # same directory: the tables and plots look alike
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
-VARIANTS = {  # name -> LOCKSWAP_* settings
-    "rwsem": {"LOCKSWAP_MUTEX": "rwsem", "LOCKSWAP_RWLOCK": "rwsem"},
-    "thread": {"LOCKSWAP_MUTEX": "rwsem", "LOCKSWAP_RWLOCK": "percid", "LOCKSWAP_CID": "thread"},
-    "rseq": {"LOCKSWAP_MUTEX": "rwsem", "LOCKSWAP_RWLOCK": "percid", "LOCKSWAP_CID": "rseq"},
-    "percpu": {"LOCKSWAP_MUTEX": "rwsem", "LOCKSWAP_RWLOCK": "percid", "LOCKSWAP_CID": "percpu"},
-    "global": {"LOCKSWAP_MUTEX": "rwsem", "LOCKSWAP_RWLOCK": "percid", "LOCKSWAP_CID": "global"},
-}
+# name -> LOCKSWAP_* settings: the baseline `rwsem` column and one entry per
+# concurrency-id allocator, named by its LOCKSWAP_CID value, from the percid
+# columns of preload/variant_columns.def (not a tag: every allocator the
+# matrix has a column for is what this experiment compares).
+_COLUMNS = matrix_columns(None)
+VARIANTS = {"rwsem": _COLUMNS["rwsem"]}
+VARIANTS.update({s["LOCKSWAP_CID"]: s for s in _COLUMNS.values()
+                 if s.get("LOCKSWAP_RWLOCK") == "percid" and "LOCKSWAP_CID" in s})
 EVENTS = ["cid_alloc", "cid_free", "cid_lock_contended", "cid_slow_ns", "cid_reclaim", "cid_fallback"]
 
 

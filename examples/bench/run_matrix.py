@@ -34,7 +34,7 @@ import time
 
 from bench_common import (Rounds, add_mode_option, add_steady_option, baseline_first, check_mode_option, csv_list,
                           driver_parser, env_summary, fmt, geomean, host_summary, lockswap_stats, matrix_columns,
-                          md_table, median, parse_define, probe_binary, run_child, steadiness, verdict_text,
+                          md_table, tagged_columns, median, parse_define, probe_binary, run_child, steadiness, verdict_text,
                           write_report)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,6 +61,16 @@ def column_definition(settings):
     base = settings["LOCKSWAP_RWLOCK"]
     extra = {k: v for k, v in settings.items() if k not in ("LOCKSWAP_MUTEX", "LOCKSWAP_RWLOCK", "LOCKSWAP_SEM")}
     return base, extra, settings.get("LOCKSWAP_MUTEX") == base
+
+
+def default_variants(lib):
+    """(rwlock, mutex) default variant lists: none, the `control` column (glibc) and the columns
+    tagged `microbench` in preload/variant_columns.def; the mutex list only those whose mutex is
+    the column's rwlock variant (the others are rwlock-only names)."""
+    columns = {**tagged_columns("control", lib), **tagged_columns("microbench", lib)}
+    rwlock = ["none"] + list(columns)
+    mutex = ["none"] + [n for n, s in columns.items() if column_definition(s)[2]]
+    return rwlock, mutex
 
 
 def known_variants(lib):
@@ -94,11 +104,15 @@ def parse_args():
     p.add_argument("--threads", help="comma list (default 2,4,8,16,32,64)")
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
-    p.add_argument("--variants", help="rwlock variants (default none,glibc,futex,rwsem,rwsem-rspin; "
+    p.add_argument("--variants", help="rwlock variants (default none, the columns tagged control and microbench in "
+                   "preload/variant_columns.def: none,glibc,futex,rwsem,rwsem-rspin; "
                    "also: every column of `lockswap --list` (lockref, percid-percpu, rwsem-oncpu-off, ...; "
                    "percid+percpu etc. as before), rwsem+dropbias, percid, ceiling (no lock, every op a read: "
                    "the most any lock could reach), or names from --define)")
-    p.add_argument("--mutex-variants", help="mutex variants (default none,glibc,futex,rwsem)")
+    p.add_argument("--mutex-variants", help="mutex variants (default: those of the rwlock default whose mutex is their rwlock "
+                   "variant: none,glibc,futex,rwsem)")
+    p.add_argument("--print-variants", action="store_true",
+                   help="print the rwlock and the mutex variant lists this run would use, and exit")
     p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
                    help="an extra variant, e.g. nospin=rwsem:LOCKSWAP_RWSEM_SPIN=0 (usable in both lists); "
                         "old=rwsem:LD_PRELOAD=/path/to/old/liblockswap.so runs rwsem from another build (A/B)")
@@ -125,6 +139,8 @@ def parse_args():
     if a.read_mostly:
         a.reads = a.reads or "100,99,90"
         a.loads = a.loads or "1"
+        # A fixed comparison (percid's readers against rwsem's and the no-lock ceiling), not
+        # a default list of variants: it stays as written.
         a.variants = a.variants or f"none,glibc,rwsem,percid,{CEILING}"
         a.no_mutex = True
     if a.quick:
@@ -144,8 +160,13 @@ def parse_args():
     a.threads = csv_list(a.threads or "2,4,8,16,32,64", int)
     a.loads = csv_list(a.loads or "1,20,100", int)
     a.reads = csv_list(a.reads or "50,90", pct)
-    a.variants = csv_list(a.variants or "none,glibc,futex,rwsem,rwsem-rspin")
-    a.mutex_variants = csv_list(a.mutex_variants or "none,glibc,futex,rwsem")
+    default_rwlock, default_mutex = default_variants(a.lib)
+    a.variants = csv_list(a.variants or ",".join(default_rwlock))
+    a.mutex_variants = csv_list(a.mutex_variants or ",".join(default_mutex))
+    if a.print_variants:
+        print("variants: " + ",".join(a.variants))
+        print("mutex-variants: " + ",".join(a.mutex_variants))
+        sys.exit(0)
     a.defs = known_variants(a.lib)
     for d in a.define:
         name, base, env = parse_define(p, d)

@@ -32,16 +32,29 @@ import subprocess
 import sys
 import time
 
-from bench_common import ROOT, Rounds, clean_env, env_summary, lockswap_stats, probe_binary, run_child
+from bench_common import (ROOT, Rounds, clean_env, env_summary, lockswap_stats, probe_binary, run_child,
+                          tagged_columns, tagged_family_variants)
 import sysbench_mutex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "speed_reference.json")
 PARTS = ("sysbench", "rwlock", "sem", "instr")
 THREADS = (2, 16, 64)
-MUTEX_VARIANTS = ["none", "glibc", "futex", "rwsem"]
-RWLOCK_VARIANTS = MUTEX_VARIANTS + ["percid"]
-SEM_VARIANTS = ["none", "glibc", "futex"]
+# The variants measured, per family: none, the `control` column (glibc) and
+# the family's variant in each column tagged `speedcheck` in
+# preload/variant_columns.def (futex, rwsem, percid-rseq: mutex futex rwsem,
+# rwlock futex rwsem percid, sem futex). Family variant names, not column
+# names: the reference file's keys are these.
+_CONTROL = list(tagged_columns("control"))
+
+
+def _family(setting):
+    return ["none"] + _CONTROL + [v for v in tagged_family_variants("speedcheck", setting) if v not in _CONTROL]
+
+
+MUTEX_VARIANTS = _family("LOCKSWAP_MUTEX")
+RWLOCK_VARIANTS = _family("LOCKSWAP_RWLOCK")
+SEM_VARIANTS = _family("LOCKSWAP_SEM")
 INSTR_OPS = ["mutex", "rdlock", "wrlock", "sem"]
 INSTR_TOLERANCE = 0.5  # callgrind counts are exact; this only absorbs the per-pair division's rounding
 
@@ -57,7 +70,13 @@ def parse_args():
     p.add_argument("--write-reference", action="store_true", help="write this run's results as the reference")
     p.add_argument("--fail-on-change", action="store_true", help="exit 3 when something changed beyond noise")
     p.add_argument("--out", help="working directory (default BUILD/speedcheck)")
+    p.add_argument("--print-variants", action="store_true",
+                   help="print the variants of each family this check measures, and exit")
     a = p.parse_args()
+    if a.print_variants:
+        for family, variants in (("mutex", MUTEX_VARIANTS), ("rwlock", RWLOCK_VARIANTS), ("sem", SEM_VARIANTS)):
+            print(f"{family}: {','.join(variants)}")
+        sys.exit(0)
     a.parts = [x for x in a.parts.split(",") if x]
     for x in a.parts:
         if x not in PARTS:
