@@ -23,10 +23,10 @@
 #include "core/oncpu.h"
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
-#include "core/percid_rwlock.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
 #include "preload/diag.h"
+#include "preload/registry.h"
 #include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/stats_backtrace.h"
@@ -34,11 +34,16 @@
 namespace lockswap {
 namespace {
 
+// The process-wide steps stay here, not in an adapter: the thread registry
+// and the cid allocator serve every variant (in this order: the surviving
+// thread's cid switch-in takes its id from, and counts an event in, the
+// registry slot re-stamped and zeroed just before), and
+// the statistics count them all. The adapters' hooks only reset spin locks
+// and counters of their own, after those.
 void on_fork_child() {
   after_fork_in_child();
   cid::after_fork_in_child();
-  percid::after_fork_in_child();
-  rwsem_detail::after_fork_in_child();
+  variants_after_fork_in_child();
   stats::after_fork_in_child();
   select::clear_selected_events();
 }

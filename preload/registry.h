@@ -94,6 +94,26 @@ inline constexpr unsigned kRwlockVariantCount = 0 LOCKSWAP_RWLOCK_VARIANTS(LOCKS
 inline constexpr unsigned kSemVariantCount = 0 LOCKSWAP_SEM_VARIANTS(LOCKSWAP_COUNT_ONE);
 #undef LOCKSWAP_COUNT_ONE
 
+// After fork(), in the child: every adapter that declares
+// `static void after_fork_in_child()` gets it called, whether or not this
+// process selected it (a lock word of any variant may have been copied
+// mid-operation). The hooks reset process-wide state that a thread which did
+// not survive the fork may have held; they must be idempotent, since
+// variants sharing state (the rwsem family) each call theirs, and
+// independent of one another, since the order is list order.
+template <class Adapter>
+void adapter_after_fork_in_child() {
+  if constexpr (requires { Adapter::after_fork_in_child(); }) Adapter::after_fork_in_child();
+}
+
+inline void variants_after_fork_in_child() {
+#define X(id, name, type, desc) adapter_after_fork_in_child<type>();
+  LOCKSWAP_MUTEX_VARIANTS(X)
+  LOCKSWAP_RWLOCK_VARIANTS(X)
+  LOCKSWAP_SEM_VARIANTS(X)
+#undef X
+}
+
 struct VariantColumn {
   const char* name;
   const char* settings;  // SETTING=value,SETTING=value

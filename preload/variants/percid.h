@@ -43,6 +43,9 @@ static_assert(offsetof(PercidRwlockWords, state) % alignof(std::atomic<uint64_t>
 struct PercidRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Lock = PercidRwlock<PercidRwlockWords>;
+  // The reader-slot block table's spin lock: a thread that did not survive
+  // the fork may have held it.
+  static void after_fork_in_child() { percid::after_fork_in_child(); }
   static PercidRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<PercidRwlockWords*>(&o); }
 
   // Inlined into the entry points (as Lock's fast paths are): ctx is then a

@@ -45,6 +45,9 @@ static_assert(sizeof(RwsemRwlockWords) <= sizeof(abi::RwlockObject));
 
 struct RwsemMutexVariant {
   static constexpr bool forwards_to_glibc = false;
+  // The process-wide spinner count (shared by every rwsem-based variant):
+  // spinners of the parent did not come along.
+  static void after_fork_in_child() { rwsem_detail::after_fork_in_child(); }
   using Sem = Rwsem<RwsemSteal, RwsemMutexWords>;
   static RwsemMutexWords& at(abi::MutexObject& o) { return *reinterpret_cast<RwsemMutexWords*>(&o); }
   // The uncontended CAS alone (no event counted on failure).
@@ -71,6 +74,7 @@ template <class Policy>
 struct RwsemRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Sem = Rwsem<Policy, RwsemRwlockWords>;
+  static void after_fork_in_child() { RwsemMutexVariant::after_fork_in_child(); }  // the same spinner count
   static RwsemRwlockWords& at(abi::RwlockObject& o) { return *reinterpret_cast<RwsemRwlockWords*>(&o); }
   static const void* key(abi::RwlockObject& o) { return &at(o).count; }
 
