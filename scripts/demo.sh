@@ -11,7 +11,7 @@
 # reads `host unsteady (k of n rounds steady)`, explained under the table;
 # --strict-steady shows steady rounds only (a row may then be blank).
 #
-#   scripts/demo.sh [--quick] [--variants "futex rwsem rwsem-rspin lockref"]
+#   scripts/demo.sh [--quick] [--variants "V1 V2 ..."] [--print-variants]
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
 #                   [--repeat N] [--time S] [--oversub N] [--sysbench-threads "2 16 64"]
 #                   [--profile] [--strict-steady] [--no-setup]
@@ -59,7 +59,10 @@ source "$ROOT/examples/servers/server_lib.sh"
 PARTS="postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"
 QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0 STRICT=0
 DEMO_ARGV=("$0" "$@")
-VARIANTS="futex rwsem rwsem-rspin lockref"
+# The default variants: the columns tagged `bench` in
+# preload/variant_columns.def (as the server runners' default).
+VARIANTS=$(matrix_columns_tagged bench | paste -sd' ' -)
+PRINT_VARIANTS=0
 ONLY=$PARTS
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
@@ -76,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --no-setup) SETUP=0; shift ;;
     --profile) PROFILE=1; shift ;;
     --strict-steady) STRICT=1; shift ;;
+    --print-variants) PRINT_VARIANTS=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -85,6 +89,12 @@ for part in $ONLY; do
   [[ " $PARTS " == *" $part "* ]] || die "--only: unknown part '$part' (parts: $PARTS)"
 done
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
+# --print-variants: the variants this run would take (before the library
+# checks them), and stop.
+if ((PRINT_VARIANTS)); then
+  echo "variants: $VARIANTS"
+  exit 0
+fi
 
 if ((QUICK)); then
   REPEAT=${REPEAT:-1} TIME=${TIME:-2} WARMUP=0

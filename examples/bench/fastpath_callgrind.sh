@@ -30,7 +30,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$root/build"
 lib="" bin="" out=""
-variants="none,glibc,futex,rwsem,rwsem-rspin"
+# Default: none, the control column and the columns tagged microbench in
+# preload/variant_columns.def (as run_matrix.py's rwlock default).
+variants=$(LOCKSWAP_ROOT="$root" bash -c 'source "$LOCKSWAP_ROOT/scripts/lib.sh" &&
+  { echo none; matrix_columns_tagged control; matrix_columns_tagged microbench; }' | paste -sd, -)
 ops="mutex,rdlock,wrlock"
 k1=1000
 k2=11000

@@ -56,6 +56,8 @@ say() { tee -a "$SUMMARY"; }
 } | say
 
 if wants rwsem; then
+  # A fixed comparison (reader stealing vs reader spinning vs early bias
+  # drop), not a default list of variants: it stays as written, not a tag.
   python3 "$B/run_matrix.py" --build "$BUILD_DIR" --out "$OUT/rwsem" --no-plot --no-mutex \
     --threads "$threads" --loads 1,20,100 --reads 50,90 --duration "$dur" --repeat "$repeat" \
     --variants none,glibc,rwsem,rwsem-rspin,rwsem+dropbias >/dev/null 2>"$OUT/rwsem.err" || status=1

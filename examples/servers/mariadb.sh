@@ -9,7 +9,7 @@
 #   --oversub N      client threads of the extra oversubscribed oltp_read_write
 #                    run [64]; 0: none
 #   --tables N       sysbench tables [4]        --table-size N  rows per table [10000]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 8 --user lockswap-srv --port 23306
 #
 # How: mariadb-install-db into a private temporary directory owned by the

@@ -9,7 +9,7 @@
 # options (and the common ones below):
 #   --records N      records [100000]            --value-bytes N  [1000]
 #   --cache-mb N     WiredTiger cache [128]      --read-pct N     reads in the mix [50]
-# defaults: --variants futex,rwsem,rwsem-rspin,lockref --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
 # How: ycsb_wt is built (cc, -lwiredtiger) into build/servers/bin/. The table
