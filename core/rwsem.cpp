@@ -287,14 +287,15 @@ std::optional<LockEvent> steal_verdict(uint64_t owner, uint64_t other_readers, b
 
 template <class P>
 bool read_steal(const WordRefs& r, uint64_t count, bool have_bias, bool reader_pref) {
-  uint64_t rcnt = reader_count(count) + (have_bias ? 0 : 1);  // including us
-  if (count & (kWriterLocked | kFlagHandoff)) return false;
-  std::optional<LockEvent> ev = steal_verdict(r.owner.load(arch::mo_hint), rcnt - 1, reader_pref);
+  const ReaderEntry entry = reader_may_enter(count, have_bias, kReadPlain);
+  if (!entry.unqueued) return false;
+  uint64_t rcnt = entry.other_readers + 1;  // including us
+  std::optional<LockEvent> ev = steal_verdict(r.owner.load(arch::mo_hint), entry.other_readers, reader_pref);
   if (!ev) return false;
   if (!have_bias) {  // drop_bias_early: take a bias back, on the same terms
     uint64_t c = r.count.load(arch::mo_hint);
     do {
-      if (c & (kWriterLocked | kFlagHandoff)) return false;
+      if (!reader_may_enter(c, 0, kReadPlain).unqueued) return false;
     } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
     count = c + kReaderBias;
     rcnt = reader_count(count);
@@ -555,8 +556,7 @@ int read_impl(const WordRefs& r, uint64_t count, const WaitCtx& ctx, ReadFlags f
   uint64_t last_rowner = 0;
   // glibc's writer-nonrecursive kind: a queued writer keeps new readers out,
   // so neither v5.11 stealing nor v5.10 spinning may pass the queue.
-  if ((flags & kReadBehindWriters) && (count & kFlagWaiters))
-    return read_queue<P>(r, have_bias, last_rowner, ctx, flags);
+  if (reader_may_enter(count, have_bias, flags).stays_behind) return read_queue<P>(r, have_bias, last_rowner, ctx, flags);
   if constexpr (P::reader_spinning) {
     if (read_spin<P>(r, have_bias, last_rowner)) return 0;
   } else {
@@ -585,12 +585,12 @@ __attribute__((noinline)) int SlowPaths<P>::read(const WordRefs& r, uint64_t cou
 // no WRITER, HANDOFF or READFAIL. v5.11: it steals unless the lock is very
 // likely reader-owned already; v5.10: it spins, unless reader spinning is off.
 template <class P>
-bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c, bool reader_pref) {
+bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t other_readers, bool reader_pref) {
   uint64_t o = r.owner.load(arch::mo_hint);
   if constexpr (P::reader_spinning)
     return tunables().writer_spin && !(o & P::kRdNonspinnable);
   else
-    return steal_verdict(o, reader_count(c), reader_pref).has_value();
+    return steal_verdict(o, other_readers, reader_pref).has_value();
 }
 
 // down_read_trylock() (v5.16+: read the count first). Not in the kernel: it
@@ -601,19 +601,23 @@ bool unqueued_reader_would_get_it(const WordRefs& r, uint64_t c, bool reader_pre
 template <class P>
 __attribute__((noinline)) int SlowPaths<P>::read_try(const WordRefs& r, ReadFlags flags) {
   enum class Why : uint8_t { plain, recursive, steal, asleep, rt };
-  const bool holds = flags & kReadHoldsThis, behind = flags & kReadBehindWriters, pref = flags & kReadReaderPref;
+  const bool pref = flags & kReadReaderPref;
   int pref_rule = -1;  // lazily: 0 none, 1 (a), 2 (c)
   uint64_t c = r.count.load(arch::mo_hint);
   for (;;) {
     Why why;
+    const ReaderEntry entry = reader_may_enter(c, 0, flags);
+    // Only a recursive reader adds itself to an overflowing count
+    // (READFAIL), as the kernel's trylock adds none; a blocking reader that
+    // finds READFAIL has added its bias already.
+    const bool overflow = c & kFlagReadFail;
     if (!(c & kReadFailedMask)) {
       why = Why::plain;
-    } else if (holds && read_held(c, 0)) {
+    } else if (entry.recursive) {
       why = Why::recursive;
-    } else if (!(c & (kWriterLocked | kFlagHandoff | kFlagReadFail)) && !(behind && (c & kFlagWaiters)) &&
-               unqueued_reader_would_get_it<P>(r, c, pref)) {
+    } else if (!overflow && entry.unqueued && unqueued_reader_would_get_it<P>(r, entry.other_readers, pref)) {
       why = Why::steal;
-    } else if (pref && !(c & kFlagReadFail) && read_held(c, 0)) {
+    } else if (!overflow && entry.preference) {
       if (pref_rule < 0)
         pref_rule = read_pref::read_holder_asleep_on(&r.count) ? 1 : rt_reader_beats_writers(r, now_ns()) ? 2 : 0;
       if (pref_rule == 0) break;

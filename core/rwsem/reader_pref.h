@@ -38,12 +38,11 @@ void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q);
 template <class P>
 bool read_recursive(const WordRefs& r, uint64_t count, bool have_bias) {
   if (have_bias) {
-    // Our bias with WRITER clear already is a read hold; others must be there too.
-    if ((count & kWriterLocked) || reader_count(count) < 2) return false;
+    if (!reader_may_enter(count, 1, kReadHoldsThis).recursive) return false;
   } else {
     uint64_t c = r.count.load(arch::mo_hint);
     do {
-      if ((c & kWriterLocked) || reader_count(c) < 1) return false;
+      if (!reader_may_enter(c, 0, kReadHoldsThis).recursive) return false;
     } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
   }
   set_reader_owned<P>(r.owner, owner_value(self_slot()));
@@ -96,7 +95,8 @@ bool rt_reader_beats_writers(const WordRefs& r, uint64_t now) {
 // one (drop_bias_early, v5.10 spinners) take it back by CAS while read-held.
 template <class P>
 bool read_pref_arrival(const WordRefs& r, uint64_t count, bool have_bias) {
-  if (!read_held(have_bias ? count : r.count.load(arch::mo_hint), have_bias ? 1 : 0)) return false;
+  if (!reader_may_enter(have_bias ? count : r.count.load(arch::mo_hint), have_bias, kReadReaderPref).preference)
+    return false;
   LockEvent ev;
   if (read_pref::read_holder_asleep_on(&r.count))
     ev = LockEvent::rwsem_rlock_reader_pref;
@@ -107,7 +107,7 @@ bool read_pref_arrival(const WordRefs& r, uint64_t count, bool have_bias) {
   if (!have_bias) {
     uint64_t c = r.count.load(arch::mo_hint);
     do {
-      if (!read_held(c, 0)) return false;
+      if (!reader_may_enter(c, 0, kReadReaderPref).preference) return false;
     } while (!r.count.compare_exchange_weak(c, c + kReaderBias, arch::mo_lock, arch::mo_hint));
   }
   set_reader_owned<P>(r.owner, owner_value(self_slot()));

@@ -229,6 +229,30 @@ enum ReadFlags : unsigned {
 inline constexpr ReadFlags operator|(ReadFlags a, ReadFlags b) {
   return static_cast<ReadFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
+
+// What the count word lets a reader that has not queued do, stated once for
+// the blocking path (which decides after its fetch_add, its own bias in
+// `count`: own_bias 1; 0 after drop_bias_early) and the trylock (which
+// decides on a loaded count before its CAS: own_bias 0). The owner word
+// (stealing's anti-starvation rule, spinning) and the reader-preference
+// rules' own conditions are the caller's to ask next.
+struct ReaderEntry {
+  bool recursive;          // kReadHoldsThis, read-held by others: passes any queue
+  bool stays_behind;       // kReadBehindWriters with waiters queued: it queues
+  bool unqueued;           // may steal (v5.11) / spin (v5.10): no writer, no handoff, nothing to stay behind
+  bool preference;         // kReadReaderPref, read-held by others: rules (a) and (c) may let it in
+  uint64_t other_readers;  // readers in besides itself
+  constexpr bool operator==(const ReaderEntry&) const = default;
+};
+constexpr ReaderEntry reader_may_enter(uint64_t count, uint64_t own_bias, ReadFlags flags) {
+  const bool held_by_others = !(count & kWriterLocked) && reader_count(count) > own_bias;
+  const bool stays_behind = (flags & kReadBehindWriters) && (count & kFlagWaiters);
+  return {.recursive = (flags & kReadHoldsThis) && held_by_others,
+          .stays_behind = stays_behind,
+          .unqueued = !stays_behind && !(count & (kWriterLocked | kFlagHandoff)),
+          .preference = (flags & kReadReaderPref) && held_by_others,
+          .other_readers = reader_count(count) - own_bias};
+}
 }  // namespace rwsem
 
 // Linux >= v5.11: reader lock stealing, no reader spinning, one NONSPINNABLE bit.
