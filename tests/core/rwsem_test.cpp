@@ -22,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -1935,6 +1936,42 @@ TYPED_TEST(RwsemTest, AsyncCancelRacingWithGrants) {
   printf("  %d cancelled, %d got the lock first\n", cancelled, got_it);
 }
 #endif  // RWSEM_TEST_NO_ASYNC_CANCEL
+
+// The trylock decides on a loaded count before adding its bias; the blocking
+// path decides after its fetch_add, holding it. Both ask reader_may_enter(),
+// so over every flag combination (writer locked, handoff, readers queued
+// first, waiters, read-fail) and reader count, and every ReadFlags, the two
+// views of one lock state must give the same verdict.
+TEST(RwsemReaderAdmission, TrylockAndBlockingPathAgreeOnEveryCountWord) {
+  const uint64_t kFlags[] = {rw::kWriterLocked, rw::kFlagHandoff, rw::kFlagReaderFirst, rw::kFlagWaiters,
+                             rw::kFlagReadFail};
+  int states = 0;
+  for (unsigned mask = 0; mask < (1u << std::size(kFlags)); ++mask) {
+    uint64_t flags_word = 0;
+    for (unsigned i = 0; i < std::size(kFlags); ++i)
+      if (mask & (1u << i)) flags_word |= kFlags[i];
+    for (uint64_t others = 0; others < 3; ++others) {
+      const uint64_t before = flags_word + others * rw::kReaderBias;  // what the trylock loads
+      const uint64_t after = before + rw::kReaderBias;                // what the blocking reader sees
+      for (unsigned f = 0; f < 8; ++f) {
+        const auto rf = static_cast<rw::ReadFlags>(f);
+        const rw::ReaderEntry tried = rw::reader_may_enter(before, 0, rf);
+        const rw::ReaderEntry blocking = rw::reader_may_enter(after, 1, rf);
+        EXPECT_EQ(tried, blocking) << "count " << std::hex << before << " flags " << f;
+        EXPECT_EQ(tried.other_readers, others);
+        // The rules themselves, spelt out once more here.
+        const bool held = !(before & rw::kWriterLocked) && others != 0;
+        EXPECT_EQ(tried.recursive, (f & rw::kReadHoldsThis) && held);
+        EXPECT_EQ(tried.preference, (f & rw::kReadReaderPref) && held);
+        const bool behind = (f & rw::kReadBehindWriters) && (before & rw::kFlagWaiters);
+        EXPECT_EQ(tried.stays_behind, behind);
+        EXPECT_EQ(tried.unqueued, !behind && !(before & (rw::kWriterLocked | rw::kFlagHandoff)));
+        ++states;
+      }
+    }
+  }
+  EXPECT_EQ(states, 32 * 3 * 8);
+}
 
 }  // namespace
 }  // namespace lockswap
