@@ -25,6 +25,7 @@
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
+#include "preload/stats_selected.h"
 #include "preload/diag.h"
 #include "preload/registry.h"
 #include "preload/select.h"
@@ -45,7 +46,7 @@ void on_fork_child() {
   cid::after_fork_in_child();
   variants_after_fork_in_child();
   stats::after_fork_in_child();
-  select::clear_selected_events();
+  stats::clear_selected_events();
 }
 
 void install_stats_signal();

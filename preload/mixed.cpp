@@ -17,6 +17,7 @@
 
 #include "core/thread_registry.h"
 #include "preload/abi.h"
+#include "preload/stats_selected.h"
 #include "preload/config.h"
 #include "preload/entry.h"
 #include "preload/families.h"
@@ -70,7 +71,7 @@ unsigned choose(Family f, const void* object, uintptr_t site) {
   // Only a run that writes statistics (LOCKSWAP_STATS=counts|profile) pays
   // for counting apart: a few instructions per call of the selected lock.
   bool apart = LOCKSWAP_LOCK_EVENTS && g_config.stats &&
-               select::note_selected(f, object, static_cast<uint8_t>(v), rule);
+               stats::note_selected(f, object, static_cast<uint8_t>(v), rule);
   return apart ? v | abi::kTagSelected : v;
 }
 
@@ -117,7 +118,7 @@ struct Mixed<Slot> {
   static R call(Obj* o, A... args) { return by_tag[tag_of(o)](o, args...); }
   // A selected lock (kTagSelected): its variant's entry, with the slot's
   // kEventsApart bit set, so that the lock events of the call are also
-  // counted for this lock (select::hand_over_events). A thread on the shared
+  // counted for this lock (stats::hand_over_events). A thread on the shared
   // slot counts with the process only. A signal handler's selected-lock call
   // inside hands over what its interrupted call had counted first, and leaves
   // the bit and the object as it found them.
@@ -126,13 +127,13 @@ struct Mixed<Slot> {
     if (is_shared(s)) return by_tag[tag_of(o) & abi::kTagVariantMask](o, args...);
     uint8_t outer_mode = s.event_mode;
     const void* outer = t_counting_for;
-    if (s.apart_pending) select::hand_over_events(outer, s);
+    if (s.apart_pending) stats::hand_over_events(outer, s);
     t_counting_for = o;
     s.event_mode = kEventsApart;
     asm volatile("" ::: "memory");  // set before the call's first event, handler included
     R r = by_tag[tag_of(o) & abi::kTagVariantMask](o, args...);
     asm volatile("" ::: "memory");
-    if (s.apart_pending) select::hand_over_events(o, s);
+    if (s.apart_pending) stats::hand_over_events(o, s);
     s.event_mode = outer_mode;
     t_counting_for = outer;
     return r;

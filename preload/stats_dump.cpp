@@ -59,6 +59,7 @@
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
 #include "preload/abi.h"
+#include "preload/stats_selected.h"
 #include "preload/config.h"
 #include "preload/select.h"
 #include "preload/stats.h"
@@ -385,12 +386,12 @@ void selected_records(Out& o) {
     o.key_dec("index", static_cast<uint64_t>(r));
     o.put(" text=");
     put_rule_text(o, select::rule_text(r));
-    o.key_dec("unattributed", select::unattributed_locks(r));
+    o.key_dec("unattributed", stats::unattributed_locks(r));
     o.put("\n");
   }
-  select::SelectedLockView v;
-  for (int i = 0; i < select::kMaxSelectedLocks; ++i) {
-    if (!select::selected_entry(i, v)) continue;
+  stats::SelectedLockView v;
+  for (int i = 0; i < stats::kMaxSelectedLocks; ++i) {
+    if (!stats::selected_entry(i, v)) continue;
     record_start(o, "selected");
     o.key_hex("addr", v.addr);
     Kind kind = kind_of(v.family);
