@@ -13,7 +13,7 @@
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)
-# defaults: --variants glibc,futex,lockref --repeat 6 --time 20 --warmup 3
+# defaults: --variants: the bench columns that choose a semaphore variant (futex,lockref when this was written; none and glibc are always rows) --repeat 6 --time 20 --warmup 3
 #           --threads 8 x CPUs (8..128) --user lockswap-srv --port 25432
 #
 # How: initdb into a private temporary directory owned by the unprivileged
@@ -30,8 +30,13 @@
 # sysbench tables after the load, under the variant.
 set -euo pipefail
 SRV_NAME=postgres
-SRV_VARIANTS=glibc,futex,lockref SRV_TIME=20 SRV_WARMUP=3 SRV_PORT_BASE=25432
+SRV_TIME=20 SRV_WARMUP=3 SRV_PORT_BASE=25432
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
+# PostgreSQL takes no pthread lock, only semaphores: by default the columns
+# tagged bench whose settings choose a semaphore variant (none and glibc are
+# always rows).
+SRV_VARIANTS=$(matrix_column_lines | awk '$3 ~ /(^|,)bench(,|$)/ && $2 ~ /LOCKSWAP_SEM=/ && $2 !~ /LOCKSWAP_SEM=glibc/ { print $1 }' | paste -sd, -)
+[[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench chooses a semaphore variant in preload/variant_columns.def"
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1
