@@ -91,8 +91,9 @@ def compare_parser(make=argparse.ArgumentParser):
                     "rounds with rotated order, and state per variant how many times faster or "
                     "slower it is, with a confidence interval, or that the runs cannot tell.",
         epilog=COMPARE_EPILOG)
-    p.add_argument("--variants", default="glibc,futex,rwsem", metavar="V1,V2,...",
-                   help="comma-separated variants (default: glibc,futex,rwsem; none is always a row)")
+    p.add_argument("--variants", metavar="V1,V2,...",
+                   help="comma-separated variants (default: the library's matrix columns tagged "
+                        f"{DEFAULT_TAG}, glibc,futex,rwsem as shipped; none is always a row)")
     p.add_argument("--select", action="append", default=[], metavar="LABEL=RULES",
                    help="a row LABEL: glibc, and LOCKSWAP_SELECT=RULES (FAMILY=VARIANT@MATCHER;...) for the "
                         "locks they name (repeatable)")
@@ -299,6 +300,30 @@ def loadavg_text():
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "unknown"
+
+
+# The default rows: the matrix columns the library tags so (preload/variant_columns.def, the
+# one list of them), read from `lockswap --list`, whose column entries end in `[tags: a,b]`.
+DEFAULT_TAG = "compare"
+COLUMN_LINE = re.compile(r"^  (\S+) LOCKSWAP_[A-Z_]+=")
+TAGS_LINE = re.compile(r"\[tags: ([^\]]*)\]\s*$")
+
+
+def tagged_columns(wrapper, lib, tag):
+    """The names of the library's matrix columns that carry TAG, in the library's order."""
+    out = subprocess.run([wrapper, *lib, "--list"], capture_output=True, text=True, check=False).stdout
+    names, name = [], None
+    for line in out.splitlines():
+        column = COLUMN_LINE.match(line)
+        if column:
+            name = column.group(1)
+            continue
+        tags = TAGS_LINE.search(line)
+        if tags and name:
+            if tag in tags.group(1).split(","):
+                names.append(name)
+            name = None
+    return names
 
 
 def plan_variants(args, parser):
@@ -593,6 +618,10 @@ def cmd_compare(args, argv, wrapper, parser):
         except re.error as e:
             parser.error(f"--metric: bad regular expression: {e}")
     higher = args.higher if args.higher is not None else regex is not None
+    if args.variants is None:
+        args.variants = ",".join(tagged_columns(wrapper, ["--lib", args.lib] if args.lib else [], DEFAULT_TAG))
+        if not args.variants:
+            parser.error(f"no --variants given, and the library tags no column {DEFAULT_TAG} (lockswap --list)")
     variants, selects = plan_variants(args, parser)
     stats_dir = None
     if args.stats or args.profile_run:
