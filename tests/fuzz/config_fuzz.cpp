@@ -114,6 +114,7 @@ void refuse_if_glibc_differs() {}
 #define _exit(code) lockswap_fuzz_exit(code)
 #define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
 #include "preload/config.cpp"
+#include "preload/diag.cpp"  // the private stderr config.cpp's messages go to
 #undef write
 #undef _exit
 #undef __atomic_load_n
