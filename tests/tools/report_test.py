@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 
 import cli_test_util as util
@@ -378,12 +379,17 @@ class ReportTest(CliTestCase):
 
     def test_full_mode_report_unchanged(self):
         """Profiled dumps: the text is what it was, and the JSON too but for the new, empty
-        not_collected keys."""
-        here = util.FIXTURES + "/"
-        out = self.ok("report", *FULL_MODE_ARGS).stdout.replace(here, "@FIXTURES@/")
+        not_collected keys. The dumps are read from a copy in a directory whose path has the
+        same length wherever the tests run (the file column is as wide as the longest path)."""
+        with tempfile.TemporaryDirectory(prefix="lsfx", dir="/tmp") as copy:
+            args = [a if not a.startswith(util.FIXTURES + "/") else shutil.copy(a, copy) for a in FULL_MODE_ARGS]
+            self.check_full_mode(args, copy + "/")
+
+    def check_full_mode(self, args, here):
+        out = self.ok("report", *args).stdout.replace(here, "@FIXTURES@/")
         with open(FULL_MODE_TEXT) as fh:
             self.assertEqual(out, fh.read())
-        rep = json.loads(self.ok("report", "--json", *FULL_MODE_ARGS).stdout.replace(here, "@FIXTURES@/"))
+        rep = json.loads(self.ok("report", "--json", *args).stdout.replace(here, "@FIXTURES@/"))
         self.assertEqual(rep["totals"].pop("not_collected"), {})
         for p in rep["processes"]:
             self.assertEqual(p.pop("not_collected"), [])
