@@ -106,3 +106,20 @@ LOCK_EVENT(sem_post_wake,       "a post woke a semaphore sleeper")
 // --- per-lock profiler (preload/stats.cpp, LOCKSWAP_STATS=profile) ---
 LOCK_EVENT(stats_lock_untracked, "profile: acquisition of a lock the statistics table had no room for (not profiled)")
 LOCK_EVENT(stats_site_untracked, "profile: acquisition at a call site the statistics table had no room for")
+
+// --- wait accounting (core/wait_ctx.h, core/rwsem/spinning.h): where the
+// time of lockswap's own waits went, per API family. Each futex sleep
+// through WaitCtx adds its wall ns and a count; `internal` is lockswap's own
+// sleeps outside any call's family (an id allocator's lock) ---
+LOCK_EVENT(wait_mutex_ns,       "wait: ns slept in the kernel by mutex acquisitions")
+LOCK_EVENT(wait_mutex_n,        "wait: futex sleeps of mutex acquisitions")
+LOCK_EVENT(wait_rwlock_ns,      "wait: ns slept in the kernel by rwlock acquisitions")
+LOCK_EVENT(wait_rwlock_n,       "wait: futex sleeps of rwlock acquisitions")
+LOCK_EVENT(wait_cond_ns,        "wait: ns slept in the kernel by condition waits (the mutex re-take counts as mutex)")
+LOCK_EVENT(wait_cond_n,         "wait: futex sleeps of condition waits")
+LOCK_EVENT(wait_sem_ns,         "wait: ns slept in the kernel by semaphore waits")
+LOCK_EVENT(wait_sem_n,          "wait: futex sleeps of semaphore waits")
+LOCK_EVENT(wait_internal_ns,    "wait: ns slept in the kernel by lockswap's own sleeps of no call's family")
+LOCK_EVENT(wait_internal_n,     "wait: lockswap's own futex sleeps of no call's family")
+LOCK_EVENT(spin_mutex_ns,       "wait: ns a mutex acquisition spun (rwsem optimistic, handoff spin) before it took the lock or slept")
+LOCK_EVENT(spin_rwlock_ns,      "wait: ns an rwlock acquisition spun (rwsem optimistic, handoff spin, reader polls)")

@@ -14,8 +14,11 @@
 #include <cstdint>
 #include <ctime>
 
+#include "arch/clock.h"
 #include "arch/futex.h"
 #include "core/cancel.h"
+#include "core/lock_events.h"
+#include "core/thread_registry.h"
 
 namespace lockswap {
 
@@ -37,15 +40,42 @@ inline void run_after_sleep_hook() {
   if (void (*hook)() = g_after_sleep_hook.load(std::memory_order_relaxed)) hook();
 }
 
+// Which API family a sleep serves, for the wait_<family>_ns/_n events: the
+// answer to "how much of this process's lock waiting went through lockswap,
+// and of which kind". preload sets it where it builds the WaitCtx of a call;
+// a sleep of lockswap's own (an rwsem's internal timer sleeps, the global
+// id allocator) keeps the default, `internal`. It fits in the padding after
+// `mode`, so a WaitCtx stays 16 bytes (two registers) and a constant one
+// stays a constant: no fast path gains an instruction.
+enum class WaitFamily : uint8_t { internal, mutex, rwlock, cond, sem };
+
+// The event pair (ns, count) of each family, indexed by WaitFamily.
+inline constexpr LockEvent kWaitNsEvent[] = {LockEvent::wait_internal_ns, LockEvent::wait_mutex_ns,
+                                             LockEvent::wait_rwlock_ns, LockEvent::wait_cond_ns,
+                                             LockEvent::wait_sem_ns};
+inline constexpr LockEvent kWaitCountEvent[] = {LockEvent::wait_internal_n, LockEvent::wait_mutex_n,
+                                                LockEvent::wait_rwlock_n, LockEvent::wait_cond_n,
+                                                LockEvent::wait_sem_n};
+
 struct WaitCtx {
   enum class Mode : uint8_t { forever, try_once, until };
   Mode mode = Mode::forever;
+  WaitFamily family = WaitFamily::internal;
   clockid_t clock = CLOCK_REALTIME;
   const timespec* abs = nullptr;
 
-  static constexpr WaitCtx blocking() { return {}; }
-  static constexpr WaitCtx try_once() { return {Mode::try_once, CLOCK_REALTIME, nullptr}; }
-  static constexpr WaitCtx until(clockid_t c, const timespec* t) { return {Mode::until, c, t}; }
+  static constexpr WaitCtx blocking(WaitFamily f = WaitFamily::internal) {
+    return {Mode::forever, f, CLOCK_REALTIME, nullptr};
+  }
+  static constexpr WaitCtx try_once(WaitFamily f = WaitFamily::internal) {
+    return {Mode::try_once, f, CLOCK_REALTIME, nullptr};
+  }
+  static constexpr WaitCtx until(clockid_t c, const timespec* t, WaitFamily f = WaitFamily::internal) {
+    return {Mode::until, f, c, t};
+  }
+  // The same wait on behalf of another family (an rwsem's own timer sleep
+  // inside a mutex acquisition is that mutex's wait).
+  constexpr WaitCtx of(WaitFamily f) const { return {mode, f, clock, abs}; }
 
   bool may_block() const { return mode != Mode::try_once; }
   // What a failed acquisition reports: EBUSY for try, ETIMEDOUT otherwise.
@@ -86,7 +116,17 @@ struct WaitCtx {
     if (mode == Mode::try_once) return ETIMEDOUT;
     if (mode == Mode::until && abs->tv_sec < 0) return ETIMEDOUT;  // kernel would say EINVAL
     run_before_sleep_hook();
+    // Two vDSO clock reads (no system call) next to a futex sleep: the
+    // wait accounting, counted always like every lock event. The reads are
+    // outside `around`, so no asynchronous cancellation lands between them
+    // and the count; a cancelled sleep (a forced unwind out of `around`) is
+    // not counted, as it never returns.
+    const uint64_t t0 = arch::monotonic_ns();
     int rc = around([&] { return arch::futex_wait(word, expected, clock, mode == Mode::until ? abs : nullptr, shared); });
+    const uint64_t slept = arch::monotonic_ns() - t0;
+    const auto f = static_cast<uint8_t>(family);
+    lockevent_add(kWaitNsEvent[f], slept);
+    lockevent_inc(kWaitCountEvent[f]);
     run_after_sleep_hook();
     return rc;
   }

@@ -34,11 +34,12 @@ struct Call {
   enum Op : uint8_t { block, trylock, timed, clocked } op;
   clockid_t clock;
   const timespec* abs;
-  WaitCtx ctx() const {
+  // `f`: the family whose wait this is (core/wait_ctx.h, the wait events).
+  WaitCtx ctx(WaitFamily f) const {
     switch (op) {
-      case trylock: return WaitCtx::try_once();
-      case block: return WaitCtx::blocking();
-      default: return WaitCtx::until(clock, abs);
+      case trylock: return WaitCtx::try_once(f);
+      case block: return WaitCtx::blocking(f);
+      default: return WaitCtx::until(clock, abs, f);
     }
   }
 };

@@ -44,7 +44,7 @@ __attribute__((noinline)) int delegate_mutex(pthread_mutex_t* m, Call c) {
 template <class V>
 __attribute__((noinline)) int mutex_wait_timed(MutexObject& o, Call c, bool adaptive) {
   if (!valid_nsec(c.abs)) return EINVAL;
-  return V::lock(o, c.ctx(), adaptive);
+  return V::lock(o, c.ctx(WaitFamily::mutex), adaptive);
 }
 
 // One acquisition of the lock word. A blocking call goes straight to the
@@ -52,7 +52,7 @@ __attribute__((noinline)) int mutex_wait_timed(MutexObject& o, Call c, bool adap
 // a timed call makes one quiet attempt before validating and waiting.
 template <class V>
 LOCKSWAP_INLINE int mutex_take(MutexObject& o, Call c, bool adaptive) {
-  if (c.op == Call::block) return V::lock(o, WaitCtx::blocking(), adaptive);
+  if (c.op == Call::block) return V::lock(o, WaitCtx::blocking(WaitFamily::mutex), adaptive);
   if (c.op == Call::trylock) return V::trylock(o) ? 0 : EBUSY;
   if (V::try_fast(o)) return 0;
   return mutex_wait_timed<V>(o, c, adaptive);
@@ -297,14 +297,14 @@ struct NativeCond {
     cond_obj(c).broadcast();
     return 0;
   }
-  static int wait(pthread_cond_t* c, pthread_mutex_t* m) { return cond_wait_native(c, m, WaitCtx::blocking()); }
+  static int wait(pthread_cond_t* c, pthread_mutex_t* m) { return cond_wait_native(c, m, WaitCtx::blocking(WaitFamily::cond)); }
   static int timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abs) {
     if (!valid_nsec(abs)) return EINVAL;
-    return cond_wait_native(c, m, WaitCtx::until(cond_obj(c).clock(), abs));
+    return cond_wait_native(c, m, WaitCtx::until(cond_obj(c).clock(), abs, WaitFamily::cond));
   }
   static int clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock) || !valid_nsec(abs)) return EINVAL;
-    return cond_wait_native(c, m, WaitCtx::until(clock, abs));
+    return cond_wait_native(c, m, WaitCtx::until(clock, abs, WaitFamily::cond));
   }
 };
 

@@ -49,7 +49,7 @@ __attribute__((noinline)) int delegate_wrlock(pthread_rwlock_t* l, Call c) {
 template <class V>
 LOCKSWAP_INLINE int rw_rdlock_take(RwlockObject& o, Call c) {
   bool writer_preferring = o.flags.load(std::memory_order_relaxed) == abi::kRwPreferWriterNonrecursive;
-  return V::rdlock(o, c.ctx(), writer_preferring);
+  return V::rdlock(o, c.ctx(WaitFamily::rwlock), writer_preferring);
 }
 
 // A blocking read acquisition of a write-held lock: EDEADLK if the caller is
@@ -80,7 +80,7 @@ LOCKSWAP_INLINE int rw_wrlock(pthread_rwlock_t* l, Call c) {
   if (c.op != Call::trylock && __builtin_expect(V::write_held(o), 0) &&
       o.writer_tid.load(std::memory_order_relaxed) == self)
     return EDEADLK;
-  int rc = V::wrlock(o, c.ctx());
+  int rc = V::wrlock(o, c.ctx(WaitFamily::rwlock));
   if (rc == 0) o.writer_tid.store(self, std::memory_order_relaxed);
   return rc;
 }

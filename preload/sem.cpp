@@ -50,11 +50,11 @@ struct NativeSem {
   static int timedwait(sem_t* s, const timespec* abs) {
     if (!valid_nsec(abs)) return sem_result(EINVAL);
     if (abi::cancel_may_act()) pthread_testcancel();
-    return take(s, WaitCtx::until(CLOCK_REALTIME, abs));
+    return take(s, WaitCtx::until(CLOCK_REALTIME, abs, WaitFamily::sem));
   }
   static int clockwait(sem_t* s, clockid_t clock, const timespec* abs) {
     if (!supported_clock(clock) || !valid_nsec(abs)) return sem_result(EINVAL);
-    return take(s, WaitCtx::until(clock, abs));
+    return take(s, WaitCtx::until(clock, abs, WaitFamily::sem));
   }
   // A unit at once, or the wait with deferred cancellation around it.
   static int take(sem_t* s, WaitCtx ctx) {
@@ -62,10 +62,10 @@ struct NativeSem {
     return sleep_for_unit(s, ctx);
   }
   // Out of line, so that sem_wait's fast path builds no WaitCtx and keeps no frame.
-  __attribute__((noinline)) static int wait_slow(sem_t* s) { return sleep_for_unit(s, WaitCtx::blocking()); }
+  __attribute__((noinline)) static int wait_slow(sem_t* s) { return sleep_for_unit(s, WaitCtx::blocking(WaitFamily::sem)); }
   __attribute__((noinline)) static int act_on_cancel_then_wait(sem_t* s) {
     pthread_testcancel();
-    return take(s, WaitCtx::blocking());
+    return take(s, WaitCtx::blocking(WaitFamily::sem));
   }
   __attribute__((noinline)) static int sleep_for_unit(sem_t* s, WaitCtx ctx) {
     return sem_result(with_deferred_cancellation([&] { return V::template wait<Sleeper>(s, ctx); }));

@@ -71,14 +71,16 @@ static_assert(sleep_token(0) != 0, "a sleeping thread never reads as not blocked
 // retry at once.
 // Sleeps on the park word (while it reads `seen`) for at most polite_ns (the
 // lock's: polite_ns_of()): 0, or ETIMEDOUT.
-int sleep_polite_ns(ThreadSlot& me, uint32_t seen, uint64_t polite_ns) {
+// `family`: whose wait this is (the wait events; a caller without the
+// acquisition's WaitCtx files it as lockswap's own).
+int sleep_polite_ns(ThreadSlot& me, uint32_t seen, uint64_t polite_ns, WaitFamily family = WaitFamily::internal) {
   timespec end = arch::timespec_at(now_ns() + polite_ns);
-  return WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(&me.park, seen);
+  return WaitCtx::until(CLOCK_MONOTONIC, &end, family).sleep(&me.park, seen);
 }
 
 int polite_sleep(ThreadSlot& me, uint32_t seen, const WaitCtx& ctx, uint64_t polite_ns) {
   if (ctx.mode == WaitCtx::Mode::forever && polite_ns != 0) {
-    int rc = sleep_polite_ns(me, seen, polite_ns);
+    int rc = sleep_polite_ns(me, seen, polite_ns, ctx.family);
     lockevent_inc(rc == ETIMEDOUT ? LockEvent::rwsem_polite_timeout : LockEvent::rwsem_polite_woken);
   }
   me.blocked.store(0, arch::mo_hint);
@@ -168,9 +170,9 @@ struct WakeQ {
 // (no unlock wakes it, no unlock pays for a wakeup) and then tries again;
 // a failure after its next ordinary sleep brings it back here. HANDOFF,
 // which it sets after handoff_ns of waiting, still bounds how long it waits.
-void lost_to_barger(ThreadSlot& me, uint64_t polite_ns) {
+void lost_to_barger(ThreadSlot& me, uint64_t polite_ns, WaitFamily family = WaitFamily::internal) {
   read_pref::ReadHolderSleep holder_asleep;  // a sleep like park_sleep()'s
-  sleep_polite_ns(me, me.park.load(arch::mo_lock), polite_ns);
+  sleep_polite_ns(me, me.park.load(arch::mo_lock), polite_ns, family);
   lockevent_inc(LockEvent::rwsem_polite_backoff);
 }
 
@@ -197,7 +199,7 @@ WriterWake writer_sleep(const WordRefs& r, ThreadSlot& me, uint32_t seen, const 
     uint64_t to_handoff = w.timeout >= now ? w.timeout - now + 1 : 1;
     if (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > to_handoff) {
       timespec due = arch::timespec_at(now + to_handoff);
-      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due), &recheck) != ETIMEDOUT)
+      if (park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &due, ctx.family), &recheck) != ETIMEDOUT)
         return WriterWake::woken;
       lockevent_inc(LockEvent::rwsem_handoff_timer);
       return WriterWake::handoff_due;

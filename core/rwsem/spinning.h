@@ -229,11 +229,21 @@ bool spin_for_lock(const WordRefs& r, uint64_t nonspinnable, SpinBudget& budget)
   }
 }
 
+// The wait accounting of a spin (spin_mutex_ns / spin_rwlock_ns): `start`
+// is the clock read the spin took anyway for its budget, so a spin costs one
+// more read, at its end. The family is the lock's: an rwsem taken only
+// exclusively is a mutex (WordRefs::exclusive_only), which is what the
+// caller's WaitCtx would say, and the spin helpers are not passed one.
+inline void account_spin(const WordRefs& r, uint64_t start) {
+  lockevent_add(r.exclusive_only ? LockEvent::spin_mutex_ns : LockEvent::spin_rwlock_ns, now_ns() - start);
+}
+
 // rwsem_optimistic_spin(): only the head of the OSQ spins on the lock.
 template <class P, bool kWrite>
 bool optimistic_spin(const WordRefs& r) {
   const uint64_t nonspinnable = kWrite ? P::kWrNonspinnable : P::kRdNonspinnable;
-  SpinBudget budget = starting_budget(now_ns());
+  const uint64_t start = now_ns();
+  SpinBudget budget = starting_budget(start);
   bool taken = false;
   // The OSQ node is per thread: the shared slot's threads never spin.
   if (!take_spinner_seat()) {
@@ -246,6 +256,7 @@ bool optimistic_spin(const WordRefs& r) {
     give_back_spinner_seat();
   }
   if (!taken) lockevent_inc(LockEvent::rwsem_opt_fail);
+  account_spin(r, start);
   return taken;
 }
 
@@ -260,7 +271,9 @@ bool handoff_spin(const WordRefs& r, uint64_t& spin_deadline) {
   else if (now > spin_deadline)
     return false;
   SpinBudget budget = SpinBudget::until(spin_deadline);
-  return spin_on_owner<P>(r, P::kNonspinnable, budget) == OwnerState::null;
+  bool free = spin_on_owner<P>(r, P::kNonspinnable, budget) == OwnerState::null;
+  account_spin(r, now);
+  return free;
 }
 
 // Deviation (reader polls; v5.11+ readers never spin): a reader that met a
@@ -279,19 +292,23 @@ bool read_poll_writer(const WordRefs& r, uint64_t& count) {
   if (!tunables().writer_spin) return false;
   const uint64_t o = r.owner.load(arch::mo_hint);
   ThreadSlot* writer = (o & kReaderOwned) ? nullptr : owner_slot<P>(o);  // not yet recorded: poll on
-  const uint64_t deadline = now_ns() + tunables().owner_spin_ns;
+  const uint64_t start = now_ns();
+  const uint64_t deadline = start + tunables().owner_spin_ns;
   for (unsigned polls = 1;; ++polls) {
     arch::cpu_relax();
     uint64_t c = r.count.load(arch::mo_lock);
-    if (c & kFlagHandoff) return false;
+    if (c & kFlagHandoff) break;
     if (!(c & kWriterLocked)) {
       count = c;
       lockevent_inc(LockEvent::rwsem_rlock_writer_poll);
+      account_spin(r, start);
       return true;
     }
     if (polls % kClockEvery == 0 && (now_ns() > deadline || (writer != nullptr && !slot_running(*writer))))
-      return false;
+      break;
   }
+  account_spin(r, start);
+  return false;
 }
 
 // ---------------------------------------------------------------------------
