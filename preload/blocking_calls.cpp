@@ -27,12 +27,27 @@
 // (a wait in another library's constructor) each entry holds a first-call
 // stub that does the same. The configuration parser knows nothing of this
 // file.
+//
+// Statistics (LOCKSWAP_STATS counts or profile) route each call through a
+// timing function instead (timing_*, or timing_switching_* with the model
+// on), which records the wait at its caller in the wait table
+// (preload/waits.h): kind `idle` (waiting for work: descriptors, signals, a
+// connection) or `delay` (a timed sleep: nanosleep, clock_nanosleep, select
+// or poll without descriptors). It is still glibc's function that sleeps,
+// so results, errno and cancellation are glibc's; the timing frame has no
+// cleanups, and a cancelled wait is not recorded. The site is the caller of
+// the export, which reaches the timing function by a tail jump.
+//
+// accept/accept4 block between connections the way epoll_wait does between
+// requests, so they are listed too: a server whose threads block in accept
+// waits for work there (and, with the model on, switches out there).
 #undef _FORTIFY_SOURCE  // define poll, select, ... themselves, not glibc's inline checking wrappers
 #include <dlfcn.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <cerrno>
@@ -40,39 +55,45 @@
 #include "core/cancel.h"
 #include "core/cid.h"
 #include "preload/config.h"
+#include "preload/waits.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 
-// X(name, return type, parameters, arguments)
+// X(name, return type, parameters, arguments, wait kind (an expression of the
+// arguments: idle or delay))
 #define LOCKSWAP_BLOCKING_CALLS(X)                                                                          \
-  X(epoll_wait, int, (int epfd, epoll_event* events, int max, int timeout), (epfd, events, max, timeout))   \
+  X(epoll_wait, int, (int epfd, epoll_event* events, int max, int timeout), (epfd, events, max, timeout), idle) \
   X(epoll_pwait, int, (int epfd, epoll_event* events, int max, int timeout, const sigset_t* mask),          \
-    (epfd, events, max, timeout, mask))                                                                     \
+    (epfd, events, max, timeout, mask), idle)                                                               \
   X(epoll_pwait2, int, (int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask), \
-    (epfd, events, max, timeout, mask))                                                                     \
-  X(poll, int, (pollfd * fds, nfds_t n, int timeout), (fds, n, timeout))                                    \
-  X(ppoll, int, (pollfd * fds, nfds_t n, const timespec* timeout, const sigset_t* mask), (fds, n, timeout, mask)) \
-  X(select, int, (int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout), (n, r, w, e, timeout))         \
+    (epfd, events, max, timeout, mask), idle)                                                               \
+  X(poll, int, (pollfd * fds, nfds_t n, int timeout), (fds, n, timeout), (n == 0 ? delay : idle))           \
+  X(ppoll, int, (pollfd * fds, nfds_t n, const timespec* timeout, const sigset_t* mask), (fds, n, timeout, mask), \
+    (n == 0 ? delay : idle))                                                                                \
+  X(select, int, (int n, fd_set* r, fd_set* w, fd_set* e, timeval* timeout), (n, r, w, e, timeout),         \
+    no_descriptors(n, r, w, e) ? delay : idle)                                                              \
   X(pselect, int, (int n, fd_set* r, fd_set* w, fd_set* e, const timespec* timeout, const sigset_t* mask),  \
-    (n, r, w, e, timeout, mask))                                                                            \
-  X(nanosleep, int, (const timespec* req, timespec* rem), (req, rem))                                       \
+    (n, r, w, e, timeout, mask), no_descriptors(n, r, w, e) ? delay : idle)                                 \
+  X(nanosleep, int, (const timespec* req, timespec* rem), (req, rem), delay)                                \
   X(clock_nanosleep, int, (clockid_t clock, int flags, const timespec* req, timespec* rem),                 \
-    (clock, flags, req, rem))                                                                               \
-  X(sigwait, int, (const sigset_t* set, int* sig), (set, sig))                                              \
-  X(sigwaitinfo, int, (const sigset_t* set, siginfo_t* info), (set, info))                                  \
-  X(sigtimedwait, int, (const sigset_t* set, siginfo_t* info, const timespec* timeout), (set, info, timeout))
+    (clock, flags, req, rem), delay)                                                                        \
+  X(sigwait, int, (const sigset_t* set, int* sig), (set, sig), idle)                                        \
+  X(sigwaitinfo, int, (const sigset_t* set, siginfo_t* info), (set, info), idle)                            \
+  X(sigtimedwait, int, (const sigset_t* set, siginfo_t* info, const timespec* timeout), (set, info, timeout), idle) \
+  X(accept, int, (int fd, sockaddr* addr, socklen_t* len), (fd, addr, len), idle)                           \
+  X(accept4, int, (int fd, sockaddr* addr, socklen_t* len, int flags), (fd, addr, len, flags), idle)
 
 namespace lockswap::blocking {
 namespace {
 
 struct Calls {
-#define X(name, ret, params, args) ret(*name) params;
+#define X(name, ret, params, args, kind) ret(*name) params;
   LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 };
 
 // Before the configuration: read it (which installs g_route), then go on.
-#define X(name, ret, params, args) ret first_##name params;
+#define X(name, ret, params, args, kind) ret first_##name params;
 LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 
@@ -80,7 +101,7 @@ Calls g_glibc;  // glibc's functions
 // What each exported function jumps to; constant-initialised (no
 // constructor to wait for) to the first-call stubs.
 Calls g_route = {
-#define X(name, ret, params, args) &first_##name,
+#define X(name, ret, params, args, kind) &first_##name,
     LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 };
@@ -89,7 +110,7 @@ Calls g_route = {
 // with asynchronous cancellation (core/cancel.h) waits unswitched: a
 // cancellation landing inside a switch would leave the cid_lock held by a
 // thread that no longer exists, in a process that does.
-#define X(name, ret, params, args)                        \
+#define X(name, ret, params, args, kind)                        \
   ret switching_##name params {                           \
     if (cancel::async_caller()) return g_glibc.name args; \
     cid::switch_out();                                    \
@@ -100,11 +121,45 @@ Calls g_route = {
 LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 
+// select/pselect that watch no descriptor: a sleep (the classic portable
+// sub-second delay, select(0, NULL, NULL, NULL, &tv)).
+bool no_descriptors(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
+  return n <= 0 || (r == nullptr && w == nullptr && e == nullptr);
+}
+
+// Statistics on: the wait between two clock reads, recorded at the caller of
+// the export (which tail-jumps here: our return address is its caller's).
+// `kind` is evaluated before the call (glibc may change the sets).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define X(name, ret, params, args, kind)                                      \
+  ret timing_##name params {                                                  \
+    using enum waits::Kind;                                                   \
+    const waits::Kind k = kind;                                               \
+    const auto ip = reinterpret_cast<uintptr_t>(__builtin_return_address(0)); \
+    const uint64_t t0 = waits::now_ns();                                      \
+    ret rc = g_glibc.name args;                                               \
+    waits::record(k, #name, ip, waits::now_ns() - t0);                        \
+    return rc;                                                                \
+  }                                                                           \
+  ret timing_switching_##name params {                                        \
+    using enum waits::Kind;                                                   \
+    const waits::Kind k = kind;                                               \
+    const auto ip = reinterpret_cast<uintptr_t>(__builtin_return_address(0)); \
+    const uint64_t t0 = waits::now_ns();                                      \
+    ret rc = switching_##name args;                                           \
+    waits::record(k, #name, ip, waits::now_ns() - t0);                        \
+    return rc;                                                                \
+  }
+LOCKSWAP_BLOCKING_CALLS(X)
+#undef X
+#pragma GCC diagnostic pop
+
 // A function this glibc lacks (epoll_pwait2 before 2.35): what the kernel
 // says about a system call it lacks.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#define X(name, ret, params, args) \
+#define X(name, ret, params, args, kind) \
   ret missing_##name params {      \
     errno = ENOSYS;                \
     return -1;                     \
@@ -115,26 +170,31 @@ LOCKSWAP_BLOCKING_CALLS(X)
 
 // Resolves glibc's functions and routes every interposed wait to them
 // (switch_model false: one indirect jump) or through the switch-out and
-// switch-in around them (true). Idempotent. Stored once per entry, before
+// switch-in around them (true), each through its timing function when
+// statistics are on (`timing`). Idempotent. Stored once per entry, before
 // main in practice; the exported functions read their entry with a relaxed
 // load (a plain move).
-void install(bool switch_model) {
-#define X(name, ret, params, args)                                                            \
+void install(bool switch_model, bool timing) {
+#define X(name, ret, params, args, kind)                                                            \
   if (g_glibc.name == nullptr) {                                                              \
     auto fn = reinterpret_cast<ret(*) params>(dlsym(RTLD_NEXT, #name));                       \
     g_glibc.name = fn != nullptr ? fn : &missing_##name;                                      \
   }                                                                                           \
-  __atomic_store_n(&g_route.name, switch_model ? &switching_##name : g_glibc.name, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_route.name,                                                            \
+                   timing ? (switch_model ? &timing_switching_##name : &timing_##name)       \
+                          : (switch_model ? &switching_##name : g_glibc.name),               \
+                   __ATOMIC_RELEASE);
   LOCKSWAP_BLOCKING_CALLS(X)
 #undef X
 }
 
 void install_from_config() {
   load_config();
-  install(g_config.cid_switch);
+  waits::init();
+  install(g_config.cid_switch, waits::on());
 }
 
-#define X(name, ret, params, args) \
+#define X(name, ret, params, args, kind) \
   ret first_##name params {        \
     install_from_config();         \
     return g_route.name args;      \
@@ -150,7 +210,7 @@ __attribute__((constructor)) void install_at_start() { install_from_config(); }
 
 using lockswap::blocking::g_route;
 
-#define X(name, ret, params, args) \
+#define X(name, ret, params, args, kind) \
   LOCKSWAP_EXPORT ret name params { return __atomic_load_n(&g_route.name, __ATOMIC_RELAXED) args; }
 LOCKSWAP_BLOCKING_CALLS(X)
 #undef X

@@ -13,6 +13,7 @@
 #include "core/cancel.h"
 #include "preload/ops.h"
 #include "preload/real.h"
+#include "preload/waits.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -112,10 +113,23 @@ LOCKSWAP_EXPORT int cnd_signal(cnd_t* c) { return thrd_result(pthread_cond_signa
 LOCKSWAP_EXPORT int cnd_broadcast(cnd_t* c) {
   return thrd_result(pthread_cond_broadcast(reinterpret_cast<pthread_cond_t*>(c)));
 }
+// With statistics on, the wait table (preload/waits.h) records a condition
+// wait at the program's call site: these two are that site for their
+// pthread_cond_* call, which comes from inside liblockswap.
+namespace {
+struct C11Caller {
+  explicit C11Caller(void* ra) {
+    if (waits::on()) waits::t_c11_caller = reinterpret_cast<uintptr_t>(ra);
+  }
+  ~C11Caller() { waits::t_c11_caller = 0; }
+};
+}  // namespace
 LOCKSWAP_EXPORT int cnd_wait(cnd_t* c, mtx_t* mtx) {
+  C11Caller site(__builtin_return_address(0));
   return thrd_result(pthread_cond_wait(reinterpret_cast<pthread_cond_t*>(c), reinterpret_cast<pthread_mutex_t*>(mtx)));
 }
 LOCKSWAP_EXPORT int cnd_timedwait(cnd_t* __restrict c, mtx_t* __restrict mtx, const timespec* __restrict abs) {
+  C11Caller site(__builtin_return_address(0));
   return thrd_result(pthread_cond_timedwait(reinterpret_cast<pthread_cond_t*>(c),
                                             reinterpret_cast<pthread_mutex_t*>(mtx), abs));
 }

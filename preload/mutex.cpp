@@ -19,7 +19,9 @@
 #include "preload/ops.h"
 #include "preload/real.h"
 #include "preload/registry.h"
+#include "preload/select.h"
 #include "preload/stats.h"
+#include "preload/waits.h"
 
 namespace lockswap {
 namespace {
@@ -211,10 +213,13 @@ int native_mutex_consistent(pthread_mutex_t* m) {
   return real::glibc().pthread_mutex_consistent(m);
 }
 
+void time_glibc_cond_waits(OpsTable& t);
+
 void install_glibc_mutex_and_cond(OpsTable& t, const OpsTable& g) {
   auto copy = [&]<auto Slot>() { t.*Slot = g.*Slot; };
   for_each_function<ApiFamily::mutex, true>(copy);
   for_each_function<ApiFamily::cond, true>(copy);
+  time_glibc_cond_waits(t);
 }
 
 template <class V, bool kTagged = false>
@@ -310,6 +315,69 @@ struct NativeCond {
 
 }  // namespace
 
+// ------------------------------------------------- timed condition waits
+// With statistics on (LOCKSWAP_STATS counts or profile), every condition
+// wait is recorded in the wait table (preload/waits.h, kind `cond`) at the
+// program's call site, under every variant, glibc's included: the time a
+// thread waited for an event rather than for a lock. The wrappers replace
+// the wait slots of the table only then; with statistics off the slots are
+// the variant's own, as before.
+
+namespace {
+
+// The program's caller. The export tail-jumps here, so our return address is
+// normally that caller. From inside liblockswap it is not: cnd_wait and
+// cnd_timedwait call pthread_cond_* themselves (they leave their caller in
+// t_c11_caller), and the profiler's wrapper calls this one (it left its
+// caller in select::t_site_hint).
+__attribute__((always_inline)) inline uintptr_t cond_site(void* ra, void* cfa) {
+  uintptr_t ip = select::caller_ip(ra, cfa);
+  if (!waits::in_own_text(ip)) return ip;
+  if (waits::t_c11_caller != 0) return waits::t_c11_caller;
+  if (select::t_site_hint != 0) return select::t_site_hint;
+  return ip;
+}
+#define LOCKSWAP_COND_SITE() cond_site(__builtin_return_address(0), __builtin_dwarf_cfa())
+
+template <class Inner>
+struct TimedCond {
+  static int wait(pthread_cond_t* c, pthread_mutex_t* m) {
+    return waits::timed_cond_wait("pthread_cond_wait", LOCKSWAP_COND_SITE(),
+                                  [&] { return Inner::wait(c, m); });
+  }
+  static int timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abs) {
+    return waits::timed_cond_wait("pthread_cond_timedwait", LOCKSWAP_COND_SITE(),
+                                  [&] { return Inner::timedwait(c, m, abs); });
+  }
+  static int clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
+    return waits::timed_cond_wait("pthread_cond_clockwait", LOCKSWAP_COND_SITE(),
+                                  [&] { return Inner::clockwait(c, m, clock, abs); });
+  }
+};
+
+struct GlibcCond {
+  static int wait(pthread_cond_t* c, pthread_mutex_t* m) { return real::glibc().pthread_cond_wait(c, m); }
+  static int timedwait(pthread_cond_t* c, pthread_mutex_t* m, const timespec* abs) {
+    return real::glibc().pthread_cond_timedwait(c, m, abs);
+  }
+  static int clockwait(pthread_cond_t* c, pthread_mutex_t* m, clockid_t clock, const timespec* abs) {
+    return real::glibc().pthread_cond_clockwait(c, m, clock, abs);
+  }
+};
+
+template <class Inner>
+void time_cond_waits(OpsTable& t) {
+  waits::init();  // the first lock call may come before the constructor
+  if (!waits::on()) return;
+  t.pthread_cond_wait = TimedCond<Inner>::wait;
+  t.pthread_cond_timedwait = TimedCond<Inner>::timedwait;
+  t.pthread_cond_clockwait = TimedCond<Inner>::clockwait;
+}
+
+void time_glibc_cond_waits(OpsTable& t) { time_cond_waits<GlibcCond>(t); }
+
+}  // namespace
+
 // The native condvar serves every native mutex variant.
 void install_native_cond(OpsTable& t) {
   t.pthread_cond_init = NativeCond::init;
@@ -319,6 +387,7 @@ void install_native_cond(OpsTable& t) {
   t.pthread_cond_clockwait = NativeCond::clockwait;
   t.pthread_cond_signal = NativeCond::signal;
   t.pthread_cond_broadcast = NativeCond::broadcast;
+  time_cond_waits<NativeCond>(t);
 }
 
 }  // namespace lockswap

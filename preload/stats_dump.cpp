@@ -25,15 +25,26 @@
 //   lock    | id addr kind acq contended wait_ns wait_max_ns wait_hist hold_ns
 //           | hold_max_ns hold_hist [rd_acq rd_contended: rwlocks]
 //   site    | id lock(=lock id) ip op acq contended wait_* hold_* [bt=ip,ip,...]
+//   wait    | kind (futex|cond|idle|delay) call ip n ns max_ns [bt=ip,ip,...]
+//           | — one per call site of a wait outside lockswap's locks
+//           | (preload/waits.h): `call` the interposed function, `ip` its
+//           | caller, `n` waits, `ns` their total wall time, `max_ns` the
+//           | longest; `bt` (delay sites) up to 4 callers of the caller
 //   map     | start end offset path — executable file mappings (ip -> file offset)
 //   dropped | locks sites — acquisitions that found no room in the tables,
 //           | plus entries that did not fit the dump; signals — statistics
-//           | signals dropped by the rate limit
+//           | signals dropped by the rate limit; waits — waits at sites the
+//           | wait table had no room for, plus sites that did not fit the dump
 //   end     | pid seq
 //
 // stats=counts (LOCKSWAP_STATS=1|counts, or a bare LOCKSWAP_STATS_FILE) has
-// begin, event, dropped and end only: calls, lock, site and map records come
-// from the profiler, which counts does not install.
+// begin, event, wait, dropped and end: calls, lock and site records come
+// from the profiler, which counts does not install. map records are written
+// by the profiler and, in counts, whenever a wait record is (readers
+// symbolize a wait's ip through them).
+//
+// Before the machine records, one human line per wait kind that has sites:
+// "lockswap: waits <kind> sites=N n=N ns=NS".
 //
 // Histograms: bucket i counts values v (ns) with floor(log2(max(v,1))) == i,
 // i < 48, written sparse as "i:n;i:n" ("-" when empty). Wait samples are
@@ -64,6 +75,7 @@
 #include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/stats_table.h"
+#include "preload/waits.h"
 
 namespace lockswap::stats {
 
@@ -415,6 +427,63 @@ void selected_records(Out& o) {
   }
 }
 
+// --------------------------------------------------------- wait records
+
+bool used(const waits::Site& s) {
+  return s.key.load(std::memory_order_acquire) != 0 && s.ready.load(std::memory_order_acquire) != 0 &&
+         s.n.load(std::memory_order_relaxed) != 0;
+}
+
+unsigned used_waits() {
+  unsigned n = 0;
+  for (unsigned i = 0; i < waits::kSlots; ++i) n += used(waits::sites()[i]);
+  return n;
+}
+
+void wait_record(Out& o, const waits::Site& s) {
+  uint64_t key = s.key.load(std::memory_order_relaxed);
+  unsigned kind = static_cast<unsigned>(key >> 56) - 1;
+  record_start(o, "wait");
+  o.put(" kind=");
+  o.put(kind < waits::kKinds ? waits::kKindNames[kind] : "unknown");
+  o.put(" call=");
+  o.put(s.call != nullptr ? s.call : "unknown");
+  o.key_hex("ip", key & ((1ull << 56) - 1));
+  o.key_dec("n", s.n.load(std::memory_order_relaxed));
+  o.key_dec("ns", s.ns.load(std::memory_order_relaxed));
+  o.key_dec("max_ns", s.max_ns.load(std::memory_order_relaxed));
+  uint32_t n = s.bt_len < waits::kBacktraceDepth ? s.bt_len : waits::kBacktraceDepth;
+  if (n != 0) {
+    o.put(" bt=");
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i != 0) o.put(",");
+      o.hex(s.bt[i]);
+    }
+  }
+  o.put("\n");
+}
+
+// The human summary: one line per kind that has sites.
+void wait_summary(Out& o) {
+  uint64_t n[waits::kKinds], ns[waits::kKinds], sites[waits::kKinds] = {};
+  waits::totals(n, ns);
+  for (unsigned i = 0; i < waits::kSlots; ++i) {
+    const waits::Site& s = waits::sites()[i];
+    if (!used(s)) continue;
+    unsigned kind = static_cast<unsigned>(s.key.load(std::memory_order_relaxed) >> 56) - 1;
+    if (kind < waits::kKinds) ++sites[kind];
+  }
+  for (unsigned k = 0; k < waits::kKinds; ++k) {
+    if (sites[k] == 0) continue;
+    o.put("lockswap: waits ");
+    o.put_left(waits::kKindNames[k], 5);
+    o.key_dec("sites", sites[k]);
+    o.key_dec("n", n[k]);
+    o.key_dec("ns", ns[k]);
+    o.put("\n");
+  }
+}
+
 // Room for one more lock or site record and the tail? (Entries created
 // after records_bound() was computed may not fit; they are counted.)
 bool room(const Out& o) { return o.cap - o.len >= kRecordBound + kTailReserve; }
@@ -427,6 +496,7 @@ size_t records_bound() {
     for (const LockEntry& e : t->locks) entries += used(e);
     for (const SiteEntry& e : t->sites) entries += used(e);
   }
+  entries += used_waits();
   return kFixedBound + entries * kRecordBound;
 }
 
@@ -443,6 +513,7 @@ uint64_t untracked([[maybe_unused]] LockEvent e) {
 void format_records(Out& o, const DumpHeader& h, char* scratch) {
   if (g_start_ns.load(std::memory_order_relaxed) == 0) g_start_ns.store(realtime_ns(), std::memory_order_relaxed);
   uint64_t seq = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  wait_summary(o);
   begin_record(o, seq, h, scratch);
   if (h.profile) call_records(o);
   event_records(o);
@@ -455,11 +526,23 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
     for (uint32_t i = 0; i < kSiteSlots; ++i)
       if (used(t->sites[i])) room(o) ? site_record(o, i, t->sites[i]) : void(++unwritten_sites);
   }
-  if (h.profile) map_records(o, scratch);
+  uint64_t wait_sites = 0, unwritten_waits = 0;
+  for (unsigned i = 0; i < waits::kSlots; ++i) {
+    const waits::Site& s = waits::sites()[i];
+    if (!used(s)) continue;
+    if (room(o)) {
+      wait_record(o, s);
+      ++wait_sites;
+    } else {
+      unwritten_waits += s.n.load(std::memory_order_relaxed);
+    }
+  }
+  if (h.profile || wait_sites != 0) map_records(o, scratch);
   record_start(o, "dropped");
   o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks);
   o.key_dec("sites", untracked(LockEvent::stats_site_untracked) + unwritten_sites);
   o.key_dec("signals", h.signals_dropped);
+  o.key_dec("waits", waits::dropped() + unwritten_waits);
   o.put("\n");
   record_start(o, "end");
   o.key_dec("pid", static_cast<uint64_t>(getpid()));
