@@ -30,7 +30,11 @@ profile.tsv next to runs.tsv (runners' --profile: LOCKSWAP_STATS=profile)
 is listed apart, never compared.
 --events adds a column of lock events per run (LOCKSWAP_STATS_FILE, summed
 over the processes of a run, median over the runs); --event-detail the top
-events of each row (and, where a run names an activity file, by process kind)."""
+events of each row (and, where a run names an activity file, by process kind).
+A `reach` column (the share of the lock waiting the variant swaps, from the
+measured runs' counts-only dumps, summed over the row's runs: docs/reach.md)
+appears when the library wrote wait records, with a warning under the table
+for each row whose reach is below 50%."""
 import argparse
 import csv
 import os
@@ -39,7 +43,8 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 # lockswap_cli: tools/ on PYTHONPATH (scripts/lib.sh, which server_lib.sh sources)
-from lockswap_cli import forest, stats as lockswap_stats, steady as steadiness  # noqa: E402
+from lockswap_cli import forest, reach as reach_model, stats as lockswap_stats, steady as steadiness  # noqa: E402
+from lockswap_cli.statsfile import last_dump_per_process, read_dumps_and_loose  # noqa: E402
 from lockswap_cli.stats import median  # noqa: E402
 from lockswap_cli.tables import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table  # noqa: E402
 
@@ -77,6 +82,34 @@ def parse_stats(path):
             ev[m.group(1)] = ev.get(m.group(1), 0) + int(m.group(2))
             blocks[-1][2].append(line)
     return blocks
+
+
+REACH_SYMBOL_BUDGET_S = 10.0   # addr2line per row, for the spin-delay sites of its dumps
+
+
+def row_reach(rs):
+    """The reach of one row: reach.compute over the statistics files of its runs (each run's
+    processes are apart: their start times differ), None without wait data."""
+    files = [r["stats"] for r in rs if r.get("stats") and r["stats"] != "-" and os.path.isfile(r["stats"])]
+    if not files:
+        return None
+    dumps, loose = read_dumps_and_loose(files)
+    return reach_model.compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+
+
+def reach_notes(rows):
+    """Under the table: what reach is, and a warning per row whose reach is low."""
+    have = [r for r in rows if r.get("reach")]
+    if not have:
+        return ""
+    out = ("\nReach: the share of the lock waiting the row's variants swap (lockswap's mutex, rwlock and "
+           "semaphore waits over every lock wait its counts-only dumps saw: the program's own futex locks, "
+           "spin-delay sleeps, lockswap's internal locks; glibc's internal locks only with `lockswap attribute`); "
+           "`n/a`: a glibc column, whose waits are glibc's and invisible unprivileged (docs/reach.md).\n")
+    for r in have:
+        if r["reach"]["warning"]:
+            out += f"WARNING {r['label']} {r['variant']}: {r['reach']['warning']}.\n"
+    return out
 
 
 def extra(r):
@@ -182,6 +215,7 @@ def summarise(runs, base, steady, wanted=None, strict=False, level=lockswap_stat
                 "errors": sum(errs) if errs else None, "shutdown": ",".join(shut),
                 "status": "ok" if not bad else f"{len(bad)} FAIL",
                 "events": median(events) if any(events) else None,
+                "reach": row_reach(rs) if v != "none" else None,
                 "each": [num(r["value"]) for r in rs], "_runs": rs,
             })
     return rows
@@ -249,6 +283,7 @@ def main():
     if a.header and os.path.exists(a.header):
         out.append("```\n" + open(a.header).read().rstrip() + "\n```\n\n")
     table = []
+    with_reach = any(r["reach"] for r in rows)
     for r in rows:
         speed, word = verdict_cells(r, a.reference)
         lat = "-" if r["lat"] is None else f"{fnum(r['lat'])} {lat_label(r['lat_kind'])}"
@@ -258,12 +293,14 @@ def main():
                       lat, fmt(r["lat_ratio"], "{:.3f}") if r["variant"] != r["ref"] else "1",
                       "-" if r["errors"] is None else str(r["errors"]),
                       r["shutdown"] or "-", r["status"]]
-                     + ([f"{r['events']:.0f}" if r["events"] is not None else "-"] if a.events else []))
+                     + ([f"{r['events']:.0f}" if r["events"] is not None else "-"] if a.events else [])
+                     + ([reach_model.cell(r["reach"])] if with_reach else []))
     header = ["benchmark", "variant", "runs ok", "throughput (median)",
               f"speed vs {a.reference} [{level:.0%} CI]", "verdict", "rounds kept", "spread",
               "latency (median)", "latency ratio", "errors", "shutdown", "status"] + (
-                  ["lock events/run"] if a.events else [])
+                  ["lock events/run"] if a.events else []) + (["reach"] if with_reach else [])
     out.append(md_table(header, table, ["---", "---"] + ["---:"] * 3 + ["---"] + ["---:"] * (len(header) - 6)))
+    out.append(reach_notes(rows))
     kept = {(r["bench"], r["rounds_kept"], r["rounds_total"]) for r in rows}
     kept_all, total_all = sum(k for _, k, _ in kept), sum(t for _, _, t in kept)
     fallback = sorted({r["label"] for r in rows if r["ref"] != a.reference})
@@ -318,7 +355,7 @@ def main():
             w.writerow(["bench", "label", "variant", "runs", "ok", "unit", "median", "reference", "speed", "speed_lo",
                         "speed_hi", "coverage", "verdict", "rounds_kept", "rounds_total", "spread", "min", "max",
                         "lat_kind", "lat_median", "lat_ratio", "errors", "shutdown", "status",
-                        "lock_events_per_run", "each_run", "figure_over"])
+                        "lock_events_per_run", "each_run", "figure_over", "reach_pct", "reach_algorithm_pct"])
             for r in rows:
                 v = r["verdict"]
                 w.writerow([r["bench"], r["label"], r["variant"], r["runs"], r["ok"], r["unit"], r["median"], r["ref"],
@@ -326,7 +363,8 @@ def main():
                             r["rounds_kept"], r["rounds_total"], r["spread"], r["min"], r["max"], r["lat_kind"],
                             r["lat"], r["lat_ratio"], r["errors"], r["shutdown"], r["status"], r["events"],
                             " ".join(fnum(x) for x in r["each"]),
-                            "every round" if r["basis"] == "all" else "steady rounds"])
+                            "every round" if r["basis"] == "all" else "steady rounds",
+                            *((r["reach"]["reach_pct"], r["reach"]["reach_algorithm_pct"]) if r["reach"] else ("", ""))])
     header = open(a.header).read().splitlines() if a.header and os.path.exists(a.header) else []
     png = a.png or (os.path.splitext(a.html)[0] + ".png" if a.html else None)
     drawn = False

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from . import doctor, forest, steady
+from . import doctor, forest, reach, steady
 from . import stats as ls
+from .statsfile import last_dump_per_process, read_dumps_and_loose
 from .common import PROG, table, warn
 
 
@@ -410,9 +411,43 @@ def fmt_ratio(x):
     return "-" if x is None else f"{x:.3f}"
 
 
+REACH_SYMBOL_BUDGET_S = 20.0   # addr2line for the reach of all rows together (spin-delay sites)
+
+
+def row_reach(stats_dir, v):
+    """The reach (reach.compute) of row V over the counts-only dumps of its measured runs
+    (--stats: stats_dir/V.PID; not V.profile.PID), or None when they hold no wait data."""
+    if v == REFERENCE or not stats_dir:
+        return None
+    name = re.compile(re.escape(file_label(v)) + r"\.\d+")
+    try:
+        files = sorted(os.path.join(stats_dir, f) for f in os.listdir(stats_dir) if name.fullmatch(f))
+    except OSError:
+        return None
+    if not files:
+        return None
+    dumps, loose = read_dumps_and_loose(files)
+    return reach.compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+
+
+def reach_lines(rows):
+    """Under the table: what each measured row's reach is, and the warning where it is low."""
+    have = [r for r in rows if r.get("reach")]
+    if not have:
+        return []
+    out = ["", "reach (share of the lock waiting the row's variants swap, from its counts-only dumps; "
+               f"docs/reach.md, {PROG} report for the classes): "
+           + "; ".join(f"{r['variant']} {reach.cell(r['reach'])}" for r in have)]
+    out += [f"  WARNING {r['variant']}: {r['reach']['warning']}" for r in have if r["reach"]["warning"]]
+    if any(r["reach"]["column"] == "glibc" for r in have):
+        out.append("  n/a: a glibc column; its waits are glibc's, invisible unprivileged")
+    return out
+
+
 def compare_table(rows, baseline, level):
+    with_reach = any(r.get("reach") for r in rows)
     head = ["variant", "runs", "median", "min", "max", f"x-vs-{baseline}", f"{level:.0%}.low", f"{level:.0%}.high",
-            "failed", "verdict"]
+            "failed", "verdict"] + (["reach"] if with_reach else [])
     table_rows = [head]
     for r in rows:
         res = r.get("result")
@@ -420,7 +455,7 @@ def compare_table(rows, baseline, level):
             (res.speed, res.lo, res.hi) if res else (None, None, None))
         table_rows.append([r["variant"], r["n"], fmt_val(r.get("median")), fmt_val(r.get("min")),
                            fmt_val(r.get("max")), *[fmt_ratio(x) for x in speed], r["failed"] or "",
-                           r["verdict"]])
+                           r["verdict"]] + ([reach.cell(r.get("reach"))] if with_reach else []))
     return table(table_rows, right_from=1)
 
 
@@ -650,9 +685,12 @@ def cmd_compare(args, argv, wrapper, parser):
                 kept=sum(1 for rd in rounds if rd.kept))
 
     rows = summarize(ls, rounds, variants, args.baseline, higher, args.level, args.repeat, args.strict_steady)
+    if args.stats:
+        for r in rows:
+            r["reach"] = row_reach(stats_dir, r["variant"])
     header = compare_header(info, args, args.baseline, args.level, ls)
     tab = compare_table(rows, args.baseline, args.level)
-    out = header + tab
+    out = header + tab + reach_lines(rows)
     out += [""] + [steady.sentence(r["result"], r["variant"], args.baseline) for r in rows if "result" in r]
     notes = [steady.note("--repeat")] if any(r["basis"] == "all" for r in rows) else []
     out += [""] + notes if notes else []

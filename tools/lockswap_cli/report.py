@@ -6,8 +6,9 @@ import os
 import sys
 import textwrap
 from .common import PROG, import_pyplot, shown, table, warn
+from . import reach as reach_model
 from .merge import merge, site_frames, sort_key
-from .statsfile import COUNTERS, FAMILIES, HIST_BUCKETS, VARIANT_KEYS, last_dump_per_process, read_dumps
+from .statsfile import COUNTERS, FAMILIES, HIST_BUCKETS, VARIANT_KEYS, last_dump_per_process, read_dumps_and_loose
 from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text
 
 
@@ -111,7 +112,11 @@ def variant_text(v):
 
 
 def build_report(args):
-    dumps = last_dump_per_process(read_dumps(args.files))
+    every, loose = read_dumps_and_loose(args.files)
+    every = last_dump_per_process(every)
+    # the reach model first: it reads lockswap attribute's eBPF blocks too, the rest does not
+    reach = reach_model.compute(every, loose, symbol_budget=args.symbol_budget)
+    dumps = [d for d in every if not d.ebpf]
     totals, locks, sites = merge(dumps)
     key = sort_key(args.sort)
     locks.sort(key=key, reverse=True)
@@ -135,7 +140,7 @@ def build_report(args):
     # counts-only dumps (LOCKSWAP_STATS=counts) carry lock events only, no per-lock records
     profiled = any(d.profiled for d in dumps)
     counted = lambda items: len(items) if profiled else None   # no tables: no count of entries
-    return {"schema": "lockswap-report-v1", "files": args.files, "percentile_method": PERCENTILE_NOTE,
+    return {"schema": "lockswap-report-v1", "reach": reach, "files": args.files, "percentile_method": PERCENTILE_NOTE,
             "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
             "locks_total": counted(locks), "sites_total": counted(sites),
             "cond_locks_total": counted(cond_locks), "cond_sites_total": counted(cond_sites),
@@ -433,7 +438,8 @@ NO_PROFILE_LINE = ("no per-lock data: the profiler was off (run with LOCKSWAP_ST
 
 
 def text_report(rep, per_process):
-    out = header_lines(rep)
+    reach = reach_model.text_lines(rep["reach"], table, shown)
+    out = reach + [""] + header_lines(rep) if reach else header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
     out += event_lines(rep) + selected_lines(rep)
@@ -493,7 +499,7 @@ def write_json(rep, out):
 
 def cmd_report(args):
     rep = build_report(args)
-    if not rep["processes"]:
+    if not rep["processes"] and rep["reach"] is None:
         raise SystemExit(shown(f"{PROG} report: no lockswap-v1 statistics found in {', '.join(args.files)} "
                                "(run with --stats and --stats-file)"))
     if args.json:

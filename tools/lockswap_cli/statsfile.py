@@ -119,6 +119,23 @@ def event_counts(text):
     return counts
 
 
+def wait_record(f):
+    """A wait record (the library's: ip and bt; eBPF's: src=ebpf and site=SYMBOL+0xOFF)."""
+    if "ip" not in f and "site" not in f:
+        raise BadRecord("wait record without ip or site")
+    return {"kind": f["kind"], "call": f.get("call"), "ip": need_u64(f, "ip") if "ip" in f else None,
+            "n": need_u64(f, "n"), "ns": need_u64(f, "ns"), "max_ns": need_u64(f, "max_ns"),
+            "bt": backtrace(f.get("bt", "")), "src": f.get("src", "lockswap"),
+            "site": unescape_path(f["site"]) if "site" in f else None,
+            "pid": need_u64(f, "pid") if "pid" in f else None}
+
+
+def probe_record(f):
+    """A probe record of `lockswap attribute`: an application's own name for a wait."""
+    return {"app": f["app"], "kind": f.get("kind", "?"), "name": unescape_path(f.get("name", "?")),
+            "n": need_u64(f, "n"), "ns": need_u64(f, "ns"), "pid": need_u64(f, "pid") if "pid" in f else None}
+
+
 class Dump:
     """One complete (or truncated) statistics snapshot of one process."""
 
@@ -131,6 +148,9 @@ class Dump:
         # counts: event counters only, the per-lock profiler was off (older dumps: profile)
         self.stats = fields.get("stats", "profile")
         self.exe = unescape_path(fields.get("exe", "?"))
+        # `lockswap attribute` (root, eBPF) writes its records in blocks of their own (src=ebpf):
+        # kept beside the library's dump of the same process, never in its place
+        self.ebpf = fields.get("src") == "ebpf" or self.stats == "ebpf"
         self.path = path
         self.order = order            # position among all dumps read: later wins ties
         self.complete = False
@@ -142,10 +162,13 @@ class Dump:
         self.dropped = {"locks": 0, "sites": 0}
         self.rules = {}               # LOCKSWAP_SELECT rule index -> {text, unattributed}
         self.selected = []            # locks a rule chose, with their own lock events
+        self.waits = []               # wait records: waits per call site by kind (reach.py)
+        self.probes = []              # probe records: an application's own wait names (eBPF)
+        self.dropped_waits = None     # dropped waits=: None from a library without wait records
 
     @property
     def key(self):
-        return (self.pid, self.start_ns)
+        return (self.pid, self.start_ns, "ebpf") if self.ebpf else (self.pid, self.start_ns)
 
     @property
     def profiled(self):
@@ -183,6 +206,12 @@ class Dump:
             counts = {k: need_u64(f, k) for k in ("locks", "sites")}
             for k, n in counts.items():
                 self.dropped[k] += n
+            if "waits" in f:
+                self.dropped_waits = (self.dropped_waits or 0) + need_u64(f, "waits")
+        elif rtype == "wait" and "kind" in f:
+            self.waits.append(wait_record(f))
+        elif rtype == "probe" and "app" in f:
+            self.probes.append(probe_record(f))
         elif rtype == "rule" and "index" in f:
             self.rules[need_u64(f, "index")] = {"text": unescape_path(f.get("text", "")),
                                                 "unattributed": need_u64(f, "unattributed")}
@@ -199,6 +228,7 @@ class DumpReader:
 
     def __init__(self):
         self.dumps, self.order = [], 0
+        self.loose = []     # wait and probe records outside any begin..end block (eBPF's)
 
     def read(self, path):
         current, warnings = None, 0
@@ -235,17 +265,27 @@ class DumpReader:
             return None
         if current is not None:
             current.add(rtype, fields)
+        elif rtype == "wait" and "kind" in fields:
+            self.loose.append((rtype, wait_record(fields), path))
+        elif rtype == "probe" and "app" in fields:
+            self.loose.append((rtype, probe_record(fields), path))
         return current
 
 
 def read_dumps(paths):
     """All dumps in PATHS, in file order. Records outside begin..end are ignored."""
+    return read_dumps_and_loose(paths)[0]
+
+
+def read_dumps_and_loose(paths):
+    """All dumps in PATHS, and the wait and probe records found outside any begin..end block
+    ([(rtype, record, path)]: `lockswap attribute` may write them so)."""
     reader = DumpReader()
     for path in paths:
         reader.read(path)
     for d in reader.dumps:
         d.maps.sort()
-    return reader.dumps
+    return reader.dumps, reader.loose
 
 
 def last_dump_per_process(dumps):
