@@ -411,7 +411,7 @@ def fmt_ratio(x):
     return "-" if x is None else f"{x:.3f}"
 
 
-REACH_SYMBOL_BUDGET_S = 20.0   # addr2line for the reach of all rows together (spin-delay sites)
+REACH_SYMBOL_BUDGET_S = 20.0   # addr2line per row, for the spin-delay sites of its dumps
 
 
 def row_reach(stats_dir, v):

@@ -44,7 +44,16 @@ ELF file is skipped with a warning, and addr2line is bounded: only the sites
 shown, at most {MAX_SYMBOLIZED_FILES} files, {MAX_ADDRS_PER_RUN} addresses a run,
 {ADDR2LINE_TIMEOUT_S:g} s a run and --symbol-budget in all.
 
---json schema ("schema": "lockswap-report-v1"): files; percentile_method;
+Reach (first, when the dumps carry wait records; docs/reach.md): the lock
+waiting by class (algorithm swapped, sleep primitive swapped, lockswap's own
+locks, own futex locks, spin-delay sleeps, glibc internal and glibc's locks
+with `{PROG} attribute`'s eBPF records only), reach = swapped / total, a
+warning below 50%; condition, idle and other timed waits apart.
+
+--json schema ("schema": "lockswap-report-v1"): reach (null without wait records:
+{{processes, column, ebpf, lock_wait_ns, classes[{{class, label, swapped, seen, ns, n,
+share, note}}], reach_pct, reach_algorithm_pct, reach_why, warning, futex_sites[],
+spin_delay_sites[], cond_sites[], probes[], apart{{cond, idle, sleep}}, ...}}); files; percentile_method;
 profiled (false: counts-only dumps, no per-lock data);
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
 stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended,
