@@ -4,6 +4,7 @@
 import argparse
 import sys
 from .common import PROG, warn
+from .attribute import attribute_parser, cmd_attribute
 from .compare import cmd_compare, compare_parser
 from .doctor import cmd_doctor, doctor_parser
 from .report import cmd_report, report_parser
@@ -26,6 +27,7 @@ def parser():
     report_parser(lambda **kw: sub.add_parser("report", **kw))
     compare_parser(lambda **kw: sub.add_parser("compare", **kw))
     doctor_parser(lambda **kw: sub.add_parser("doctor", **kw))
+    attribute_parser(lambda **kw: sub.add_parser("attribute", **kw))
     return p, sub.choices
 
 
@@ -36,6 +38,8 @@ def main(argv):
         subparsers[args.subcommand].error("unrecognized arguments: " + " ".join(extra))
     if args.subcommand == "doctor":
         return cmd_doctor(args, subparsers["doctor"])
+    if args.subcommand == "attribute":
+        return cmd_attribute(args, subparsers["attribute"])
     try:
         if args.subcommand == "report":
             return cmd_report(args)

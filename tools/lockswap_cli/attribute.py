@@ -1,0 +1,590 @@
+"""lockswap attribute: where a process tree waits, measured exactly from the kernel (root, eBPF).
+
+Runs COMMAND (or watches the tree of --pid) under bpftrace with tools/attribute/waits.bt (and
+pg_probes.bt for --pg-probes), then writes lockswap-v1 records:
+
+  wait    src=ebpf pid comm kind site n ns call via stack
+  probe   src=ebpf app=postgres kind=lwlock|heavyweight name mode [tag] n ns
+  dropped src=ebpf lost waits pids probes regs
+
+kind of a wait: lockswap, glibc_lock, cond, glibc_internal, futex (futex waits, told apart by
+their frames), idle, delay (from the syscall). docs/attribution.md is the method and its limits.
+The frames: ip and the return addresses the scan of the user stack found (waits.bt says how),
+turned into module+offset through /proc/PID/maps, read while the processes live (at each fork
+and exec the tracer reports, and every POLL_S), and into symbols by addr2line (symbolize.py).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .common import PROG, warn
+from .symbolize import Symbolizer
+
+SKIP = 77                 # ctest's SKIP_RETURN_CODE: eBPF cannot be used here
+POLL_S = 0.25             # /proc/PID/maps re-read period
+READY_TIMEOUT_S = 120.0   # bpftrace compiling and attaching
+MAX_KEYS = 16384          # BPFTRACE_MAP_KEYS_MAX; the programs refuse new keys a little before
+SCAN_WORDS = 48           # user stack words scanned for return addresses
+PG_BIN = "/usr/lib/postgresql/15/bin/postgres"
+
+# x86_64 syscall numbers of the waits waits.bt times
+SYSCALLS = {202: "futex", 449: "futex_waitv", 455: "futex_wait", 232: "epoll_wait", 281: "epoll_pwait",
+            441: "epoll_pwait2", 7: "poll", 271: "ppoll", 23: "select", 270: "pselect6", 43: "accept",
+            288: "accept4", 45: "recvfrom", 47: "recvmsg", 0: "read", 35: "nanosleep", 230: "clock_nanosleep"}
+KINDS = {1: "futex", 2: "idle", 3: "delay"}
+LWLOCK_MODES = {0: "exclusive", 1: "shared", 2: "wait_until_free"}
+PG_LOCKMODES = {1: "AccessShareLock", 2: "RowShareLock", 3: "RowExclusiveLock", 4: "ShareUpdateExclusiveLock",
+                5: "ShareLock", 6: "ShareRowExclusiveLock", 7: "ExclusiveLock", 8: "AccessExclusiveLock"}
+PG_LOCKTAGS = {0: "relation", 1: "extend", 2: "frozenid", 3: "page", 4: "tuple", 5: "transaction",
+               6: "virtualxid", 7: "spectoken", 8: "object", 9: "userlock", 10: "advisory"}
+
+# Module classes and the pthread API by symbol (glibc 2.36's internal names included).
+LIBC_RE = re.compile(r"(^|/)(libc\.so|libc-2|libpthread|ld-linux|ld64\.so|ld-2)")
+LOCKSWAP_RE = re.compile(r"(^|/)liblockswap[^/]*\.so")
+COND_RE = re.compile(r"pthread_cond|cnd_|__condvar")
+GLIBC_LOCK_RE = re.compile(r"pthread_mutex|pthread_rwlock|pthread_spin|pthread_barrier|mtx_|sem_wait|"
+                           r"sem_timedwait|sem_clockwait|__new_sem|__old_sem|^__lll_lock_wait$|"
+                           r"__pthread_mutex|__pthread_rwlock|do_futex_wait")
+SYSCALL_FN_RE = re.compile(r"^syscall$")
+
+
+def attribute_parser(add):
+    p = add(prog=f"{PROG} attribute",
+            help="where a process tree waits, from the kernel (root, bpftrace)",
+            description="Run COMMAND (or watch the tree of --pid) under bpftrace and write lockswap-v1 "
+                        "wait/probe/dropped records: every blocking futex wait, idle wait "
+                        "(epoll/poll/select/accept/socket reads) and delay (nanosleep, select with no "
+                        "descriptors) of the tree, timed in the kernel and attributed to a call site. "
+                        "Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and bpftrace; without "
+                        "them it says what is missing and exits 77. docs/attribution.md has the method.",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            epilog="examples:\n"
+                   f"  {PROG} attribute --out /tmp/w.txt -- ./server --threads 16\n"
+                   f"  {PROG} attribute --pid $(pidof mariadbd) --duration 15 --out /tmp/w.txt\n"
+                   f"  {PROG} attribute --pg-probes --pid $(head -1 $PGDATA/postmaster.pid) --duration 15")
+    p.add_argument("--out", metavar="FILE", help="write the records to FILE (default: stdout)")
+    p.add_argument("--pg-probes", action="store_true",
+                   help="also PostgreSQL's lwlock/lock wait USDT probes (probe records)")
+    p.add_argument("--pg-bin", metavar="PATH", default=None,
+                   help=f"the postgres executable for --pg-probes (default: the tree's, else {PG_BIN})")
+    p.add_argument("--pid", type=int, metavar="PID", help="watch this process and what it forks from now on")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="stop after S seconds (with --pid; with COMMAND, COMMAND is left running)")
+    p.add_argument("--max-keys", type=int, default=MAX_KEYS, metavar="N",
+                   help=f"entries per eBPF map (default {MAX_KEYS}); full maps are counted in 'dropped'")
+    p.add_argument("--scan", type=int, default=SCAN_WORDS, metavar="WORDS",
+                   help=f"user stack words scanned for return addresses (default {SCAN_WORDS}, at most 96)")
+    p.add_argument("--top", type=int, default=8, metavar="N", help="sites per kind in the summary on stderr")
+    p.add_argument("--bpftrace", default=os.environ.get("BPFTRACE", "bpftrace"), metavar="PATH",
+                   help="the bpftrace program (default: bpftrace on PATH, or $BPFTRACE)")
+    p.add_argument("--keep-program", metavar="FILE", help="also write the bpftrace program run to FILE")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    return p
+
+
+# ------------------------------------------------------------------ pre-flight
+
+def _capabilities():
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def missing_requirements(bpftrace):
+    """What keeps eBPF from loading here, as sentences (empty: nothing known)."""
+    why = []
+    caps = _capabilities()
+    cap_sys_admin, cap_perfmon, cap_bpf = 1 << 21, 1 << 38, 1 << 39
+    if not (caps & cap_sys_admin or (caps & cap_bpf and caps & cap_perfmon)):
+        why.append("CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN): run as root")
+    if not shutil.which(bpftrace):
+        why.append(f"bpftrace ({bpftrace} not found; apt-get install bpftrace)")
+    if os.uname().machine != "x86_64":
+        why.append(f"an x86_64 kernel (waits.bt reads x86_64 pt_regs; this is {os.uname().machine})")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        why.append("kernel BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF)")
+    if not why and not _tracefs_ready():
+        why.append("tracefs (mount -t tracefs nodev /sys/kernel/tracing failed)")
+    return why
+
+
+def _tracefs_ready():
+    """bpftrace reads the syscall tracepoints' formats from tracefs: mount it where it is not."""
+    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        if os.path.isdir(os.path.join(d, "events")):
+            return True
+    r = subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
+    return r.returncode == 0 and os.path.isdir("/sys/kernel/tracing/events")
+
+
+def data_dir():
+    """tools/attribute beside the package: source tree, build tree and install alike."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "attribute")
+
+
+def build_program(roots, pg_bin, max_keys, scan):
+    d = data_dir()
+    with open(os.path.join(d, "waits.bt")) as fh:
+        text = fh.read()
+    limit = str(max(max_keys - 64, 16))
+    text = text.replace("// @ROOTS@", " ".join(f"@pids[{int(r)}] = 1;" for r in roots) + f" @npids = {len(roots)};")
+    text = text.replace("@MAXKEYS@", limit).replace("@SCAN@", str(scan)).replace("@THREAD_SIZE@", "16384")
+    if pg_bin:
+        with open(os.path.join(d, "pg_probes.bt")) as fh:
+            text += "\n" + fh.read().replace("@PG_BIN@", pg_bin).replace("@MAXKEYS@", limit)
+    return text
+
+
+# ------------------------------------------------------------------ the maps of the traced processes
+
+class Maps:
+    """Executable file mappings per process, merged over every read of /proc/PID/maps."""
+
+    def __init__(self):
+        self.maps = {}       # pid -> {(start, end, offset, path)}
+        self.parent = {}     # pid -> the pid it was forked from
+        self.live = set()    # pids to re-read
+        self.lock = threading.Lock()
+
+    def read(self, pid):
+        try:
+            with open(f"/proc/{pid}/maps") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            with self.lock:
+                self.live.discard(pid)
+            return
+        got = set()
+        for line in lines:
+            parts = line.split(None, 5)
+            if len(parts) < 6 or "x" not in parts[1] or not parts[5].startswith("/"):
+                continue
+            lo, hi = parts[0].split("-")
+            got.add((int(lo, 16), int(hi, 16), int(parts[2], 16), parts[5].removesuffix(" (deleted)")))
+        with self.lock:
+            self.maps.setdefault(pid, set()).update(got)
+
+    def add(self, pid, parent=None):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                tgid = next((int(l.split()[1]) for l in fh if l.startswith("Tgid:")), pid)
+        except (OSError, ValueError):
+            tgid = pid
+        if tgid != pid:
+            return               # a thread: its group's maps are read already
+        with self.lock:
+            if parent is not None:
+                self.parent.setdefault(pid, parent)
+            self.live.add(pid)
+        self.read(pid)
+
+    def poll(self):
+        with self.lock:
+            pids = list(self.live)
+        for pid in pids:
+            self.read(pid)
+
+    def sorted_for(self, pid):
+        """The mappings of PID, else of the nearest ancestor whose were read (a fork that exited
+        between two reads has its parent's)."""
+        seen = set()
+        while pid is not None and pid not in seen:
+            seen.add(pid)
+            if self.maps.get(pid):
+                return sorted(self.maps[pid])
+            pid = self.parent.get(pid)
+        return []
+
+
+def locate(maps, addr):
+    best = None
+    for start, end, offset, path in maps:
+        if start <= addr < end:
+            best = (path, addr - start + offset)   # the last read wins over an older overlapping one
+    return best
+
+
+def descendants(root):
+    """ROOT and every process below it now (from /proc/*/stat's ppid)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                stat = fh.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+# ------------------------------------------------------------------ bpftrace's output
+
+MAP_RE = re.compile(r"^@(wn|wns)\[(\d+), (.*), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\]: (\d+)$")
+PG_RE = re.compile(r"^@(pgn|pgns)\[(\d+), (\d+), (.*), (\d+)\]: (\d+)$")
+SCALAR_RE = re.compile(r"^@(full_waits|full_pids|full_probes|regs_bad): (\d+)$")
+LOST_RE = re.compile(r"Lost (\d+) events")
+
+
+def parse_output(lines):
+    waits, probes, scalars, lost = {}, {}, {}, 0
+    for line in lines:
+        m = MAP_RE.match(line)
+        if m:
+            key = (int(m.group(2)), m.group(3), int(m.group(4)), int(m.group(5)),
+                   tuple(int(m.group(i)) for i in range(6, 14)))
+            waits.setdefault(key, [0, 0])[0 if m.group(1) == "wn" else 1] = int(m.group(14))
+            continue
+        m = PG_RE.match(line)
+        if m:
+            key = (int(m.group(2)), int(m.group(3)), m.group(4), int(m.group(5)))
+            probes.setdefault(key, [0, 0])[0 if m.group(1) == "pgn" else 1] = int(m.group(6))
+            continue
+        m = SCALAR_RE.match(line)
+        if m:
+            scalars[m.group(1)] = int(m.group(2))
+            continue
+        m = LOST_RE.search(line)
+        if m:
+            lost += int(m.group(1))
+    return waits, probes, scalars, lost
+
+
+# ------------------------------------------------------------------ classification
+
+def enc(text):
+    """A record value: no spaces, control bytes, '=' or '%' (percent-encoded), never empty."""
+    out = "".join(c if (0x20 < ord(c) < 0x7f and c not in "=%") else "".join(f"%{b:02X}" for b in c.encode())
+                  for c in str(text))
+    return out or "-"
+
+
+def classify(kind, frames):
+    """(kind, site frame, via symbol) of one wait. FRAMES: [(module path or None, offset, function)],
+    the ip first, then the return addresses found in executable mappings."""
+    if not frames:
+        return ("futex" if kind == 1 else KINDS[kind]), None, None
+    # The frames inside libc/ld.so and liblockswap come first (a scan may interleave a stale
+    # frame of the other): the first frame in neither is the call site.
+    j = 0
+    while j < len(frames) and frames[j][0] and (LIBC_RE.search(frames[j][0]) or LOCKSWAP_RE.search(frames[j][0])):
+        j += 1
+    inner = frames[:j]
+    site = frames[j] if j < len(frames) else frames[-1]
+    libc = [f[2] or "" for f in inner if LIBC_RE.search(f[0])]
+    ls = [f[2] or "" for f in inner if LOCKSWAP_RE.search(f[0])]
+    via = (ls[-1] if ls else None) or (libc[-1] if libc else None)
+    if kind != 1:
+        return KINDS[kind], site, via
+    if ls:
+        return ("cond" if any(COND_RE.search(n) for n in ls) else "lockswap"), site, via
+    if not inner:
+        return "futex", frames[0], None          # a syscall instruction of the program's own
+    if any(COND_RE.search(n) for n in libc):
+        return "cond", site, via
+    if any(GLIBC_LOCK_RE.search(n) for n in libc):
+        return "glibc_lock", site, via
+    if len(libc) == 1 and SYSCALL_FN_RE.match(libc[0]):
+        return "futex", site, via                # syscall(SYS_futex, ...) called by the program
+    return "glibc_internal", site, via
+
+
+ARGS_RE = re.compile(r"\((?:[^()]|\([^()]*\))*\)( const)?$")
+
+
+def short(fn):
+    """A demangled C++ name without its parameter list."""
+    return ARGS_RE.sub("", fn) if fn and fn.endswith(")") or (fn or "").endswith(") const") else fn
+
+
+def frame_name(fr):
+    if fr is None:
+        return "-"
+    path, off, fn = fr
+    where = f"{os.path.basename(path)}+{off:#x}" if path else f"{off:#x}"
+    return f"{where}:{short(fn)}" if fn else where
+
+
+# ------------------------------------------------------------------ running
+
+def run_bpftrace(args, program, roots, maps, stop_event, child_release):
+    env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(args.max_keys), BPFTRACE_NO_CPP_DEMANGLE="1",
+               BPFTRACE_STRLEN="64")
+    fd, path = tempfile.mkstemp(prefix="lockswap-attribute-", suffix=".bt")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(program)
+    if args.keep_program:
+        with open(args.keep_program, "w") as fh:
+            fh.write(program)
+    proc = subprocess.Popen([args.bpftrace, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, text=True, errors="replace", start_new_session=True)
+    out_lines, err_lines, ready = [], [], threading.Event()
+
+    def reader():
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("lockswap-attribute "):
+                w = line.split()
+                if w[1] == "ready":
+                    ready.set()
+                elif w[1] == "fork" and len(w) == 4:
+                    maps.add(int(w[3]), int(w[2]))
+                elif w[1] == "exec" and len(w) == 3:
+                    maps.add(int(w[2]))
+                continue
+            out_lines.append(line)
+
+    def err_reader():
+        for line in proc.stderr:
+            err_lines.append(line.rstrip("\n"))
+
+    threads = [threading.Thread(target=reader, daemon=True), threading.Thread(target=err_reader, daemon=True)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not ready.is_set():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            break
+        ready.wait(0.1)
+    os.unlink(path)
+    if not ready.is_set():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for t in threads:
+            t.join(5)
+        errs = [l for l in err_lines if "RLIMIT_MEMLOCK" not in l][-12:]
+        return None, errs
+    child_release()
+    while not stop_event.is_set():
+        maps.poll()
+        stop_event.wait(POLL_S)
+    maps.poll()
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for t in threads:
+        t.join(10)
+    return out_lines + err_lines, None
+
+
+def cmd_attribute(args, parser):
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if cmd and args.pid:
+        parser.error("give either --pid or -- COMMAND, not both")
+    if not cmd and not args.pid:
+        parser.error("nothing to watch: -- COMMAND or --pid PID")
+    if args.duration is not None and args.duration <= 0:
+        parser.error("--duration must be positive")
+    if not 1 <= args.scan <= 96:
+        parser.error("--scan must be 1 to 96")
+    if args.max_keys < 256:
+        parser.error("--max-keys must be at least 256")
+    why = missing_requirements(args.bpftrace)
+    if why:
+        warn("attribute: eBPF cannot be used here; missing: " + "; ".join(why))
+        return SKIP
+    pg_bin = None
+    if args.pg_probes:
+        pg_bin = args.pg_bin
+        if not pg_bin and args.pid:
+            try:
+                exe = os.readlink(f"/proc/{args.pid}/exe")
+                pg_bin = exe if os.path.basename(exe) == "postgres" else None
+            except OSError:
+                pass
+        pg_bin = pg_bin or PG_BIN
+        if not os.path.isfile(pg_bin):
+            warn(f"attribute: --pg-probes: {pg_bin} not found (--pg-bin PATH)")
+            return SKIP
+
+    maps = Maps()
+    stop_event = threading.Event()
+    child = None
+    if cmd:
+        # The command waits behind a gate (a shell reading a pipe) until the tracer is attached,
+        # then execs in the same pid: nothing it does happens before the tracing.
+        r, w = os.pipe()
+        child = subprocess.Popen(["/bin/sh", "-c", 'read -r _ <&3; exec 3<&-; exec "$@"', "sh"] + cmd,
+                                 pass_fds=(r,))
+        os.close(r)
+        roots = [child.pid]
+
+        def release():
+            os.write(w, b"go\n")
+            os.close(w)
+            maps.add(child.pid)
+    else:
+        if not os.path.isdir(f"/proc/{args.pid}"):
+            warn(f"attribute: no process {args.pid}")
+            return 1
+        roots = [p for p in descendants(args.pid)]
+
+        def release():
+            for p in roots:
+                maps.add(p)
+
+    result = {}
+
+    def trace():
+        result["out"] = run_bpftrace(args, build_program(roots, pg_bin, args.max_keys, args.scan),
+                                     roots, maps, stop_event, release)
+    tracer = threading.Thread(target=trace, daemon=True)
+    tracer.start()
+    status = 0
+    t_end = time.monotonic() + args.duration if args.duration else None
+    try:
+        while tracer.is_alive():
+            if child is not None and child.poll() is not None:
+                break
+            if child is None and not os.path.isdir(f"/proc/{args.pid}"):
+                break
+            if t_end is not None and time.monotonic() >= t_end:
+                break
+            tracer.join(0.1)
+    except KeyboardInterrupt:
+        pass
+    if child is not None and tracer.is_alive() and args.duration is None:
+        try:
+            status = child.wait()
+        except KeyboardInterrupt:
+            status = 130
+    elif child is not None and child.poll() is not None:
+        status = child.returncode
+    stop_event.set()
+    tracer.join()
+    lines, errs = result.get("out", (None, ["the tracer did not start"]))
+    if lines is None:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
+        warn("attribute: bpftrace could not load the programs (eBPF unavailable or refused):")
+        for e in errs:
+            warn("attribute:   " + e)
+        return SKIP
+    if status < 0:
+        status = 128 - status
+    records, summary = make_records(lines, maps, args.top)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write("".join(r + "\n" for r in records))
+    else:
+        sys.stdout.write("".join(r + "\n" for r in records))
+        sys.stdout.flush()
+    for line in summary:
+        print(line, file=sys.stderr)
+    return status
+
+
+def make_records(lines, maps, top):
+    waits, probes, scalars, lost = parse_output(lines)
+    sym = Symbolizer()
+    resolved = {}
+    sorted_maps = {}
+    for (pid, comm, kind, nr, addrs) in waits:
+        if pid not in sorted_maps:
+            sorted_maps[pid] = maps.sorted_for(pid)
+        chain = []
+        for i, a in enumerate(addrs):
+            if a == 0:
+                continue
+            loc = locate(sorted_maps[pid], a)
+            if loc is None:
+                if i == 0:
+                    chain.append((None, a))   # ip outside any file mapping (JIT, vDSO): kept
+                continue                      # a scanned word outside executable files: not a frame
+            chain.append(loc)
+            sym.want(*loc)
+        resolved[(pid, addrs)] = chain
+    sym.budget_s = 60.0
+    sym.resolve()
+
+    agg = {}
+    for (pid, comm, kind, nr, addrs), (n, ns) in waits.items():
+        frames = [(p, o, (sym.get(p, o)["function"] if p else None)) for p, o in resolved[(pid, addrs)]]
+        k, site, via = classify(kind, frames)
+        key = (pid, comm, k, frame_name(site), SYSCALLS.get(nr, str(nr)))
+        a = agg.setdefault(key, {"n": 0, "ns": 0, "via": via, "stack": frames, "best": -1})
+        a["n"] += n
+        a["ns"] += ns
+        if ns > a["best"]:
+            a["best"], a["via"], a["stack"] = ns, via, frames
+    records = []
+    for (pid, comm, k, site, call), a in sorted(agg.items(), key=lambda kv: -kv[1]["ns"]):
+        stack = ";".join(frame_name(f) for f in a["stack"][:8])
+        records.append(f"lockswap-v1 wait src=ebpf pid={pid} comm={enc(comm)} kind={k} site={enc(site)} "
+                       f"n={a['n']} ns={a['ns']} call={call} via={enc(short(a['via']) or '-')} stack={enc(stack)}")
+    for (pid, kind, name, mode), (n, ns) in sorted(probes.items(), key=lambda kv: -kv[1][1]):
+        if kind == 1:
+            records.append(f"lockswap-v1 probe src=ebpf app=postgres pid={pid} kind=lwlock name={enc(name)} "
+                           f"mode={LWLOCK_MODES.get(mode, mode)} n={n} ns={ns}")
+        else:
+            lockmode, tag = mode >> 8, mode & 0xff
+            records.append(f"lockswap-v1 probe src=ebpf app=postgres pid={pid} kind=heavyweight "
+                           f"name={PG_LOCKMODES.get(lockmode, lockmode)} mode={lockmode} "
+                           f"tag={PG_LOCKTAGS.get(tag, tag)} n={n} ns={ns}")
+    records.append(f"lockswap-v1 dropped src=ebpf lost={lost} waits={scalars.get('full_waits', 0)} "
+                   f"pids={scalars.get('full_pids', 0)} probes={scalars.get('full_probes', 0)} "
+                   f"regs={scalars.get('regs_bad', 0)}")
+    return records, summary_lines(agg, probes, scalars, lost, top)
+
+
+def fmt_ns(ns):
+    return f"{ns / 1e9:.3f} s" if ns >= 1e8 else f"{ns / 1e6:.3f} ms"
+
+
+def summary_lines(agg, probes, scalars, lost, top):
+    out = []
+    total = sum(a["ns"] for a in agg.values()) or 1
+    by_kind = {}
+    for (pid, comm, k, site, call), a in agg.items():
+        s = by_kind.setdefault(k, {"n": 0, "ns": 0, "sites": {}})
+        s["n"] += a["n"]
+        s["ns"] += a["ns"]
+        st = s["sites"].setdefault(site, [0, 0])
+        st[0] += a["n"]
+        st[1] += a["ns"]
+    pids = {key[0] for key in agg}
+    out.append(f"{PROG} attribute: {len(pids)} process(es), waits summed over their threads")
+    for k, s in sorted(by_kind.items(), key=lambda kv: -kv[1]["ns"]):
+        out.append(f"  {k:<15} n={s['n']:<10} {fmt_ns(s['ns']):>14}  {100.0 * s['ns'] / total:5.1f}%")
+        for site, (n, ns) in sorted(s["sites"].items(), key=lambda kv: -kv[1][1])[:top]:
+            out.append(f"      {n:>10} {fmt_ns(ns):>14}  {site}")
+    if probes:
+        out.append(f"{PROG} attribute: PostgreSQL probes (summed over processes)")
+        pk = {}
+        for (pid, kind, name, mode), (n, ns) in probes.items():
+            label = f"lwlock {name}" if kind == 1 else f"heavyweight {PG_LOCKMODES.get(mode >> 8, mode >> 8)}"
+            v = pk.setdefault(label, [0, 0])
+            v[0] += n
+            v[1] += ns
+        for label, (n, ns) in sorted(pk.items(), key=lambda kv: -kv[1][1])[:max(top, 10)]:
+            out.append(f"      {n:>10} {fmt_ns(ns):>14}  {label}")
+    dropped = {k: v for k, v in scalars.items() if v} | ({"lost": lost} if lost else {})
+    if dropped:
+        out.append(f"{PROG} attribute: dropped: " + " ".join(f"{k}={v}" for k, v in sorted(dropped.items())))
+    return out
