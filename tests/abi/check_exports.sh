@@ -23,7 +23,9 @@ required=(
   pthread_setcanceltype  # forwarded to glibc; mirrors the cancel type (core/cancel.h)
   # the waits of the concurrency-id switch model (preload/blocking_calls.cpp)
   epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect nanosleep clock_nanosleep
-  sigwait sigwaitinfo sigtimedwait
+  sigwait sigwaitinfo sigtimedwait accept accept4
+  # the futex waits of a program's own locks (preload/waits.cpp)
+  syscall
 )
 allowed_extra='^__pthread_(mutex|rwlock)_[a-z]+$'
 
