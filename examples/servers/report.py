@@ -94,7 +94,7 @@ def row_reach(rs):
     if not files:
         return None
     dumps, loose = read_dumps_and_loose(files)
-    return reach_model.compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+    return reach_model.safe_compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
 
 
 def reach_notes(rows):

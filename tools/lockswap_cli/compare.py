@@ -427,7 +427,7 @@ def row_reach(stats_dir, v):
     if not files:
         return None
     dumps, loose = read_dumps_and_loose(files)
-    return reach.compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+    return reach.safe_compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
 
 
 def reach_lines(rows):

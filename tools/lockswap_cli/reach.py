@@ -9,6 +9,7 @@ src=ebpf and `probe` records (in a begin..end block of their own or outside any 
 Standard library only; the symbols come from symbolize.Symbolizer (addr2line, bounded)."""
 
 import os
+from .common import warn
 from .symbolize import Symbolizer, locate
 
 # Lock events the library counts in lockswap's own slow paths (ns slept or spun, and sleeps).
@@ -231,12 +232,20 @@ def recognise(frames, table):
     return None, None
 
 
+def frame(symbolizer, module, offset):
+    """The symbolizer's frame, or a bare one for an address it was not asked about."""
+    try:
+        return symbolizer.get(module, offset)
+    except KeyError:
+        return {"module": module, "offset": offset, "function": None, "source": None, "inlined": []}
+
+
 def site_frames(s, symbolizer):
     """The site itself, then its backtrace, as frames (ebpf: its symbol name)."""
     if s.src == "ebpf":
         return [{"function": s.name.split("+")[0], "inlined": []}]
-    frames = [symbolizer.get(s.module, s.offset)] if s.module else []
-    frames += [symbolizer.get(mod, off) for _, mod, off in s.bt if mod]
+    frames = [frame(symbolizer, s.module, s.offset)] if s.module else []
+    frames += [frame(symbolizer, mod, off) for _, mod, off in s.bt if mod]
     return frames
 
 
@@ -245,7 +254,7 @@ def site_label(s, symbolizer):
         return s.name
     if s.module is None:
         return f"{s.ip:#x}"
-    fr = symbolizer.get(s.module, s.offset)
+    fr = frame(symbolizer, s.module, s.offset)
     where = f"{os.path.basename(s.module)}+{s.offset:#x}"
     if fr["function"]:
         return f"{fr['function']}" + ("" if fr["source"] else f" [{where}]")
@@ -285,6 +294,15 @@ def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None):
         add_process(m, ghost, orphans)
         m.processes -= 1
     return finish(m, symbolizer or Symbolizer(symbol_budget))
+
+
+def safe_compute(*args, **kw):
+    """compute(), or None with one warning: the reach must never cost the report or the table."""
+    try:
+        return compute(*args, **kw)
+    except Exception as e:   # a bug here: the rest of the output still comes
+        warn(f"reach: internal error: {type(e).__name__}: {e} (please report it); no reach shown")
+        return None
 
 
 def finish(m, symbolizer):

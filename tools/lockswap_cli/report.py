@@ -124,7 +124,7 @@ def build_report(args):
     every, loose = read_dumps_and_loose(args.files)
     every = last_dump_per_process(every)
     # the reach model first: it reads lockswap attribute's eBPF blocks too, the rest does not
-    reach = reach_model.compute(every, loose, symbol_budget=args.symbol_budget)
+    reach = reach_model.safe_compute(every, loose, symbol_budget=args.symbol_budget)
     dumps = [d for d in every if not d.ebpf]
     totals, locks, sites = merge(dumps)
     key = sort_key(args.sort)
