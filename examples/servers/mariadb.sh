@@ -9,6 +9,17 @@
 #   --oversub N      client threads of the extra oversubscribed oltp_read_write
 #                    run [64]; 0: none
 #   --tables N       sysbench tables [4]        --table-size N  rows per table [10000]
+#   --attribute      after the rounds, per load two labelled attribution runs,
+#                    never in the comparison (attribute_lib.sh,
+#                    docs/attribution.md): `lockswap attribute --pid MARIADBD`
+#                    (root, bpftrace) with no preload, in attribute-*.txt; then
+#                    a server with --performance-schema=ON and every
+#                    wait/synch instrument on, whose
+#                    events_waits_summary_global_by_event_name (truncated before
+#                    the load) becomes `lockswap-v1 probe src=pfs app=mariadb
+#                    kind=innodb|server name=EVENT n= ns=` records in
+#                    attribute-pfs-*.txt
+#   --attribute-only the attribution runs alone
 # defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 8 --user lockswap-srv --port 23306
 #
@@ -29,10 +40,12 @@ set -euo pipefail
 SRV_NAME=mariadb
 SRV_TIME=10 SRV_WARMUP=2 SRV_THREADS=8 SRV_PORT_BASE=23306
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/attribute_lib.sh"
 
 TABLES=4 TABLE_SIZE=10000 WORKLOAD=both OVERSUB=64
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
+  attr_parse_common "$1" && { shift; continue; }
   case "$1" in
     --workload) WORKLOAD=${2:?}; shift 2 ;;
     --oversub) OVERSUB=${2:?}; shift 2 ;;
@@ -59,6 +72,7 @@ SRV_DB_STOP=maria_shutdown
 srv_note "mariadb:   $(mariadbd --version | awk '{print $3}'), $(sysbench --version); ${LOADS[*]} (workload:threads)," \
      "$TABLES tables x $TABLE_SIZE rows"
 DATA=$SRV_TMP/data SOCK=$SRV_TMP/mysqld.sock PORT=''
+MARIA_EXTRA=()   # more server options (the performance_schema attribution run)
 
 client() { timeout 60 mariadb --no-defaults --protocol=socket -S "$SOCK" -uroot "$@"; }
 admin() { timeout 60 mysqladmin --no-defaults --protocol=socket -S "$SOCK" -uroot "$@"; }
@@ -77,7 +91,8 @@ db_start() {  # db_start LOG: the server on a free port, with SRV_ENV
     --datadir="$DATA" --socket="$SOCK" --port="$PORT" --bind-address=127.0.0.1 \
     --pid-file="$SRV_TMP/mariadbd.pid" --log-error="$1" --tmpdir="$SRV_TMP" \
     --skip-name-resolve --max-connections=300 \
-    --innodb-buffer-pool-size=256M --innodb-log-file-size=128M --innodb-flush-log-at-trx-commit=2
+    --innodb-buffer-pool-size=256M --innodb-log-file-size=128M --innodb-flush-log-at-trx-commit=2 \
+    ${MARIA_EXTRA[@]+"${MARIA_EXTRA[@]}"}
 }
 sb_args() {  # sb_args WORKLOAD
   SB_ARGS=("$1" --db-driver=mysql --mysql-host=127.0.0.1 --mysql-port="$PORT" --mysql-user=sbtest
@@ -119,5 +134,36 @@ run_one() {  # run_one WORKLOAD:THREADS VARIANT REP
   srv_sysbench_one "mariadb-$w-t$t" "MariaDB $w $t thr" "$w" "$t" "$2" "$3" "$(srv_tag "${w#oltp_}-t$t-$2-r$3")"
 }
 
-srv_matrix "${LOADS[@]}"
-srv_finish "MariaDB 10.11 + sysbench"
+# attr_app_run LABEL WORKLOAD THREADS (attribute_lib.sh): the performance_schema
+# attribution run. Every wait/synch instrument on (enabled and timed); the
+# summary is truncated once the server is up, read after the load.
+# SUM_TIMER_WAIT is in picoseconds.
+attr_app_run() {
+  local label=pfs-$1 out=$SRV_DIR/attribute-pfs-$1.txt rows
+  SRV_ENV=()
+  MARIA_EXTRA=(--performance-schema=ON "--performance-schema-instrument=wait/synch/%=ON")
+  srv_data_reset
+  db_start "$SRV_DIR/attribute-$label.log" || die "mariadbd did not start for the performance_schema run"
+  MARIA_EXTRA=()
+  client -e "TRUNCATE TABLE performance_schema.events_waits_summary_global_by_event_name" ||
+    log "mariadb: could not truncate the performance_schema summary"
+  log "mariadb: attribution run $label: performance_schema wait/synch/% ($2, $3 threads, ${SRV_TIME}s)"
+  attr_load "$label" "$2" "$3" || log "mariadb: sysbench failed in the attribution run $label"
+  rows=$(client -N -B -e "SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT
+      FROM performance_schema.events_waits_summary_global_by_event_name
+      WHERE COUNT_STAR > 0 AND EVENT_NAME LIKE 'wait/synch/%' ORDER BY SUM_TIMER_WAIT DESC") ||
+    log "mariadb: could not read the performance_schema summary"
+  awk -F'\t' '{ kind = ($1 ~ /\/innodb\//) ? "innodb" : "server"; name = $1; gsub(/[^A-Za-z0-9_.:\/-]/, "_", name)
+                 printf "lockswap-v1 probe src=pfs app=mariadb kind=%s name=%s n=%s ns=%.0f\n", kind, name, $2, $3 / 1000 }' \
+    <<<"$rows" >"$out"
+  srv_stop "$SRV_DB_STOP" "$SRV_DIR/attribute-$label.log" 90
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" attribute-pfs "$2" "$3" \
+    "$(awk '/transactions:/ { gsub(/[(]/, "", $3); print $3 }' "$SRV_DIR/attribute-$label.sysbench.txt")" 0 "$out" \
+    >>"$SRV_DIR/attribute.tsv"
+  log "mariadb: attribution run $label: $(wc -l <"$out") records in $out; top by time:"
+  sort -t= -k7 -n -r "$out" | head -8 >&2 || true
+}
+
+((ATTR_MODE == 2)) || srv_matrix "${LOADS[@]}"
+attr_matrix "${LOADS[@]}"
+((ATTR_MODE == 2)) || srv_finish "MariaDB 10.11 + sysbench"

@@ -13,6 +13,13 @@
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)
+#   --attribute      after the rounds, one labelled attribution run per load:
+#                    no preload, `lockswap attribute --pg-probes --pid POSTMASTER`
+#                    (root, bpftrace: futex/idle/delay waits and the LWLock and
+#                    heavyweight lock wait probes) around --time s of sysbench,
+#                    in attribute-*.txt; never in the comparison
+#                    (attribute_lib.sh, docs/attribution.md)
+#   --attribute-only the attribution runs alone
 # defaults: --variants: the bench columns that choose a semaphore variant (futex,lockref when this was written; none and glibc are always rows) --repeat 6 --time 20 --warmup 3
 #           --threads 8 x CPUs (8..128) --user lockswap-srv --port 25432
 #
@@ -32,6 +39,7 @@ set -euo pipefail
 SRV_NAME=postgres
 SRV_TIME=20 SRV_WARMUP=3 SRV_PORT_BASE=25432
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/attribute_lib.sh"
 # PostgreSQL takes no pthread lock, only semaphores: by default the columns
 # tagged bench whose settings choose a semaphore variant (none and glibc are
 # always rows).
@@ -42,6 +50,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
+  attr_parse_common "$1" && { shift; continue; }
   case "$1" in
     --workload) WORKLOAD=${2:?}; shift 2 ;;
     --tables) TABLES=${2:?}; shift 2 ;;
@@ -143,5 +152,7 @@ run_one() {  # run_one WORKLOAD VARIANT REP
     "$(srv_tag "${1#oltp_}-$2-r$3")"
 }
 
-srv_matrix "${LOADS[@]}"
-srv_finish "PostgreSQL 15 + sysbench"
+ATTR_ARGS=(--pg-probes --pg-bin "$PGBIN/postgres")
+((ATTR_MODE == 2)) || srv_matrix "${LOADS[@]}"
+attr_matrix "${LOADS[@]}"
+((ATTR_MODE == 2)) || srv_finish "PostgreSQL 15 + sysbench"

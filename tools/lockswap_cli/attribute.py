@@ -86,6 +86,9 @@ def attribute_parser(add):
     p.add_argument("--bpftrace", default=os.environ.get("BPFTRACE", "bpftrace"), metavar="PATH",
                    help="the bpftrace program (default: bpftrace on PATH, or $BPFTRACE)")
     p.add_argument("--keep-program", metavar="FILE", help="also write the bpftrace program run to FILE")
+    p.add_argument("--ready-file", metavar="FILE",
+                   help="create FILE once the programs are attached (a driver starts its load then); "
+                        "SIGINT or SIGTERM ends the tracing")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p
 
@@ -327,7 +330,7 @@ def frame_name(fr):
 
 # ------------------------------------------------------------------ running
 
-def run_bpftrace(args, program, roots, maps, stop_event, child_release):
+def run_bpftrace(args, program, roots, maps, stop_event, child_release, attached):
     env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=str(args.max_keys), BPFTRACE_NO_CPP_DEMANGLE="1",
                BPFTRACE_STRLEN="64")
     fd, path = tempfile.mkstemp(prefix="lockswap-attribute-", suffix=".bt")
@@ -376,6 +379,10 @@ def run_bpftrace(args, program, roots, maps, stop_event, child_release):
         errs = [l for l in err_lines if "RLIMIT_MEMLOCK" not in l][-12:]
         return None, errs
     child_release()
+    attached.set()
+    if args.ready_file:
+        with open(args.ready_file, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
     while not stop_event.is_set():
         maps.poll()
         stop_event.wait(POLL_S)
@@ -448,32 +455,30 @@ def cmd_attribute(args, parser):
             for p in roots:
                 maps.add(p)
 
-    result = {}
+    result, attached, interrupted = {}, threading.Event(), threading.Event()
 
     def trace():
         result["out"] = run_bpftrace(args, build_program(roots, pg_bin, args.max_keys, args.scan),
-                                     roots, maps, stop_event, release)
+                                     roots, maps, stop_event, release, attached)
+    # SIGINT/SIGTERM end the tracing (the records are still written); a terminal's Ctrl-C
+    # reaches COMMAND too, bpftrace runs in a session of its own.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: interrupted.set())
     tracer = threading.Thread(target=trace, daemon=True)
     tracer.start()
     status = 0
-    t_end = time.monotonic() + args.duration if args.duration else None
-    try:
-        while tracer.is_alive():
-            if child is not None and child.poll() is not None:
-                break
-            if child is None and not os.path.isdir(f"/proc/{args.pid}"):
-                break
-            if t_end is not None and time.monotonic() >= t_end:
-                break
-            tracer.join(0.1)
-    except KeyboardInterrupt:
-        pass
-    if child is not None and tracer.is_alive() and args.duration is None:
-        try:
-            status = child.wait()
-        except KeyboardInterrupt:
-            status = 130
-    elif child is not None and child.poll() is not None:
+    t_end = None
+    while tracer.is_alive() and not interrupted.is_set():
+        if child is not None and child.poll() is not None:
+            break
+        if child is None and not os.path.isdir(f"/proc/{args.pid}"):
+            break
+        if attached.is_set() and args.duration and t_end is None:
+            t_end = time.monotonic() + args.duration    # the duration counts from the attach
+        if t_end is not None and time.monotonic() >= t_end:
+            break
+        tracer.join(0.1)
+    if child is not None and child.poll() is not None:
         status = child.returncode
     stop_event.set()
     tracer.join()
