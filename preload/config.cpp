@@ -134,23 +134,6 @@ void say_valid_settings() {
       "    `NAME SETTINGS TAGS` line per column (columns; TAGS comma-separated, - for none), then stop before main with exit status 0\n");
 }
 
-// `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
-[[noreturn]] void fail_with_choices(const char* var, size_t var_len, const char* value, const char* why) {
-  say("lockswap: ");
-  diag_untrusted(var, var_len);
-  say("=");
-  diag_untrusted(value, strlen(value));
-  say(": ");
-  say(why);
-  say("\n");
-  say_valid_settings();
-  _exit(2);
-}
-
-[[noreturn]] void fail_with_choices(const char* var, const char* value, const char* why) {
-  fail_with_choices(var, strlen(var), value, why);
-}
-
 // parse(value, MutexVariant{}) etc.: unset or empty means the default.
 #define MATCH(id, name, type, desc) \
   if (strcmp(s, name) == 0) return E::id;
@@ -159,7 +142,7 @@ void say_valid_settings() {
     using E = Enum;                                 \
     if (s == nullptr || *s == '\0') return E::dflt; \
     LIST(MATCH)                                     \
-    fail_with_choices(env, s, "unknown " what);     \
+    config_error(env, s, "unknown " what);          \
   }
 LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
@@ -167,13 +150,13 @@ LOCKSWAP_FAMILIES(FAMILY)
 
 uint64_t parse_number(const char* var, const char* s, uint64_t lo, uint64_t hi) {
   uint64_t v = 0;
-  if (*s == '\0') fail_with_choices(var, s, "empty value, expected a number");
+  if (*s == '\0') config_error(var, s, "empty value, expected a number");
   for (const char* p = s; *p; ++p) {
-    if (*p < '0' || *p > '9') fail_with_choices(var, s, "not a decimal number");
-    if (v > (UINT64_MAX - 9) / 10) fail_with_choices(var, s, "number too large");
+    if (*p < '0' || *p > '9') config_error(var, s, "not a decimal number");
+    if (v > (UINT64_MAX - 9) / 10) config_error(var, s, "number too large");
     v = v * 10 + static_cast<uint64_t>(*p - '0');
   }
-  if (v < lo || v > hi) fail_with_choices(var, s, "out of range");
+  if (v < lo || v > hi) config_error(var, s, "out of range");
   return v;
 }
 
@@ -210,7 +193,7 @@ void reject_unknown_variables() {
     if (strncmp(*e, "LOCKSWAP_", 9) != 0) continue;
     const char* eq = strchr(*e, '=');
     size_t len = eq ? static_cast<size_t>(eq - *e) : strlen(*e);
-    if (!is_known_name(*e, len)) fail_with_choices(*e, len, eq ? eq + 1 : "", "unknown lockswap variable");
+    if (!is_known_name(*e, len)) config_error(*e, len, eq ? eq + 1 : "", "unknown lockswap variable");
   }
 }
 
@@ -222,7 +205,7 @@ void read_stats_file() {
   const char* s = secure_getenv("LOCKSWAP_STATS_FILE");
   if (s == nullptr || *s == '\0') return;
   size_t n = strlen(s);
-  if (n >= sizeof g_stats_path) fail_with_choices("LOCKSWAP_STATS_FILE", "...", "path longer than 4095 bytes");
+  if (n >= sizeof g_stats_path) config_error("LOCKSWAP_STATS_FILE", "...", "path longer than 4095 bytes");
   memcpy(g_stats_path, s, n + 1);
   g_config.stats_file = g_stats_path;
 }
@@ -263,7 +246,7 @@ void select_oncpu(OncpuMode mode, int oncpu_fd) {
   }
   oncpu::g_source = oncpu::Source::rseq;
   if (mode != OncpuMode::bpf) return;
-  if (g_config.oncpu_strict) fail_with_choices("LOCKSWAP_ONCPU", "bpf", why);
+  if (g_config.oncpu_strict) config_error("LOCKSWAP_ONCPU", "bpf", why);
   // Inherited from `lockswap --oncpu` by a process that cannot use the map
   // (a daemon's child that closed its descriptors): it runs on, and says so.
   say("lockswap: LOCKSWAP_ONCPU=bpf (LOCKSWAP_ONCPU_STRICT=0): ");
@@ -323,12 +306,12 @@ void read_stats_signal() {
     n = realtime_signal(name);
     for (const auto& sig : kUserSignals)
       if (strcmp(name, sig.name) == 0) n = sig.number;
-    if (n == 0 && classic_signal(name) == 0) fail_with_choices("LOCKSWAP_STATS_SIGNAL", s, "unknown signal name");
+    if (n == 0 && classic_signal(name) == 0) config_error("LOCKSWAP_STATS_SIGNAL", s, "unknown signal name");
   }
   if (!stats_signal_allowed(n))
-    fail_with_choices("LOCKSWAP_STATS_SIGNAL", s,
-                      "refused: the system or other programs raise this signal in normal operation, or a program "
-                      "may not catch it; use USR1, USR2 or a real-time signal");
+    config_error("LOCKSWAP_STATS_SIGNAL", s,
+                 "refused: the system or other programs raise this signal in normal operation, or a program "
+                 "may not catch it; use USR1, USR2 or a real-time signal");
   g_config.stats_signal = n;
 }
 
@@ -342,7 +325,7 @@ void list_and_exit_if_asked() {
   const char* s = secure_getenv("LOCKSWAP_LIST");
   if (s == nullptr) return;
   bool plain = strcmp(s, "columns") == 0;
-  if (!plain && strcmp(s, "1") != 0) fail_with_choices("LOCKSWAP_LIST", s, "expected 1 or columns");
+  if (!plain && strcmp(s, "1") != 0) config_error("LOCKSWAP_LIST", s, "expected 1 or columns");
   if (!plain) {
     say_valid_settings();
     say("lockswap: columns of the test matrix (lockswap --variant NAME):\n");
@@ -431,7 +414,17 @@ void load_config() {
   g_loaded.store(true, std::memory_order_release);
 }
 
-void config_error(const char* var, const char* value, const char* why) { fail_with_choices(var, value, why); }
+// `var` is var_len bytes (an unknown name is not NUL-terminated where it ends).
+void say_refused_setting(const char* var, size_t var_len, const char* value, const char* why) {
+  say("lockswap: ");
+  diag_untrusted(var, var_len);
+  say("=");
+  diag_untrusted(value, strlen(value));
+  say(": ");
+  say(why);
+  say("\n");
+  say_valid_settings();
+}
 
 #define NAME(id, name, type, desc) \
   case E::id:                      \

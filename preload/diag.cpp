@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -45,7 +46,6 @@ void drop_diag_fd() {
   if (fd >= 0) nocancel::close(fd);
 }
 
-
 int diag_fd() {
   int fd = g_diag_fd.load(std::memory_order_acquire);
   struct stat st;
@@ -65,5 +65,12 @@ void diag(const char* s, size_t n) {
 }
 
 void diag(const char* s) { diag(s, strlen(s)); }
+
+void config_error(const char* var, const char* value, const char* why) { config_error(var, strlen(var), value, why); }
+
+void config_error(const char* var, size_t var_len, const char* value, const char* why) {
+  say_refused_setting(var, var_len, value, why);
+  _exit(2);  // not exit(): the program's atexit handlers and destructors are not for a start that never reached main
+}
 
 }  // namespace lockswap

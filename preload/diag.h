@@ -25,7 +25,17 @@ void drop_diag_fd();
 
 // A setting that cannot be used: `VAR=value: why` and the valid settings on
 // stderr, then exit with 2 (before main, as every setting is read then).
-// Defined in preload/config.cpp, beside the list of valid settings.
+// The second form takes VAR's length: an unknown name from the environment
+// is not NUL-terminated where it ends (at its '=').
 [[noreturn]] void config_error(const char* var, const char* value, const char* why);
+[[noreturn]] void config_error(const char* var, size_t var_len, const char* value, const char* why);
+
+// What config_error says: `lockswap: VAR=value: why`, VAR and value escaped
+// (they are the user's bytes), and every valid setting. Defined in
+// preload/config.cpp, beside the tables the list is made from; declared here,
+// not in config.h, because config.cpp includes this header and diag.cpp may
+// not include config.h back (tests/layering refuses two files that include
+// each other).
+void say_refused_setting(const char* var, size_t var_len, const char* value, const char* why);
 
 }  // namespace lockswap
