@@ -4,8 +4,8 @@
 # every consumer with no other edit. The source tree (tracked and untracked
 # files, not the ignored build outputs) is copied to a scratch directory, a
 # `dummy` column appended to the copy's .def, the copy configured with CMake
-# (nothing built: the scripts read the .def when there is no library) and
-# each consumer asked for its list:
+# (the scripts read the .def when there is no library) and each consumer
+# asked for its list:
 #   CMake       ctest -N: the behaviour tests' <test>/dummy, tests/select's and
 #               tests/sanitize's dummy entries
 #   scripts     scripts/lib.sh matrix_columns, matrix_columns_tagged bench
@@ -13,6 +13,12 @@
 #   demo        scripts/demo.sh --print-variants
 #   benchmarks  run_matrix.py --print-variants, fastpath_callgrind.sh's
 #               default (--help), bench_common.tagged_columns (speedcheck)
+#   compare     its default rows (tag compare): compare reads them from
+#               `lockswap --list`, that is from the library, so the copy's
+#               liblockswap is built for this one check (about half a
+#               minute); compare has no option that lists its rows without
+#               running them, so they are asked of the functions behind its
+#               default (tagged_columns, plan_variants)
 # Usage: dummy_column_test.sh SOURCE_DIR. Exit 77 (skip) where a tool it
 # needs (git, cmake, ctest, python3, tar) is missing.
 set -uo pipefail
@@ -35,6 +41,9 @@ def=$tree/preload/variant_columns.def
 [[ -f "$def" ]] || { echo "FAIL: no $def"; exit 1; }
 tags=$(sed -n 's/^LOCKSWAP_COLUMN(.*, "\([^"]*\)")$/\1/p' "$def" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)
 echo "tags in the .def: $tags"
+# compare's tag whether or not a column of the .def carries it today: its
+# consumer is checked below either way.
+[[ ,$tags, == *,compare,* ]] || tags=${tags:+$tags,}compare
 echo "LOCKSWAP_COLUMN(\"dummy\", \"LOCKSWAP_MUTEX=futex,LOCKSWAP_RWLOCK=futex\", \"test column\", \"$tags\")" >>"$def"
 
 fails=0
@@ -89,6 +98,23 @@ check "bench_common.tagged_columns (speedcheck.py's source)" "^speedcheck: .*'du
   "$(cd "$bench" && python3 -c 'import bench_common as b; print("speedcheck:", list(b.tagged_columns("speedcheck")))' 2>&1)"
 check "speedcheck.py --print-variants still runs" '^rwlock: none,glibc,' \
   "$(cd "$bench" && python3 speedcheck.py --build "$build" --print-variants 2>&1)"
+
+# --- compare: the copy's library, since compare's rows come from `lockswap --list` ---
+if ! nice cmake --build "$build" -j "$(nproc)" --target lockswap >"$scratch/build.log" 2>&1; then
+  echo "FAIL: building the copy's liblockswap:"; tail -30 "$scratch/build.log"; exit 1
+fi
+check "compare's default rows (tag compare, from lockswap --list)" '^rows: none glibc .*\bdummy\b' \
+  "$(python3 - "$build/bin/lockswap" "$LIBLOCKSWAP" 2>&1 <<'PY'
+import sys
+from lockswap_cli import compare
+# What cmd_compare does when --variants is not given, short of running anything.
+parser = compare.compare_parser()
+args = parser.parse_args(["--", "true"])
+args.variants = ",".join(compare.tagged_columns(sys.argv[1], ["--lib", sys.argv[2]], compare.DEFAULT_TAG))
+rows, _ = compare.plan_variants(args, parser)
+print("rows:", " ".join(rows))
+PY
+)"
 
 if ((fails)); then
   echo "FAIL: $fails consumer(s) did not pick up the dummy column"
