@@ -45,6 +45,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 # lockswap_cli: tools/ on PYTHONPATH (scripts/lib.sh, which server_lib.sh sources)
 from lockswap_cli import forest, reach as reach_model, stats as lockswap_stats, steady as steadiness  # noqa: E402
 from lockswap_cli.statsfile import last_dump_per_process, read_dumps_and_loose  # noqa: E402
+from lockswap_cli.symbolize import Symbolizer  # noqa: E402
 from lockswap_cli.stats import median  # noqa: E402
 from lockswap_cli.tables import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table  # noqa: E402
 
@@ -85,6 +86,7 @@ def parse_stats(path):
 
 
 REACH_SYMBOL_BUDGET_S = 10.0   # addr2line per row, for the spin-delay sites of its dumps
+REACH_SYMBOLIZER = Symbolizer(REACH_SYMBOL_BUDGET_S)   # shared by the rows: the same binaries
 
 
 def row_reach(rs):
@@ -94,7 +96,7 @@ def row_reach(rs):
     if not files:
         return None
     dumps, loose = read_dumps_and_loose(files)
-    return reach_model.safe_compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+    return reach_model.safe_compute(last_dump_per_process(dumps), loose, symbolizer=REACH_SYMBOLIZER, labels=False)
 
 
 def reach_notes(rows):

@@ -185,6 +185,18 @@ class ReachTest(CliTestCase):
         self.assertIsNone(rep["reach"])
         self.assertNotIn("reach (", self.ok("report", OLD_DUMP).stdout)
 
+    def test_compare_recognises_spin_delays(self):
+        """compare symbolises only what decides a class, and still tells the spin delay (a table
+        cell: the algorithm's share in parentheses where it differs)."""
+        script = ('f=${LOCKSWAP_STATS_FILE:-}; if [ -n "$f" ]; then f=$(printf %s "$f" | sed "s/%p/$$/");'
+                  ' cat "$1" >> "$f"; fi; echo ops=100')
+        p = self.ok("compare", "--variants", "futex", "--no-glibc", "--repeat", "1", "--stats", "--stats-dir",
+                    os.path.join(self.tmp, "stats"), "--probe", os.path.join(self.tmp, "no-probe"),
+                    "--metric", r"ops=(\d+)", "--", "sh", "-c", script, "sh", self.postgres(), timeout=120)
+        row = next(l for l in p.stdout.splitlines() if l.split()[:1] == ["futex"])
+        self.assertTrue(row.endswith("80% (5.0% alg.)"), row)
+        self.assertNotIn("WARNING", p.stdout)
+
     def test_compare_reach_column(self):
         """compare --stats: a reach column from each row's counts-only dumps (here the command appends
         a fixture dump to its own statistics file), and the warning under the table."""

@@ -17,6 +17,7 @@ import time
 from . import doctor, forest, reach, steady
 from . import stats as ls
 from .statsfile import last_dump_per_process, read_dumps_and_loose
+from .symbolize import Symbolizer
 from .common import PROG, table, warn
 
 
@@ -414,7 +415,7 @@ def fmt_ratio(x):
 REACH_SYMBOL_BUDGET_S = 20.0   # addr2line per row, for the spin-delay sites of its dumps
 
 
-def row_reach(stats_dir, v):
+def row_reach(stats_dir, v, symbolizer=None):
     """The reach (reach.compute) of row V over the counts-only dumps of its measured runs
     (--stats: stats_dir/V.PID; not V.profile.PID), or None when they hold no wait data."""
     if v == REFERENCE or not stats_dir:
@@ -427,7 +428,7 @@ def row_reach(stats_dir, v):
     if not files:
         return None
     dumps, loose = read_dumps_and_loose(files)
-    return reach.safe_compute(last_dump_per_process(dumps), loose, symbol_budget=REACH_SYMBOL_BUDGET_S)
+    return reach.safe_compute(last_dump_per_process(dumps), loose, symbolizer=symbolizer, labels=False)
 
 
 def reach_lines(rows):
@@ -686,8 +687,9 @@ def cmd_compare(args, argv, wrapper, parser):
 
     rows = summarize(ls, rounds, variants, args.baseline, higher, args.level, args.repeat, args.strict_steady)
     if args.stats:
+        symbolizer = Symbolizer(REACH_SYMBOL_BUDGET_S)   # shared: the rows' dumps map the same files
         for r in rows:
-            r["reach"] = row_reach(stats_dir, r["variant"])
+            r["reach"] = row_reach(stats_dir, r["variant"], symbolizer)
     header = compare_header(info, args, args.baseline, args.level, ls)
     tab = compare_table(rows, args.baseline, args.level)
     out = header + tab + reach_lines(rows)

@@ -267,10 +267,12 @@ def site_entry(s, symbolizer, total, **extra):
             "share": pct(s.ns, total), "pids": sorted(s.pids), **extra}
 
 
-def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None):
+def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None, labels=True):
     """The reach of the processes DUMPS (the last dump of each, statsfile.last_dump_per_process;
     dumps with src=ebpf are the eBPF attribution's, merged into the process of the same pid)
-    and LOOSE eBPF records [(rtype, fields, path)], or None when none of them counts waits."""
+    and LOOSE eBPF records [(rtype, fields, path)], or None when none of them counts waits.
+    SYMBOLIZER may be shared by several calls (what it resolved is not asked again); LABELS
+    False: only the frames that decide a class are symbolised (a table's column needs no names)."""
     library = [d for d in dumps if not d.ebpf]
     attached = {}
     for d in dumps:
@@ -293,7 +295,7 @@ def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None):
         ghost = Dump({"mutex": "?", "rwlock": "?", "sem": "?"}, "(ebpf)", -1)
         add_process(m, ghost, orphans)
         m.processes -= 1
-    return finish(m, symbolizer or Symbolizer(symbol_budget))
+    return finish(m, symbolizer or Symbolizer(symbol_budget), labels)
 
 
 def safe_compute(*args, **kw):
@@ -305,17 +307,18 @@ def safe_compute(*args, **kw):
         return None
 
 
-def finish(m, symbolizer):
+def finish(m, symbolizer, labels=True):
     delays = sorted((s for s in m.sites.values() if s.kind == "delay"), key=lambda s: -s.ns)
     futex = sorted((s for s in m.sites.values() if s.kind == "futex"), key=lambda s: -s.ns)
     cond = sorted((s for s in m.sites.values() if s.kind == "cond"), key=lambda s: -s.ns)
     idle = sorted((s for s in m.sites.values() if s.kind == "idle"), key=lambda s: -s.ns)
-    wanted = delays[:MAX_DELAY_SITES] + futex[:TOP_SITES] + cond[:TOP_SITES] + idle[:3]
+    wanted = delays[:MAX_DELAY_SITES] + (futex[:TOP_SITES] + cond[:TOP_SITES] + idle[:3] if labels else [])
     for s in wanted:
         if s.src != "ebpf":
-            symbolizer.want(s.module, s.offset)
-            for _, mod, off in (s.bt if s.kind in ("delay", "cond") else []):
-                symbolizer.want(mod, off)
+            for mod, off in [(s.module, s.offset)] + [(mod, off) for _, mod, off in
+                                                      (s.bt if s.kind in ("delay", "cond") else [])]:
+                if (mod, off) not in symbolizer.done:
+                    symbolizer.want(mod, off)
     symbolizer.resolve()
     spin, other = [], []
     for i, s in enumerate(delays):
