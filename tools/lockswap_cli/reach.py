@@ -9,6 +9,7 @@ src=ebpf and `probe` records (in a begin..end block of their own or outside any 
 Standard library only; the symbols come from symbolize.Symbolizer (addr2line, bounded)."""
 
 import os
+import re
 from .common import warn
 from .symbolize import Symbolizer, locate
 
@@ -116,6 +117,7 @@ class Site:
         self.kind, self.src, self.module, self.offset, self.ip, self.name = kind, src, module, offset, ip, name
         self.n = self.ns = self.max_ns = 0
         self.calls, self.bt, self.pids = set(), [], set()
+        self.stack = []                     # eBPF: frame names, innermost first
 
     def add(self, rec, pid):
         self.n += rec["n"]
@@ -156,6 +158,8 @@ class Model:
         if key not in self.sites:
             self.sites[key] = make()
         s = self.sites[key]
+        if not s.stack and rec.get("stack"):
+            s.stack = rec["stack"][:FRAMES_LOOKED_AT + 4]
         if not s.bt and rec["bt"]:
             s.bt = [(ip_, *locate(d.maps, ip_)) for ip_ in rec["bt"][:FRAMES_LOOKED_AT]]
         return s
@@ -240,10 +244,21 @@ def frame(symbolizer, module, offset):
         return {"module": module, "offset": offset, "function": None, "source": None, "inlined": []}
 
 
+EBPF_FRAME = re.compile(r"^[^:]*?\+0x[0-9A-Fa-f]+:~?(.+)$")   # MODULE+0xOFF:FUNCTION (~: nearest symbol)
+EBPF_SYMBOL = re.compile(r"^~?([^+:]+)\+0x[0-9A-Fa-f]+$")      # SYMBOL+0xOFF
+
+
+def ebpf_function(name):
+    """The function an eBPF frame names: 'postgres+0x1a0:s_lock' or 's_lock+0x40' -> 's_lock'
+    (a module's name when the frame has no symbol: matches nothing in the tables)."""
+    m = EBPF_FRAME.match(name) or EBPF_SYMBOL.match(name)
+    return m.group(1) if m else name
+
+
 def site_frames(s, symbolizer):
-    """The site itself, then its backtrace, as frames (ebpf: its symbol name)."""
+    """The site itself, then its backtrace, as frames (eBPF: the names of its site and stack)."""
     if s.src == "ebpf":
-        return [{"function": s.name.split("+")[0], "inlined": []}]
+        return [{"function": ebpf_function(x), "inlined": []} for x in [s.name] + s.stack]
     frames = [frame(symbolizer, s.module, s.offset)] if s.module else []
     frames += [frame(symbolizer, mod, off) for _, mod, off in s.bt if mod]
     return frames

@@ -127,6 +127,9 @@ def wait_record(f):
             "n": need_u64(f, "n"), "ns": need_u64(f, "ns"), "max_ns": need_u64(f, "max_ns"),
             "bt": backtrace(f.get("bt", "")), "src": f.get("src", "lockswap"),
             "site": unescape_path(f["site"]) if "site" in f else None,
+            # eBPF: the frames as MODULE+0xOFF[:FUNCTION], ';'-separated (lockswap attribute)
+            "stack": [unescape_path(x) for x in f.get("stack", "").split(";", MAX_BACKTRACE)[:MAX_BACKTRACE]
+                      if x and x != "-"],
             "pid": need_u64(f, "pid") if "pid" in f else None}
 
 
