@@ -33,6 +33,9 @@ POLL_S = 0.25             # /proc/PID/maps re-read period
 READY_TIMEOUT_S = 120.0   # bpftrace compiling and attaching
 MAX_KEYS = 16384          # BPFTRACE_MAP_KEYS_MAX; the programs refuse new keys a little before
 SCAN_WORDS = 48           # user stack words scanned for return addresses
+READY_MAGIC = 0x3ffffff7  # getpgid() of this (no such pid) makes the last probe say "ready"
+READY_PROBE = ("tracepoint:syscalls:sys_enter_getpgid\n/args->pid == %d/\n"
+               "{\n  printf(\"lockswap-attribute ready\\n\");\n}\n")
 PG_BIN = "/usr/lib/postgresql/15/bin/postgres"
 
 # x86_64 syscall numbers of the waits waits.bt times
@@ -145,10 +148,11 @@ def build_program(roots, pg_bin, max_keys, scan):
     limit = str(max(max_keys - 64, 16))
     text = text.replace("// @ROOTS@", " ".join(f"@pids[{int(r)}] = 1;" for r in roots) + f" @npids = {len(roots)};")
     text = text.replace("@MAXKEYS@", limit).replace("@SCAN@", str(scan)).replace("@THREAD_SIZE@", "16384")
+    text = text.replace("@MAGIC@", str(READY_MAGIC)).replace("// @READY@", "// (the ready probe: last)")
     if pg_bin:
         with open(os.path.join(d, "pg_probes.bt")) as fh:
             text += "\n" + fh.read().replace("@PG_BIN@", pg_bin).replace("@MAXKEYS@", limit)
-    return text
+    return text + "\n" + READY_PROBE % READY_MAGIC
 
 
 # ------------------------------------------------------------------ the maps of the traced processes
@@ -368,7 +372,11 @@ def run_bpftrace(args, program, roots, maps, stop_event, child_release, attached
     while not ready.is_set():
         if proc.poll() is not None or time.monotonic() > deadline:
             break
-        ready.wait(0.1)
+        try:
+            os.getpgid(READY_MAGIC)      # the last probe's trigger (ESRCH)
+        except OSError:
+            pass
+        ready.wait(0.05)
     os.unlink(path)
     if not ready.is_set():
         if proc.poll() is None:
@@ -433,16 +441,22 @@ def cmd_attribute(args, parser):
     stop_event = threading.Event()
     child = None
     if cmd:
-        # The command waits behind a gate (a shell reading a pipe) until the tracer is attached,
+        # The command waits behind a gate (python reading a pipe) until the tracer is attached,
         # then execs in the same pid: nothing it does happens before the tracing.
         r, w = os.pipe()
-        child = subprocess.Popen(["/bin/sh", "-c", 'read -r _ <&3; exec 3<&-; exec "$@"', "sh"] + cmd,
-                                 pass_fds=(r,))
+        gate = ("import os, sys\nfd = int(sys.argv[1])\nif os.read(fd, 3) != b'go\\n': sys.exit(125)\n"
+                "os.close(fd)\ntry:\n    os.execvp(sys.argv[2], sys.argv[2:])\n"
+                "except OSError as e:\n    print(f'lockswap attribute: {sys.argv[2]}: {e.strerror}', file=sys.stderr)\n"
+                "    sys.exit(127)\n")
+        child = subprocess.Popen([sys.executable, "-c", gate, str(r)] + cmd, pass_fds=(r,))
         os.close(r)
         roots = [child.pid]
 
         def release():
-            os.write(w, b"go\n")
+            try:
+                os.write(w, b"go\n")
+            except BrokenPipeError:
+                pass                 # the gate is gone: the loop below sees the child's status
             os.close(w)
             maps.add(child.pid)
     else:
@@ -505,6 +519,13 @@ def cmd_attribute(args, parser):
     return status
 
 
+def sym_name(fr):
+    """The function of a frame; '~name' when the module has no line information for it (a
+    stripped module's nearest exported symbol, which may not be the function)."""
+    fn = fr["function"]
+    return None if not fn else (fn if fr["source"] else "~" + fn)
+
+
 def make_records(lines, maps, top):
     waits, probes, scalars, lost = parse_output(lines)
     sym = Symbolizer()
@@ -530,7 +551,7 @@ def make_records(lines, maps, top):
 
     agg = {}
     for (pid, comm, kind, nr, addrs), (n, ns) in waits.items():
-        frames = [(p, o, (sym.get(p, o)["function"] if p else None)) for p, o in resolved[(pid, addrs)]]
+        frames = [(p, o, sym_name(sym.get(p, o)) if p else None) for p, o in resolved[(pid, addrs)]]
         k, site, via = classify(kind, frames)
         key = (pid, comm, k, frame_name(site), SYSCALLS.get(nr, str(nr)))
         a = agg.setdefault(key, {"n": 0, "ns": 0, "via": via, "stack": frames, "best": -1})
