@@ -43,10 +43,11 @@ inline void run_after_sleep_hook() {
 // Which API family a sleep serves, for the wait_<family>_ns/_n events: the
 // answer to "how much of this process's lock waiting went through lockswap,
 // and of which kind". preload sets it where it builds the WaitCtx of a call;
-// a sleep of lockswap's own (an rwsem's internal timer sleeps, the global
-// id allocator) keeps the default, `internal`. It fits in the padding after
-// `mode`, so a WaitCtx stays 16 bytes (two registers) and a constant one
-// stays a constant: no fast path gains an instruction.
+// a sleep of lockswap's own (the global id allocator's lock, a sleep whose
+// caller has no acquisition's WaitCtx) keeps the default, `internal`. It
+// fits in the padding after `mode`, so a WaitCtx stays 16 bytes (two
+// registers) and a constant one stays a constant: no fast path gains an
+// instruction (see `reserved`).
 enum class WaitFamily : uint8_t { internal, mutex, rwlock, cond, sem };
 
 // The event pair (ns, count) of each family, indexed by WaitFamily.
@@ -61,21 +62,26 @@ struct WaitCtx {
   enum class Mode : uint8_t { forever, try_once, until };
   Mode mode = Mode::forever;
   WaitFamily family = WaitFamily::internal;
+  // Written, never read: with the padding initialised the compiler stores
+  // mode, family and clock as one word when a fast path builds a WaitCtx on
+  // its stack for the slow path it may call (the two bytes alone would cost
+  // one more store than `mode` did before the family existed).
+  uint16_t reserved = 0;
   clockid_t clock = CLOCK_REALTIME;
   const timespec* abs = nullptr;
 
   static constexpr WaitCtx blocking(WaitFamily f = WaitFamily::internal) {
-    return {Mode::forever, f, CLOCK_REALTIME, nullptr};
+    return {Mode::forever, f, 0, CLOCK_REALTIME, nullptr};
   }
   static constexpr WaitCtx try_once(WaitFamily f = WaitFamily::internal) {
-    return {Mode::try_once, f, CLOCK_REALTIME, nullptr};
+    return {Mode::try_once, f, 0, CLOCK_REALTIME, nullptr};
   }
   static constexpr WaitCtx until(clockid_t c, const timespec* t, WaitFamily f = WaitFamily::internal) {
-    return {Mode::until, f, c, t};
+    return {Mode::until, f, 0, c, t};
   }
   // The same wait on behalf of another family (an rwsem's own timer sleep
   // inside a mutex acquisition is that mutex's wait).
-  constexpr WaitCtx of(WaitFamily f) const { return {mode, f, clock, abs}; }
+  constexpr WaitCtx of(WaitFamily f) const { return {mode, f, 0, clock, abs}; }
 
   bool may_block() const { return mode != Mode::try_once; }
   // What a failed acquisition reports: EBUSY for try, ETIMEDOUT otherwise.
