@@ -386,6 +386,15 @@ def run_bpftrace(args, program, roots, maps, stop_event, child_release, attached
             t.join(5)
         errs = [l for l in err_lines if "RLIMIT_MEMLOCK" not in l][-12:]
         return None, errs
+    try:
+        return _traced(args, proc, threads, out_lines, err_lines, maps, stop_event, child_release, attached)
+    finally:
+        if proc.poll() is None:      # an exception on the way: never leave bpftrace attached
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _traced(args, proc, threads, out_lines, err_lines, maps, stop_event, child_release, attached):
     child_release()
     attached.set()
     if args.ready_file:
