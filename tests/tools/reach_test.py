@@ -5,6 +5,7 @@ docs/reach.md) through `lockswap report` and `lockswap compare`, on hand-written
 (semaphore waits, and a spin delay recognised by the frames of its sleep, which point into
 REACH_SYMBOLS, reach_symbols.c built with debug info), a glibc column, and the library's dump
 merged with `lockswap attribute`'s eBPF and probe records (loose, and in a block of their own)."""
+import csv
 import json
 import os
 import re
@@ -204,7 +205,8 @@ class ReachTest(CliTestCase):
         a fixture dump to its own statistics file), and the warning under the table."""
         script = ('f=${LOCKSWAP_STATS_FILE:-}; if [ -n "$f" ]; then f=$(printf %s "$f" | sed "s/%p/$$/");'
                   ' case "${LOCKSWAP_MUTEX:-}" in rwsem) cat "$1";; *) cat "$2";; esac >> "$f"; fi; echo ops=100')
-        p = self.ok("compare", "--variants", "rwsem", "--repeat", "1", "--stats", "--stats-dir",
+        csv_path = os.path.join(self.tmp, "runs.csv")
+        p = self.ok("compare", "--variants", "rwsem", "--repeat", "1", "--stats", "--csv", csv_path, "--stats-dir",
                     os.path.join(self.tmp, "stats"), "--probe", os.path.join(self.tmp, "no-probe"),
                     "--metric", r"ops=(\d+)", "--", "sh", "-c", script, "sh", MARIADB, GLIBC, timeout=120)
         lines = p.stdout.splitlines()
@@ -217,6 +219,10 @@ class ReachTest(CliTestCase):
         self.assertIn("  WARNING rwsem: this comparison can move at most 15% of the waiting (15% by algorithm)",
                       lines)
         self.assertIn("  n/a: a glibc column; its waits are glibc's, invisible unprivileged", lines)
+        with open(csv_path) as fh:
+            summary = {r["variant"]: r for r in csv.DictReader(fh) if r["record"] == "summary"}
+        self.assertEqual({v: (r["reach_pct"], r["reach_algorithm_pct"]) for v, r in summary.items()},
+                         {"none": ("", ""), "glibc": ("", ""), "rwsem": ("15.0", "15.0")})   # n/a: empty
 
 
 if __name__ == "__main__":

@@ -493,7 +493,8 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
         w.writerow(["record", "variant", "round", "position", "status", "exit_status", "value", "wall_s",
                     "probe_before_ns", "probe_after_ns", "kept", "n", "median", "min", "max", "ratio",
                     "ratio_low", "ratio_high", "verdict", "rounds_kept", "baseline", "metric", "direction",
-                    "stats_file", "select", "figure_over", "voluntary_csw", "involuntary_csw"])
+                    "stats_file", "select", "figure_over", "voluntary_csw", "involuntary_csw", "reach_pct",
+                    "reach_algorithm_pct"])
         direction = "higher" if info["higher"] else "lower"
         tail = [baseline, info["metric_name"], direction]
         opt = lambda x: "" if x is None else repr(x)
@@ -513,7 +514,8 @@ def write_csv(path, rounds, rows, profile_runs, info, baseline):
             w.writerow(["summary", s["variant"], "", "", "", "", "", "", "", "", "", s["n"],
                         *[opt(s.get(k)) for k in ("median", "min", "max")], *[opt(x) for x in ratio],
                         s["verdict"], kept, *tail, "", rules(s["variant"]),
-                        "every round" if s["basis"] == "all" else "steady rounds", "", ""])
+                        "every round" if s["basis"] == "all" else "steady rounds", "", "",
+                        *[opt(s["reach"][k]) if s.get("reach") else "" for k in ("reach_pct", "reach_algorithm_pct")]])
         for r, dump in profile_runs:
             w.writerow(["profile", r.variant, "", "", "ok" if r.ok else r.error, "" if r.rc is None else r.rc,
                         opt(r.value), "" if r.wall_s is None else f"{r.wall_s:.6f}", *[""] * 11, *tail, dump,
