@@ -528,6 +528,72 @@ def cmd_attribute(args, parser):
     return status
 
 
+class ModuleCode:
+    """The bytes before a return address in its module file, and the file's PLT sections."""
+
+    def __init__(self):
+        self.files, self.plts = {}, {}
+
+    def _file(self, path):
+        if path not in self.files:
+            try:
+                self.files[path] = open(path, "rb")
+            except OSError:
+                self.files[path] = None
+        return self.files[path]
+
+    def call_target(self, path, off):
+        """The file offset a direct call (e8 rel32) ending at OFF goes to, else None (an
+        indirect call, or unreadable)."""
+        fh = self._file(path)
+        if fh is None or off < 5:
+            return None
+        try:
+            fh.seek(off - 5)
+            b = fh.read(5)
+        except OSError:
+            return None
+        if len(b) != 5 or b[0] != 0xE8:
+            return None
+        t = off + int.from_bytes(b[1:], "little", signed=True)
+        return t if t >= 0 else None
+
+    def in_plt(self, path, off):
+        if path not in self.plts:
+            self.plts[path] = self._plt_ranges(path)
+        ranges = self.plts[path]
+        return ranges is None or any(lo <= off < hi for lo, hi in ranges)
+
+    def _plt_ranges(self, path):
+        """[(offset, end)] of .plt, .plt.sec, .plt.got; None: unknown (every target passes)."""
+        fh = self._file(path)
+        try:
+            fh.seek(0)
+            eh = fh.read(64)
+            if eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
+                return None
+            shoff = int.from_bytes(eh[40:48], "little")
+            shentsize, shnum, shstrndx = (int.from_bytes(eh[i:i + 2], "little") for i in (58, 60, 62))
+            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:
+                return None
+            fh.seek(shoff)
+            sh = fh.read(shentsize * shnum)
+            secs = [sh[i * shentsize:(i + 1) * shentsize] for i in range(shnum)]
+            strsec = secs[shstrndx]
+            fh.seek(int.from_bytes(strsec[24:32], "little"))
+            names = fh.read(min(int.from_bytes(strsec[32:40], "little"), 1 << 20))
+            out = []
+            for sec in secs:
+                nm = int.from_bytes(sec[0:4], "little")
+                name = names[nm:names.find(b"\0", nm)]
+                if name in (b".plt", b".plt.sec", b".plt.got"):
+                    o, size = int.from_bytes(sec[24:32], "little"), int.from_bytes(sec[32:40], "little")
+                    out.append((o, o + size))
+            return out
+        except (OSError, ValueError, AttributeError):
+            return None
+
+
 def sym_name(fr):
     """The function of a frame; '~name' when the module has no line information for it (a
     stripped module's nearest exported symbol, which may not be the function)."""
@@ -557,10 +623,45 @@ def make_records(lines, maps, top):
         resolved[(pid, addrs)] = chain
     sym.budget_s = 60.0
     sym.resolve()
+    # The scan's stale return addresses: a direct call before a return address must call the
+    # frame inside it (same module: the target's function is that frame's; another module: the
+    # target is a PLT stub). The targets are symbolized in a second batch.
+    code = ModuleCode()
+    targets = {}
+    for chain in resolved.values():
+        for path, off in chain[1:]:
+            if path and (path, off) not in targets:
+                targets[(path, off)] = code.call_target(path, off)
+                if targets[(path, off)] is not None:
+                    sym.want(path, targets[(path, off)] + 1)   # +1: want() takes return addresses
+    sym.resolve()
+    stale = [0]
+
+    def calls(caller, callee):
+        """Whether the return address CALLER can be the caller of frame CALLEE (unknown: yes)."""
+        t = targets.get(caller)
+        if t is None or not callee[0]:
+            return True
+        if callee[0] == caller[0]:
+            want_fn, got_fn = sym.get(*callee)["function"], sym.get(caller[0], t + 1)["function"]
+            return not (want_fn and got_fn and want_fn != got_fn)
+        return code.in_plt(caller[0], t)
+
+    def validated(chain):
+        kept = chain[:1]
+        for fr in chain[1:]:
+            if calls(fr, kept[-1]):
+                kept.append(fr)
+            elif len(kept) >= 2 and calls(fr, kept[-2]):
+                kept[-1] = fr            # the frame kept last was the stale one
+                stale[0] += 1
+            else:
+                stale[0] += 1
+        return kept
 
     agg = {}
     for (pid, comm, kind, nr, addrs), (n, ns) in waits.items():
-        frames = [(p, o, sym_name(sym.get(p, o)) if p else None) for p, o in resolved[(pid, addrs)]]
+        frames = [(p, o, sym_name(sym.get(p, o)) if p else None) for p, o in validated(resolved[(pid, addrs)])]
         k, site, via = classify(kind, frames)
         key = (pid, comm, k, frame_name(site), SYSCALLS.get(nr, str(nr)))
         a = agg.setdefault(key, {"n": 0, "ns": 0, "via": via, "stack": frames, "best": -1})
@@ -584,7 +685,7 @@ def make_records(lines, maps, top):
                            f"tag={PG_LOCKTAGS.get(tag, tag)} n={n} ns={ns}")
     records.append(f"lockswap-v1 dropped src=ebpf lost={lost} waits={scalars.get('full_waits', 0)} "
                    f"pids={scalars.get('full_pids', 0)} probes={scalars.get('full_probes', 0)} "
-                   f"regs={scalars.get('regs_bad', 0)}")
+                   f"regs={scalars.get('regs_bad', 0)} stale_frames={stale[0]}")
     return records, summary_lines(agg, probes, scalars, lost, top)
 
 
