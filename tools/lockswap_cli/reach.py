@@ -41,7 +41,7 @@ CLASS_NOTES = {
     "algorithm": "lockswap mutex + rwlock waits and spins (a native variant's algorithm)",
     "sleep_primitive": "lockswap semaphore waits: the program's own lock queues, sleeping on a semaphore",
     "lockswap_ebpf": "sleeps inside liblockswap seen by eBPF (the library counted none itself)",
-    "lockswap_internal": "lockswap's internal locks (the same under every variant)",
+    "lockswap_internal": "lockswap's own sleeps of no lock family (an id allocator's lock): its cost, not the program's locks",
     "own_futex": "futex waits the program issued itself through syscall()",
     "spin_delay": "timed sleeps recognised as a lock's backoff",
     "glibc_internal": "glibc's own lll locks: malloc arenas, stdio, loader",
