@@ -52,6 +52,9 @@
 # exact command, lockswap's version, commit and settings), the server and
 # client logs, stats-*.txt (LOCKSWAP_STATS_FILE).
 # Measured runs are profiler-free: LOCKSWAP_STATS=counts (event counters).
+# Their wait records give the table a reach column (report.py: the share of
+# the lock waiting each variant swaps; a warning under the table below 50%;
+# docs/reach.md).
 # EXIT STATUS: 0 when every run completed (load finished without errors,
 # checks clean, clean shutdown), 1 otherwise, 2 for bad arguments.
 
