@@ -11,13 +11,9 @@
 # when the temporary directory is mounted nosuid.
 set -u
 prog=${1:?usage: secure_stats.sh <secure_guest>}
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to make a setuid binary"; exit 77; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"
-cp "$prog" "$work/guest"
-chmod 755 "$work/guest"
-failures=0
+# shellcheck source-path=SCRIPTDIR source=../common/setuid_guest.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/setuid_guest.sh"
+setuid_guest_copy "$prog"
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # run <label> [VAR=value...]: the guest with statistics asked for in both ways.
@@ -37,9 +33,9 @@ grep -q 'secure=0 lockswap=1' "$work/out" || fail "control: $(cat "$work/out")"
 LOCKSWAP_NO_SUCH_SETTING=1 timeout 60 "$work/guest" >"$work/out" 2>"$work/err"
 [ $? -eq 2 ] || fail "control: an unknown variable did not stop the program (the test would prove nothing)"
 
-chown nobody "$work/guest" && chmod 4755 "$work/guest"
+setuid_guest_make_setuid
 run setuid
-if grep -q 'secure=0' "$work/out"; then echo "SKIP: setuid has no effect here (nosuid mount?)"; exit 77; fi
+setuid_guest_skip_unless_secure
 grep -q 'secure=1 lockswap=1' "$work/out" || fail "setuid: $(cat "$work/out")"
 [ -e "$work/stats" ] && fail "setuid: LOCKSWAP_STATS_FILE was honoured"
 [ -s "$work/err" ] && fail "setuid: something on stderr: $(head -3 "$work/err")"

@@ -13,14 +13,10 @@
 # the temporary directory is mounted nosuid.
 set -u
 prog=${1:?usage: secure_refusal.sh <guest>}
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root to make a setuid binary"; exit 77; }
+# shellcheck source-path=SCRIPTDIR source=../common/setuid_guest.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../common/setuid_guest.sh"
+setuid_guest_copy "$prog"
 real_version=$(getconf GNU_LIBC_VERSION | cut -d' ' -f2)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"
-cp "$prog" "$work/guest"
-chmod 755 "$work/guest"
-failures=0
 fail() {
   echo "FAIL: $*"
   sed 's/^/  | /' "$work/out" "$work/err"
@@ -55,9 +51,9 @@ expect_main "control, glibc 2.99, LOCKSWAP_GLIBC_UNCHECKED=1" 0
 run FAKE_GLIBC_VERSION=2.99
 expect_refusal "control, glibc 2.99" "$unchecked"
 
-chown nobody "$work/guest" && chmod 4755 "$work/guest"
+setuid_guest_make_setuid
 run
-if grep -q 'secure=0' "$work/out"; then echo "SKIP: setuid has no effect here (nosuid mount?)"; exit 77; fi
+setuid_guest_skip_unless_secure
 expect_main setuid 1
 run FAKE_GLIBC_VERSION=2.99 LOCKSWAP_GLIBC_UNCHECKED=1
 expect_refusal "setuid, glibc 2.99, LOCKSWAP_GLIBC_UNCHECKED=1 (ignored)" "$unchecked"
