@@ -7,23 +7,13 @@
 # No server, no library; about a second.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=expect.sh
-source "$HERE/expect.sh"
 SRV_NAME=rounds-test
-# shellcheck source=../../examples/servers/server_lib.sh
-source "$HERE/../../examples/servers/server_lib.sh"
-TMP=$(mktemp -d /tmp/lockswap-rounds-test.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=server_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server_test_lib.sh"
 
 # The probe answers the readings of $TMP/readings in turn, one per call.
-SRV_PROBE=$TMP/probe
-cat >"$SRV_PROBE" <<'PROBE'
-#!/usr/bin/env bash
-dir=$(dirname "$0"); n=$(cat "$dir/calls" 2>/dev/null || echo 0); echo $((n + 1)) >"$dir/calls"
-echo "c2c_ns=$(sed -n "$((n + 1))p" "$dir/readings") cpus=0,1"
-PROBE
-chmod +x "$SRV_PROBE"
+# shellcheck disable=SC2016  # expanded by the probe
+stand_in_probe 'echo "c2c_ns=$(sed -n "$((n + 1))p" "$dir/readings") cpus=0,1"'
 
 one_round() { echo "$1:$3" >>"$TMP/log"; }  # KEY VARIANT REP: one run per round below
 SRV_ALL=(only)

@@ -8,23 +8,13 @@
 # blank rows. Also the audit record of a result set. No server, no library.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=expect.sh
-source "$HERE/expect.sh"
 SRV_NAME=unsteady-test
-# shellcheck source=../../examples/servers/server_lib.sh
-source "$HERE/../../examples/servers/server_lib.sh"
-TMP=$(mktemp -d /tmp/lockswap-unsteady-test.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=server_test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/server_test_lib.sh"
 
 # The probe alternates 100 and 900 ns: each round's before and after disagree.
-SRV_PROBE=$TMP/probe
-cat >"$SRV_PROBE" <<'PROBE'
-#!/usr/bin/env bash
-dir=$(dirname "$0"); n=$(cat "$dir/calls" 2>/dev/null || echo 0); echo $((n + 1)) >"$dir/calls"
-echo "c2c_ns=$(( n % 2 ? 900 : 100 )) cpus=0,1"
-PROBE
-chmod +x "$SRV_PROBE"
+# shellcheck disable=SC2016  # expanded by the probe
+stand_in_probe 'echo "c2c_ns=$(( n % 2 ? 900 : 100 )) cpus=0,1"'
 
 declare -A SPEED=([none]=100 [glibc]=99 [rwsem]=130)
 one_run() {  # KEY VARIANT REP: a run of a made-up benchmark whose speed depends on the variant
@@ -69,11 +59,8 @@ rm -f "$TMP/calls"
 SRV_DIR=$TMP/run2; mkdir -p "$SRV_DIR"
 # shellcheck disable=SC2059
 printf "$SRV_TSV_COLUMNS" >"$SRV_DIR/runs.tsv"
-cat >"$SRV_PROBE" <<'PROBE'
-#!/usr/bin/env bash
-dir=$(dirname "$0"); n=$(cat "$dir/calls" 2>/dev/null || echo 0); echo $((n + 1)) >"$dir/calls"
-case $n in 0|1) echo "c2c_ns=100 cpus=0,1" ;; *) echo "c2c_ns=$(( n % 2 ? 100 : 900 )) cpus=0,1" ;; esac
-PROBE
+# shellcheck disable=SC2016  # expanded by the probe
+stand_in_probe 'case $n in 0|1) echo "c2c_ns=100 cpus=0,1" ;; *) echo "c2c_ns=$(( n % 2 ? 100 : 900 )) cpus=0,1" ;; esac'
 srv_rounds one_run k 2>/dev/null
 out=$(srv_report "made-up" 2>/dev/null)
 [[ "$(row rwsem)" == *"| host unsteady (1 of 4 rounds steady) | 1/4 |"* ]] && ok "k of n counts the steady rounds" ||
