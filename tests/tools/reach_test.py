@@ -168,6 +168,15 @@ class ReachTest(CliTestCase):
         self.assertIn("reach: 50% of the lock waiting is swapped (10% by algorithm)", out)
         self.assertIn("application probes (top 3 of 3", out)
 
+    def test_ebpf_records_alone(self):
+        """lockswap attribute's file without the library's dumps: the reach of what eBPF saw
+        (its kind=lockswap sleeps are the swapped share, the family not told)."""
+        out = self.ok("report", EBPF_LOOSE).stdout
+        self.assertIn("reach: 50% of the lock waiting is swapped (0% by algorithm)", out)
+        self.assertIn("no dump of the library (only lockswap attribute's eBPF records)", out)
+        r = reach_of(self, EBPF_LOOSE)
+        self.assertEqual(shares(r)["lockswap_ebpf"], 50.0)
+
     def test_json_shape(self):
         rep = json.loads(self.ok("report", "--json", MARIADB).stdout)
         self.assertEqual(list(rep)[:2], ["schema", "reach"])

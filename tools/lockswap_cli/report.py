@@ -448,6 +448,9 @@ NO_PROFILE_LINE = ("no per-lock data: the profiler was off (run with LOCKSWAP_ST
 
 def text_report(rep, per_process):
     reach = reach_model.text_lines(rep["reach"], table, shown)
+    if not rep["processes"]:   # lockswap attribute's records alone: no dump of the library
+        return "\n".join(reach + ["", f"lockswap report: {len(rep['files'])} file(s), no dump of the library "
+                                       "(only lockswap attribute's eBPF records)"])
     out = reach + [""] + header_lines(rep) if reach else header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
