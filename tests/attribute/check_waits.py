@@ -31,9 +31,10 @@ def expect(kind, fn, min_n, min_ns, max_ns, why):
 
 
 S = 1_000_000_000
-# 4 threads for 0.5 s: the waiters' time sums to at most 4 x 0.5 s (plus the phase's edges)
-expect(mutex_kind, "attr_mutex_section", 10, 20_000_000, 4 * S, "contended pthread mutex")
-expect("futex", "attr_futex_lock", 10, 20_000_000, 4 * S, "syscall(SYS_futex) lock")
+# 4 threads for 0.5 s: the waiters' time sums to at most 4 x 0.5 s (plus the phase's edges);
+# how much of it is spent waiting depends on the scheduling of a busy machine: at least 1 ms
+expect(mutex_kind, "attr_mutex_section", 5, 1_000_000, 4 * S, "contended pthread mutex")
+expect("futex", "attr_futex_lock", 5, 1_000_000, 4 * S, "syscall(SYS_futex) lock")
 expect("glibc_internal", "attr_malloc_churn", 1, 10_000, 8 * S, "malloc arena lock")
 expect("idle", "attr_epoll_idle", 5, 200_000_000, 1 * S, "epoll_wait idle loop")
 expect("delay", "attr_select_delay", 50, 100_000_000, 1 * S, "select(0,...) delay loop")
@@ -49,6 +50,12 @@ if len(dropped) != 1:
     fails.append(f"{len(dropped)} dropped records, want 1")
 elif any(dropped[0].get(k, "0") != "0" for k in ("waits", "pids", "regs")):
     fails.append(f"dropped: {dropped[0]}")
+# the via key names the API entered (the import the site called, or the library frame)
+for kind, fn, via in ((mutex_kind, "attr_mutex_section", "pthread_mutex_lock" if mutex_kind == "glibc_lock" else None),
+                      ("futex", "attr_futex_lock", "syscall"), ("idle", "attr_epoll_idle", "epoll_wait")):
+    vias = {f.get("via") for f in sites(kind, fn)}
+    if via and via not in vias:
+        fails.append(f"{kind} at {fn}: via {sorted(vias)}, want {via}")
 for f in fails:
     print("FAIL:", f)
 sys.exit(1 if fails else 0)

@@ -57,6 +57,12 @@ GLIBC_LOCK_RE = re.compile(r"pthread_mutex|pthread_rwlock|pthread_spin|pthread_b
                            r"sem_timedwait|sem_clockwait|__new_sem|__old_sem|^__lll_lock_wait$|"
                            r"__pthread_mutex|__pthread_rwlock|do_futex_wait")
 SYSCALL_FN_RE = re.compile(r"^syscall$")
+# The library functions a wait goes through (the look-ahead past a stale frame): acquiring or
+# waiting, never releasing (an unlock does not sleep).
+WAIT_API_RE = re.compile(r"(pthread_mutex_(timed|clock)?lock|pthread_rwlock_(timed|clock)?(rd|wr)lock|"
+                         r"rwlock_(rd|wr)lock_full|sem_(timed|clock)?wait|sem_wait_slow|pthread_cond_(timed|clock)?wait|"
+                         r"__pthread_cond_wait|lll_lock_wait|pthread_(timed|clock)?join|select|poll|epoll_wait|"
+                         r"nanosleep|usleep|sleep|accept|recv|lockswap::.*(lock|wait))", re.I)
 
 
 def attribute_parser(add):
@@ -291,16 +297,34 @@ def classify(kind, frames):
     the ip first, then the return addresses found in executable mappings."""
     if not frames:
         return ("futex" if kind == 1 else KINDS[kind]), None, None
+    frames = [f if len(f) > 3 else (*f, None) for f in frames]
     # The frames inside libc/ld.so and liblockswap come first (a scan may interleave a stale
     # frame of the other): the first frame in neither is the call site.
     j = 0
     while j < len(frames) and frames[j][0] and (LIBC_RE.search(frames[j][0]) or LOCKSWAP_RE.search(frames[j][0])):
         j += 1
-    inner = frames[:j]
+    # a stale program frame inside the library frames: a waiting API frame just after it (only
+    # when the first program frame's call did not go to an import: one that called through the
+    # PLT says which API it entered, below)
+    for m in range(j + 1, min(j + 4, len(frames)) if j < len(frames) and frames[j][3] is None else 0):
+        f = frames[m]
+        if f[0] and f[2] and (LIBC_RE.search(f[0]) or LOCKSWAP_RE.search(f[0])) and WAIT_API_RE.search(f[2]):
+            j = m
+            while j < len(frames) and frames[j][0] and (LIBC_RE.search(frames[j][0]) or LOCKSWAP_RE.search(frames[j][0])):
+                j += 1
+            break
+    inner = [f for f in frames[:j] if f[0] and (LIBC_RE.search(f[0]) or LOCKSWAP_RE.search(f[0]))]
     site = frames[j] if j < len(frames) else frames[-1]
     libc = [f[2] or "" for f in inner if LIBC_RE.search(f[0])]
+    # the import the site called (sem_wait for a call to sem_wait@plt): the API it entered,
+    # whatever frames a tail call or the scan lost in between (not when liblockswap answered)
+    called = site[3] if len(site) > 3 and j < len(frames) else None
+    if called and inner and not any(LOCKSWAP_RE.search(f[0]) for f in inner):
+        libc.append(called)
     ls = [f[2] or "" for f in inner if LOCKSWAP_RE.search(f[0])]
     via = (ls[-1] if ls else None) or (libc[-1] if libc else None)
+    if called and not ls:
+        via = called
     if kind != 1:
         return KINDS[kind], site, via
     if ls:
@@ -311,7 +335,7 @@ def classify(kind, frames):
         return "cond", site, via
     if any(GLIBC_LOCK_RE.search(n) for n in libc):
         return "glibc_lock", site, via
-    if len(libc) == 1 and SYSCALL_FN_RE.match(libc[0]):
+    if libc and all(SYSCALL_FN_RE.match(n) for n in libc):
         return "futex", site, via                # syscall(SYS_futex, ...) called by the program
     return "glibc_internal", site, via
 
@@ -327,7 +351,7 @@ def short(fn):
 def frame_name(fr):
     if fr is None:
         return "-"
-    path, off, fn = fr
+    path, off, fn = fr[:3]
     where = f"{os.path.basename(path)}+{off:#x}" if path else f"{off:#x}"
     return f"{where}:{short(fn)}" if fn else where
 
@@ -559,39 +583,67 @@ class ModuleCode:
         return t if t >= 0 else None
 
     def in_plt(self, path, off):
-        if path not in self.plts:
-            self.plts[path] = self._plt_ranges(path)
-        ranges = self.plts[path]
+        ranges = self._plt(path)[0]
         return ranges is None or any(lo <= off < hi for lo, hi in ranges)
 
-    def _plt_ranges(self, path):
-        """[(offset, end)] of .plt, .plt.sec, .plt.got; None: unknown (every target passes)."""
+    def plt_name(self, path, off):
+        """The imported function a call to the .plt stub at file offset OFF reaches (sem_wait for
+        sem_wait@plt), from .rela.plt and .dynsym; None when OFF is no such stub."""
+        names = self._plt(path)[1]
+        return names.get(off)
+
+    def _plt(self, path):
+        if path not in self.plts:
+            try:
+                self.plts[path] = self._read_plt(path)
+            except (OSError, ValueError, IndexError, AttributeError):
+                self.plts[path] = (None, {})
+        return self.plts[path]
+
+    def _read_plt(self, path):
+        """([(offset, end)] of .plt, .plt.sec, .plt.got, {stub offset: name}); (None, {}) when
+        unknown (every target then passes)."""
         fh = self._file(path)
-        try:
-            fh.seek(0)
-            eh = fh.read(64)
-            if eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
-                return None
-            shoff = int.from_bytes(eh[40:48], "little")
-            shentsize, shnum, shstrndx = (int.from_bytes(eh[i:i + 2], "little") for i in (58, 60, 62))
-            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:
-                return None
-            fh.seek(shoff)
-            sh = fh.read(shentsize * shnum)
-            secs = [sh[i * shentsize:(i + 1) * shentsize] for i in range(shnum)]
-            strsec = secs[shstrndx]
-            fh.seek(int.from_bytes(strsec[24:32], "little"))
-            names = fh.read(min(int.from_bytes(strsec[32:40], "little"), 1 << 20))
-            out = []
-            for sec in secs:
-                nm = int.from_bytes(sec[0:4], "little")
-                name = names[nm:names.find(b"\0", nm)]
-                if name in (b".plt", b".plt.sec", b".plt.got"):
-                    o, size = int.from_bytes(sec[24:32], "little"), int.from_bytes(sec[32:40], "little")
-                    out.append((o, o + size))
-            return out
-        except (OSError, ValueError, AttributeError):
-            return None
+        if fh is None:
+            return None, {}
+        u = lambda b, i, n: int.from_bytes(b[i:i + n], "little")
+        fh.seek(0)
+        eh = fh.read(64)
+        if eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
+            return None, {}
+        shoff, shentsize, shnum, shstrndx = u(eh, 40, 8), u(eh, 58, 2), u(eh, 60, 2), u(eh, 62, 2)
+        if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:
+            return None, {}
+        fh.seek(shoff)
+        sh = fh.read(shentsize * shnum)
+        secs = [sh[i * shentsize:(i + 1) * shentsize] for i in range(shnum)]
+
+        def data(sec, limit=1 << 24):
+            fh.seek(u(sec, 24, 8))
+            return fh.read(min(u(sec, 32, 8), limit))
+        names = data(secs[shstrndx], 1 << 20)
+        byname = {names[u(x, 0, 4):names.find(b"\0", u(x, 0, 4))]: x for x in secs}
+        ranges = [(u(x, 24, 8), u(x, 24, 8) + u(x, 32, 8)) for n, x in byname.items()
+                  if n in (b".plt", b".plt.sec", b".plt.got")]
+        stubs = {}
+        rela = byname.get(b".rela.plt")
+        if rela is not None and u(rela, 40, 4) < shnum:
+            dynsym = secs[u(rela, 40, 4)]
+            dynstr = data(secs[u(dynsym, 40, 4)] if u(dynsym, 40, 4) < shnum else dynsym)
+            syms, rel = data(dynsym), data(rela)
+            imported = []
+            for i in range(0, len(rel) - 23, 24):
+                k = u(rel, i + 8, 8) >> 32
+                st = u(syms, k * 24, 4) if (k + 1) * 24 <= len(syms) else None
+                imported.append(dynstr[st:dynstr.find(b"\0", st)].decode("ascii", "replace") if st is not None else None)
+            sec = byname.get(b".plt.sec")
+            if sec is not None:                       # IBT: one 16-byte stub per import, no PLT0
+                base = u(sec, 24, 8)
+                stubs = {base + 16 * i: n for i, n in enumerate(imported) if n}
+            elif b".plt" in byname:                   # PLT0, then one 16-byte stub per import
+                base = u(byname[b".plt"], 24, 8) + 16
+                stubs = {base + 16 * i: n for i, n in enumerate(imported) if n}
+        return ranges, stubs
 
 
 def sym_name(fr):
@@ -623,9 +675,11 @@ def make_records(lines, maps, top):
         resolved[(pid, addrs)] = chain
     sym.budget_s = 60.0
     sym.resolve()
-    # The scan's stale return addresses: a direct call before a return address must call the
-    # frame inside it (same module: the target's function is that frame's; another module: the
-    # target is a PLT stub). The targets are symbolized in a second batch.
+    # The scan's stale return addresses: a direct call before a return address must fit the
+    # frame inside it. In the same module: the target is not a PLT stub and its function is that
+    # frame's (a tail call in between fails this: the frame is lost, the site moves out one
+    # caller). From another module: anything fits (a PLT stub, or a local function that
+    # tail-called out). The targets are symbolized in a second batch.
     code = ModuleCode()
     targets = {}
     for chain in resolved.values():
@@ -642,10 +696,12 @@ def make_records(lines, maps, top):
         t = targets.get(caller)
         if t is None or not callee[0]:
             return True
-        if callee[0] == caller[0]:
-            want_fn, got_fn = sym.get(*callee)["function"], sym.get(caller[0], t + 1)["function"]
-            return not (want_fn and got_fn and want_fn != got_fn)
-        return code.in_plt(caller[0], t)
+        if callee[0] != caller[0]:
+            return True      # through the PLT, or a local function that tail-called out: both fit
+        if code.in_plt(caller[0], t):
+            return False     # a call out of the module, but the frame inside is the module's own
+        want_fn, got_fn = sym.get(*callee)["function"], sym.get(caller[0], t + 1)["function"]
+        return not (want_fn and got_fn and want_fn != got_fn)
 
     def validated(chain):
         kept = chain[:1]
@@ -661,7 +717,9 @@ def make_records(lines, maps, top):
 
     agg = {}
     for (pid, comm, kind, nr, addrs), (n, ns) in waits.items():
-        frames = [(p, o, sym_name(sym.get(p, o)) if p else None) for p, o in validated(resolved[(pid, addrs)])]
+        frames = [(p, o, sym_name(sym.get(p, o)) if p else None,
+                   code.plt_name(p, targets[(p, o)]) if p and targets.get((p, o)) is not None else None)
+                  for p, o in validated(resolved[(pid, addrs)])]
         k, site, via = classify(kind, frames)
         key = (pid, comm, k, frame_name(site), SYSCALLS.get(nr, str(nr)))
         a = agg.setdefault(key, {"n": 0, "ns": 0, "via": via, "stack": frames, "best": -1})
