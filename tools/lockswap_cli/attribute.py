@@ -52,7 +52,7 @@ PG_LOCKTAGS = {0: "relation", 1: "extend", 2: "frozenid", 3: "page", 4: "tuple",
 # Module classes and the pthread API by symbol (glibc 2.36's internal names included).
 LIBC_RE = re.compile(r"(^|/)(libc\.so|libc-2|libpthread|ld-linux|ld64\.so|ld-2)")
 LOCKSWAP_RE = re.compile(r"(^|/)liblockswap[^/]*\.so")
-COND_RE = re.compile(r"pthread_cond|cnd_|__condvar")
+COND_RE = re.compile(r"pthread_cond|cnd_|__condvar|condition_variable")
 GLIBC_LOCK_RE = re.compile(r"pthread_mutex|pthread_rwlock|pthread_spin|pthread_barrier|mtx_|sem_wait|"
                            r"sem_timedwait|sem_clockwait|__new_sem|__old_sem|^__lll_lock_wait$|"
                            r"__pthread_mutex|__pthread_rwlock|do_futex_wait")
