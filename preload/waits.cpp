@@ -30,10 +30,15 @@
 //
 // Cancellation unwinding through this frame: core runs its futex sleeps with
 // asynchronous cancellation enabled around the call (preload/entry.h), so a
-// cancellation may land on the syscall instruction here. This file therefore
-// never sees glibc's declaration of syscall(), which is noexcept: a noexcept
-// frame would terminate the forced unwind. The function has no cleanups,
-// and is built with asynchronous unwind tables (preload/CMakeLists.txt).
+// cancellation may land on the syscall instruction here, and the forced
+// unwind must pass through. glibc declares syscall() noexcept; the definition
+// below leaves the specifier out (GCC accepts that against a system
+// header). What the unwinder needs is a frame without a personality routine
+// or a call-site table: the function has no cleanups and calls only
+// functions of this file that cannot throw, so it gets none (its CIE is
+// "zR"), whereas a terminate region would end the process on an unwind from
+// an instruction outside every call site. It is built with asynchronous
+// unwind tables (preload/CMakeLists.txt), exact at every instruction.
 //
 // With statistics on (waits::on()), a futex wait made from outside
 // liblockswap is timed and recorded as a `futex` site at its caller. Waits
@@ -306,9 +311,12 @@ __attribute__((noinline)) long timed_syscall(uintptr_t ip, long number, long a1,
 }  // namespace
 }  // namespace lockswap::waits
 
-// Not noexcept, unlike glibc's declaration (which this file never includes):
-// a cancellation may unwind through it (see the top of the file).
-LOCKSWAP_EXPORT long syscall(long number, ...) {
+// No noexcept, unlike glibc's declaration: a cancellation may unwind through
+// it (see the top of the file). Six arguments are read whatever the caller
+// passed, as glibc's does: on x86_64 the sixth is a word of the caller's
+// stack that may lie outside any object (AddressSanitizer would call that an
+// underflow; the value is never used by a call that takes fewer).
+LOCKSWAP_EXPORT __attribute__((no_sanitize("address"))) long syscall(long number, ...) {
   va_list ap;
   va_start(ap, number);
   long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
