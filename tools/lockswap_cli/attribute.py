@@ -327,6 +327,8 @@ def classify(kind, frames):
         via = called
     if kind != 1:
         return KINDS[kind], site, via
+    if called and SYSCALL_FN_RE.match(called):
+        return "futex", site, called             # the program called syscall() itself: its own lock
     if ls:
         return ("cond" if any(COND_RE.search(n) for n in ls) else "lockswap"), site, via
     if not inner:
@@ -566,6 +568,12 @@ class ModuleCode:
                 self.files[path] = None
         return self.files[path]
 
+    def close(self):
+        for fh in self.files.values():
+            if fh is not None:
+                fh.close()
+        self.files = {}
+
     def call_target(self, path, off):
         """The file offset a direct call (e8 rel32) ending at OFF goes to, else None (an
         indirect call, or unreadable)."""
@@ -653,6 +661,14 @@ def sym_name(fr):
     return None if not fn else (fn if fr["source"] else "~" + fn)
 
 
+def classify_one(kind, chain, sym, code, targets):
+    """(kind, site, via, frames) of one wait key: CHAIN its validated (module, offset) frames."""
+    frames = [(p, o, sym_name(sym.get(p, o)) if p else None,
+               code.plt_name(p, targets[(p, o)]) if p and targets.get((p, o)) is not None else None)
+              for p, o in chain]
+    return (*classify(kind, frames), frames)
+
+
 def make_records(lines, maps, top):
     waits, probes, scalars, lost = parse_output(lines)
     sym = Symbolizer()
@@ -703,9 +719,30 @@ def make_records(lines, maps, top):
         want_fn, got_fn = sym.get(*callee)["function"], sym.get(caller[0], t + 1)["function"]
         return not (want_fn and got_fn and want_fn != got_fn)
 
+    def import_name(fr):
+        t = targets.get(fr)
+        return code.plt_name(fr[0], t) if t is not None else None
+
+    def plain(name):
+        """A symbol without glibc's internal prefixes and version suffix: __GI___nanosleep ->
+        nanosleep, ___pthread_mutex_lock -> pthread_mutex_lock."""
+        name = (name or "").split("@")[0]
+        name = name[5:] if name.startswith("__GI_") else name
+        return name.lstrip("_")
+
     def validated(chain):
         kept = chain[:1]
         for fr in chain[1:]:
+            imp = import_name(fr)
+            if imp and len(kept) >= 2 and kept[-1][0] != fr[0] and kept[-2][0] != fr[0]:
+                # a call through the PLT to IMP: when the frame kept last is not IMP but the one
+                # before it is, the last one is stale (a liblockswap frame between syscall() and
+                # the program's own futex lock)
+                names = [plain(sym.get(*k)["function"]) if k[0] else "" for k in kept[-2:]]
+                if names[1] != plain(imp) and names[0] == plain(imp):
+                    kept[-1] = fr
+                    stale[0] += 1
+                    continue
             if calls(fr, kept[-1]):
                 kept.append(fr)
             elif len(kept) >= 2 and calls(fr, kept[-2]):
@@ -716,11 +753,12 @@ def make_records(lines, maps, top):
         return kept
 
     agg = {}
-    for (pid, comm, kind, nr, addrs), (n, ns) in waits.items():
-        frames = [(p, o, sym_name(sym.get(p, o)) if p else None,
-                   code.plt_name(p, targets[(p, o)]) if p and targets.get((p, o)) is not None else None)
-                  for p, o in validated(resolved[(pid, addrs)])]
-        k, site, via = classify(kind, frames)
+    try:
+        classified = [(key, nn, classify_one(key[2], validated(resolved[(key[0], key[4])]), sym, code, targets))
+                      for key, nn in waits.items()]
+    finally:
+        code.close()
+    for (pid, comm, kind, nr, addrs), (n, ns), (k, site, via, frames) in classified:
         key = (pid, comm, k, frame_name(site), SYSCALLS.get(nr, str(nr)))
         a = agg.setdefault(key, {"n": 0, "ns": 0, "via": via, "stack": frames, "best": -1})
         a["n"] += n
