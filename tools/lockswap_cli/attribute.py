@@ -10,8 +10,8 @@ pg_probes.bt for --pg-probes), then writes lockswap-v1 records:
 kind of a wait: lockswap, glibc_lock, cond, glibc_internal, futex (futex waits, told apart by
 their frames), idle, delay (from the syscall). docs/attribution.md is the method and its limits.
 The frames: ip and the return addresses the scan of the user stack found (waits.bt says how),
-turned into module+offset through /proc/PID/maps, read while the processes live (at each fork
-and exec the tracer reports, and every POLL_S), and into symbols by addr2line (symbolize.py).
+turned into module+offset through /proc/PID/maps, read while the processes live (at each fork,
+exec and executable mmap the tracer reports, and every POLL_S), and into symbols by addr2line (symbolize.py).
 """
 
 import argparse
@@ -382,7 +382,7 @@ def run_bpftrace(args, program, roots, maps, stop_event, child_release, attached
                     ready.set()
                 elif w[1] == "fork" and len(w) == 4:
                     maps.add(int(w[3]), int(w[2]))
-                elif w[1] == "exec" and len(w) == 3:
+                elif w[1] in ("exec", "map") and len(w) == 3:
                     maps.add(int(w[2]))
                 continue
             out_lines.append(line)
