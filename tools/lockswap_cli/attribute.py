@@ -454,6 +454,10 @@ def cmd_attribute(args, parser):
         parser.error("--scan must be 1 to 96")
     if args.max_keys < 256:
         parser.error("--max-keys must be at least 256")
+    for name in ("waits.bt",) + (("pg_probes.bt",) if args.pg_probes else ()):
+        if not os.path.isfile(os.path.join(data_dir(), name)):
+            warn(f"attribute: {os.path.join(data_dir(), name)} is missing (installed with the command)")
+            return 1
     why = missing_requirements(args.bpftrace)
     if why:
         warn("attribute: eBPF cannot be used here; missing: " + "; ".join(why))
@@ -527,6 +531,11 @@ def cmd_attribute(args, parser):
         if t_end is not None and time.monotonic() >= t_end:
             break
         tracer.join(0.1)
+    if child is not None and interrupted.is_set() and child.poll() is None:
+        try:
+            child.wait(timeout=5)        # a Ctrl-C reached the command too: let it finish
+        except subprocess.TimeoutExpired:
+            warn(f"attribute: interrupted; {cmd[0]} (pid {child.pid}) runs on untraced")
     if child is not None and child.poll() is not None:
         status = child.returncode
     stop_event.set()
