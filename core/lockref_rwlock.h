@@ -406,7 +406,7 @@ class LockrefRwlock {
         uint64_t seen = word_.fetch_or(kReaderSleepers, arch::mo_hint) | kReaderSleepers;
         if (reader_blocked(seen, wp)) {
           lockevent_inc(LockEvent::lockref_rlock_sleep);
-          WaitCtx sctx = ctx.may_block() ? ctx : WaitCtx::blocking();
+          WaitCtx sctx = ctx.may_block() ? ctx : WaitCtx::blocking(ctx.family);
           if (!wp && readers_of(seen) != 0) {
             // Held off by a writer draining a read-held lock: re-check the
             // reader-preference rules at least every kReaderPrefPollNs.

@@ -457,7 +457,7 @@ struct PercidRwlock {
     if (ctx.mode == WaitCtx::Mode::until) slice_ns = std::min(slice_ns, arch::ns_until(ctx.clock, *ctx.abs));
     uint64_t until = arch::monotonic_ns() + slice_ns;
     timespec end = arch::timespec_at(until);
-    WaitCtx::until(CLOCK_MONOTONIC, &end).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
+    WaitCtx::until(CLOCK_MONOTONIC, &end, ctx.family).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
   }
 
   // Read-slow case (d): wait for the writer on the rwsem. While we hold the

@@ -378,7 +378,7 @@ int read_wait(const WordRefs& r, Waiter& w, const WaitCtx& ctx, bool pref) {
     if (pref && (ctx.mode == WaitCtx::Mode::forever || arch::ns_until(ctx.clock, *ctx.abs) > slice)) {
       // A bounded sleep; its end is not the caller's timeout.
       timespec end = arch::timespec_at(now + slice);
-      park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end));
+      park_sleep(me, seen, WaitCtx::until(CLOCK_MONOTONIC, &end, ctx.family));
       timed_out = ctx.mode == WaitCtx::Mode::until && ctx.expired();
       slice = std::min(slice * 2, bound << kPrefSliceMaxShift);
     } else {
@@ -495,7 +495,7 @@ int write_queue(const WordRefs& r, const WaitCtx& ctx, bool disable_rspin) {
     if (woken && ctx.mode == WaitCtx::Mode::forever && polite_ns != 0 && lost_to_the_releaser(r, wl)) {
       wl.unlock();  // WOKEN stays: no unlock needs to wake us meanwhile
       woken = false;
-      lost_to_barger(me, polite_ns);
+      lost_to_barger(me, polite_ns, ctx.family);
       wl.lock();
       continue;
     }
