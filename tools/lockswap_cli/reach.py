@@ -45,7 +45,7 @@ CLASS_NOTES = {
     "own_futex": "futex waits the program issued itself through syscall()",
     "spin_delay": "timed sleeps recognised as a lock's backoff",
     "glibc_internal": "glibc's own lll locks: malloc arenas, stdio, loader",
-    "glibc_lock": "pthread locks glibc runs itself (never interposed)",
+    "glibc_lock": "pthread locks and semaphores glibc runs itself (no preload, the glibc column, or objects handed to glibc)",
 }
 EBPF_ONLY = ("glibc_internal", "glibc_lock")
 GLIBC_COLUMN_NOTE = "glibc column: nothing swapped; these waits are glibc's, invisible unprivileged"
