@@ -58,7 +58,10 @@ check() {  # check WHAT PATTERN TEXT: TEXT has a line matching PATTERN (grep -E)
 }
 
 # --- CMake: configure only ---
-if ! nice cmake -S "$tree" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$scratch/configure.log" 2>&1; then
+# Optimised lightly and without debug information: the copy's library only
+# has to list its columns, and -O2 -g doubles the compile time of the test.
+if ! nice cmake -S "$tree" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELEASE="-O1 -DNDEBUG" >"$scratch/configure.log" 2>&1; then
   echo "FAIL: configuring the copy:"; tail -30 "$scratch/configure.log"; exit 1
 fi
 tests=$(cd "$build" && ctest -N 2>&1)
