@@ -48,6 +48,25 @@ class Classify(unittest.TestCase):
         self.check(1, [fr(LIBC, "syscall"), fr(LS, "lockswap::FutexMutex::lock_slow"),
                        fr(APP, "my_lock", "syscall")], "futex", "my_lock", "syscall")
 
+    def test_own_futex_lock_through_lockswaps_syscall(self):
+        # under the preload the program's syscall() is lockswap's pass-through; the PLT name of
+        # the site's call may be lost to the scan
+        self.check(1, [fr(LS, "timed_syscall"), fr(APP, "~unlock")], "futex", "~unlock", "syscall")
+        self.check(1, [fr(LS, "timed_syscall"), fr(LIBC, "__GI___clock_gettime"), fr(APP, "srw_wait", "syscall")],
+                   "futex", "srw_wait", "syscall")
+
+    def test_lockswap_sleeps_are_not_pass_through(self):
+        self.check(1, [fr(LS, "timed_syscall"), fr(LS, "lockswap::arch::futex_wait"),
+                       fr(LS, "lockswap::rwsem_detail::park_sleep"), fr(APP, "worker")], "lockswap", "worker")
+
+    def test_lockswap_cond_and_sem_sleepers(self):
+        sleeper = "lockswap::(anonymous namespace)::CancellableSleeper<lockswap::%s>::sleep"
+        self.check(1, [fr(LS, "timed_syscall"), fr(LS, "lockswap::arch::futex_wait"), fr(LIBC, "__GI___clock_gettime"),
+                       fr(LS, sleeper % "PlainSleeper"), fr(APP, "wait_for_tasks")], "cond", "wait_for_tasks")
+        self.check(1, [fr(LS, "timed_syscall"), fr(LS, "lockswap::arch::futex_wait"),
+                       fr(LS, sleeper % "SemPlainSleeper"), fr(APP, "PGSemaphoreLock", "sem_wait")],
+                   "lockswap", "PGSemaphoreLock")
+
     def test_inline_syscall(self):
         self.check(1, [fr(APP, "spin_wait"), fr(APP, "lock")], "futex", "spin_wait")
 

@@ -57,6 +57,13 @@ GLIBC_LOCK_RE = re.compile(r"pthread_mutex|pthread_rwlock|pthread_spin|pthread_b
                            r"sem_timedwait|sem_clockwait|__new_sem|__old_sem|^__lll_lock_wait$|"
                            r"__pthread_mutex|__pthread_rwlock|do_futex_wait")
 SYSCALL_FN_RE = re.compile(r"^syscall$")
+# liblockswap's syscall() pass-through (preload/waits.cpp): a wait whose only liblockswap frames
+# are these is the program's own futex lock, not one of lockswap's sleeps (those have
+# lockswap::arch::futex_wait and the lock's slow path under them).
+LOCKSWAP_PASSTHROUGH_RE = re.compile(r"^(syscall|timed_syscall)$")
+# liblockswap's condition-wait sleeper (preload/mutex.cpp: cond waits sleep through
+# CancellableSleeper<PlainSleeper>; semaphores through CancellableSleeper<SemPlainSleeper>).
+LOCKSWAP_COND_RE = re.compile(r"CancellableSleeper<lockswap::PlainSleeper>|cond_wait_native")
 # The library functions a wait goes through (the look-ahead past a stale frame): acquiring or
 # waiting, never releasing (an unlock does not sleep).
 WAIT_API_RE = re.compile(r"(pthread_mutex_(timed|clock)?lock|pthread_rwlock_(timed|clock)?(rd|wr)lock|"
@@ -329,8 +336,11 @@ def classify(kind, frames):
         return KINDS[kind], site, via
     if called and SYSCALL_FN_RE.match(called):
         return "futex", site, called             # the program called syscall() itself: its own lock
+    if ls and all(LOCKSWAP_PASSTHROUGH_RE.match(n) for n in ls):
+        return "futex", site, "syscall"          # through lockswap's syscall(): the program's own lock
     if ls:
-        return ("cond" if any(COND_RE.search(n) for n in ls) else "lockswap"), site, via
+        cond = any(COND_RE.search(n) or LOCKSWAP_COND_RE.search(n) for n in ls)
+        return ("cond" if cond else "lockswap"), site, via
     if not inner:
         return "futex", frames[0], None          # a syscall instruction of the program's own
     if any(COND_RE.search(n) for n in libc):
