@@ -9,6 +9,11 @@
 #
 #   --attribute       after the measured rounds, one attribution run per load
 #   --attribute-only  the attribution runs alone (no measured rounds)
+#   --attribute-variant V  the attribution runs preload variant V with
+#                     LOCKSWAP_STATS=counts (default: none, no preload): the
+#                     library's own wait accounting (its dump, in
+#                     attribute-LABEL.stats.txt) and the eBPF view of the same
+#                     run, so one can check the other (docs/reach.md)
 #
 # An attribution run starts the server WITHOUT the preload from the prepared
 # data, runs `lockswap attribute --pid SERVER` (root, bpftrace; ATTR_ARGS are
@@ -21,13 +26,17 @@
 
 ATTR_MODE=0          # 0: none, 1: --attribute, 2: --attribute-only
 ATTR_ARGS=()
+ATTR_VARIANT=none    # --attribute-variant
+ATTR_SHIFT=1
 
 # attr_parse_common ARGS...: consumes --attribute / --attribute-only
 # (returns 1 for anything else).
 attr_parse_common() {
+  ATTR_SHIFT=1
   case "$1" in
     --attribute) ATTR_MODE=1 ;;
     --attribute-only) ATTR_MODE=2 ;;
+    --attribute-variant) ATTR_VARIANT=${2:?--attribute-variant needs a variant}; ATTR_SHIFT=2 ;;
     *) return 1 ;;
   esac
 }
@@ -44,7 +53,7 @@ attr_load() {
 attr_run() {
   local label=$1 w=$2 t=$3 ready apid rc=0 out summary tps
   out=$SRV_DIR/attribute-$label.txt summary=$SRV_DIR/attribute-$label.summary.txt
-  SRV_ENV=()
+  srv_env "$ATTR_VARIANT" "attribute-$label"
   srv_data_reset
   db_start "$SRV_DIR/attribute-$label.log" || die "the server did not start for the attribution run"
   ready=$SRV_DIR/attribute-$label.ready
@@ -65,6 +74,7 @@ attr_run() {
     rm -f "$ready"
   fi
   srv_stop "$SRV_DB_STOP" "$SRV_DIR/attribute-$label.log" 90
+  [[ "$ATTR_VARIANT" == none ]] || log "$SRV_NAME: attribution run $label under $ATTR_VARIANT: the library's dump in $(srv_stats "attribute-$label" "$SRV_DIR/attribute-$label.log")"
   tps=$(awk '/transactions:/ { gsub(/[(]/, "", $3); print $3 }' "$SRV_DIR/attribute-$label.sysbench.txt")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" attribute "$w" "$t" "${tps:--}" "$rc" "$out" >>"$SRV_DIR/attribute.tsv"
   log "$SRV_NAME: attribution run $label: $(grep -c '^lockswap-v1 ' "$out" 2>/dev/null || echo 0) records in $out (tps ${tps:--}, not a measurement)"

@@ -20,6 +20,8 @@
 #                    kind=innodb|server name=EVENT n= ns=` records in
 #                    attribute-pfs-*.txt
 #   --attribute-only the attribution runs alone
+#   --attribute-variant V  the eBPF attribution run under variant V (with its
+#                    counts dump: both views of one run); default none
 # defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 8 --user lockswap-srv --port 23306
 #
@@ -45,7 +47,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/attribute_lib.sh"
 TABLES=4 TABLE_SIZE=10000 WORKLOAD=both OVERSUB=64
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
-  attr_parse_common "$1" && { shift; continue; }
+  attr_parse_common "$@" && { shift "$ATTR_SHIFT"; continue; }
   case "$1" in
     --workload) WORKLOAD=${2:?}; shift 2 ;;
     --oversub) OVERSUB=${2:?}; shift 2 ;;

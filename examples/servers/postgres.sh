@@ -20,6 +20,8 @@
 #                    in attribute-*.txt; never in the comparison
 #                    (attribute_lib.sh, docs/attribution.md)
 #   --attribute-only the attribution runs alone
+#   --attribute-variant V  the attribution run under variant V (with its counts
+#                    dump: both views of one run); default none
 # defaults: --variants: the bench columns that choose a semaphore variant (futex,lockref when this was written; none and glibc are always rows) --repeat 6 --time 20 --warmup 3
 #           --threads 8 x CPUs (8..128) --user lockswap-srv --port 25432
 #
@@ -50,7 +52,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
-  attr_parse_common "$1" && { shift; continue; }
+  attr_parse_common "$@" && { shift "$ATTR_SHIFT"; continue; }
   case "$1" in
     --workload) WORKLOAD=${2:?}; shift 2 ;;
     --tables) TABLES=${2:?}; shift 2 ;;
