@@ -63,6 +63,12 @@ def fnum(x):
     return f"{x:.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 
+def is_count(event):
+    """A lock event that counts occurrences; *_ns events are durations (the wait accounting,
+    cid_slow_ns), shown by the reach column, never summed with counts."""
+    return not event.endswith("_ns")
+
+
 def parse_stats(path):
     """[(pid, {event: count}, [lines])], one block per process."""
     blocks = []
@@ -204,7 +210,7 @@ def summarise(runs, base, steady, wanted=None, strict=False, level=lockswap_stat
             for r in rs:
                 tot = 0
                 for _, ev, _ in parse_stats(r["stats"]) if r["stats"] and r["stats"] != "-" else []:
-                    tot += sum(ev.values())
+                    tot += sum(c for e, c in ev.items() if is_count(e))
                 events.append(tot)
             rows.append({
                 "bench": key[1], "label": b["label"], "variant": v, "runs": len(rs), "ok": len(rs) - len(bad),
@@ -413,13 +419,13 @@ def events_section(rows, base):
         if not names:
             continue
         med = {k: median([t.get(k, 0) for _, t in per_run]) for k in names}
-        top = sorted(((k, v) for k, v in med.items() if v), key=lambda kv: -kv[1])[:6]
+        top = sorted(((k, v) for k, v in med.items() if v and is_count(k)), key=lambda kv: -kv[1])[:6]
         s.append([r["label"], r["variant"], f"{median([n for n, _ in per_run]):.0f}",
                   ", ".join(f"{k} {v:.0f}" for k, v in top)])
     if not s:
         return ""
     text = ("\nLock events (LOCKSWAP_STATS_FILE; slow-path events, summed over the processes of a run, whole "
-            "server lifetime, median over runs; top 6):\n\n"
+            "server lifetime, median over runs; top 6; the *_ns durations are in the reach column):\n\n"
             + md_table(["benchmark", "variant", "processes", "events"], s, ["---", "---", "---:", "---"]))
     return text + process_kinds(rows, base)
 
@@ -452,7 +458,8 @@ def process_kinds(rows, base):
         if not kinds:
             continue
         done.add(r["bench"])
-        tab = [[kind, str(n), ", ".join(f"{e} {c}" for e, c in sorted(ev.items(), key=lambda kv: -kv[1])[:6])
+        tab = [[kind, str(n), ", ".join(f"{e} {c}" for e, c in sorted(((e, c) for e, c in ev.items() if is_count(e)),
+                                                                        key=lambda kv: -kv[1])[:6])
                 or "(no events)"] for kind, (n, ev) in sorted(kinds.items())]
         out.append(f"\n{r['label']}, variant {r['variant']}, run {run['rep']}: processes by kind "
                    f"(from a mid-run snapshot):\n\n" + md_table(["process kind", "processes", "events (top 6)"], tab,

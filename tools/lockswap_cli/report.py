@@ -370,7 +370,8 @@ def event_lines(rep):
     events = rep["totals"]["events"]
     if not events:
         return ["", "lock events: none (only slow-path events are counted; glibc counts none)"]
-    rows = [[name, n] for name, n in sorted(events.items(), key=lambda kv: -kv[1])]
+    # counts first, then the durations (*_ns: the wait accounting, cid_slow_ns), each by size
+    rows = [[name, n] for name, n in sorted(events.items(), key=lambda kv: (kv[0].endswith("_ns"), -kv[1]))]
     return ["", "lock events (all processes):"] + table(rows, right_from=1)
 
 
