@@ -44,7 +44,6 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 # lockswap_cli: tools/ on PYTHONPATH (scripts/lib.sh, which server_lib.sh sources)
 from lockswap_cli import forest, reach as reach_model, stats as lockswap_stats, steady as steadiness  # noqa: E402
-from lockswap_cli.statsfile import last_dump_per_process, read_dumps_and_loose  # noqa: E402
 from lockswap_cli.symbolize import Symbolizer  # noqa: E402
 from lockswap_cli.stats import median  # noqa: E402
 from lockswap_cli.tables import GNUPLOT_COLORS, fmt, gnuplot, gp_quote, md_table  # noqa: E402
@@ -99,10 +98,7 @@ def row_reach(rs):
     """The reach of one row: reach.compute over the statistics files of its runs (each run's
     processes are apart: their start times differ), None without wait data."""
     files = [r["stats"] for r in rs if r.get("stats") and r["stats"] != "-" and os.path.isfile(r["stats"])]
-    if not files:
-        return None
-    dumps, loose = read_dumps_and_loose(files)
-    return reach_model.safe_compute(last_dump_per_process(dumps), loose, symbolizer=REACH_SYMBOLIZER, labels=False)
+    return reach_model.of_files(files, REACH_SYMBOLIZER)
 
 
 def reach_notes(rows):

@@ -36,3 +36,16 @@ def import_pyplot():
     except ImportError as e:
         return None, f"matplotlib is not available for {sys.executable} ({e}); " \
                      "install python3-matplotlib (scripts/setup.sh does)"
+
+
+def fmt_ns(ns):
+    """A duration in ns, short: 950ns, 12.3us, 4.56ms, 789ms, 1.23s; '-' for None."""
+    if ns is None:
+        return "-"
+    if ns < 1000:
+        return f"{ns}ns"
+    for unit, scale in (("us", 1e3), ("ms", 1e6), ("s", 1e9)):
+        v = ns / scale
+        if v < 1000 or unit == "s":
+            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
+    return f"{ns}ns"

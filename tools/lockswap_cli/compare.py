@@ -16,7 +16,6 @@ import tempfile
 import time
 from . import doctor, forest, reach, steady
 from . import stats as ls
-from .statsfile import last_dump_per_process, read_dumps_and_loose
 from .symbolize import Symbolizer
 from .common import PROG, table, warn
 
@@ -425,10 +424,7 @@ def row_reach(stats_dir, v, symbolizer=None):
         files = sorted(os.path.join(stats_dir, f) for f in os.listdir(stats_dir) if name.fullmatch(f))
     except OSError:
         return None
-    if not files:
-        return None
-    dumps, loose = read_dumps_and_loose(files)
-    return reach.safe_compute(last_dump_per_process(dumps), loose, symbolizer=symbolizer, labels=False)
+    return reach.of_files(files, symbolizer)
 
 
 def reach_lines(rows):

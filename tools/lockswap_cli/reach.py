@@ -10,7 +10,8 @@ Standard library only; the symbols come from symbolize.Symbolizer (addr2line, bo
 
 import os
 import re
-from .common import warn
+from .common import fmt_ns, warn
+from .statsfile import last_dump_per_process, read_dumps_and_loose
 from .symbolize import Symbolizer, locate
 
 # Lock events the library counts in lockswap's own slow paths (ns slept or spun, and sleeps).
@@ -322,6 +323,15 @@ def safe_compute(*args, **kw):
         return None
 
 
+def of_files(files, symbolizer):
+    """The reach of statistics FILES as a comparison's row sums it (the last dump of each process,
+    its eBPF records beside it; no labels), or None without wait data."""
+    if not files:
+        return None
+    dumps, loose = read_dumps_and_loose(files)
+    return safe_compute(last_dump_per_process(dumps), loose, symbolizer=symbolizer, labels=False)
+
+
 def finish(m, symbolizer, labels=True):
     delays = sorted((s for s in m.sites.values() if s.kind == "delay"), key=lambda s: -s.ns)
     futex = sorted((s for s in m.sites.values() if s.kind == "futex"), key=lambda s: -s.ns)
@@ -404,16 +414,6 @@ def cell(r):
                                        if r["reach_algorithm_pct"] != r["reach_pct"] else "")
 
 
-def fmt_ns(ns):
-    if ns is None:
-        return "-"
-    if ns < 1000:
-        return f"{ns}ns"
-    for unit, scale in (("us", 1e3), ("ms", 1e6), ("s", 1e9)):
-        v = ns / scale
-        if v < 1000 or unit == "s":
-            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
-    return f"{ns}ns"
 
 
 def text_lines(r, table, shown):

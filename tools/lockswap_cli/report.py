@@ -5,7 +5,7 @@ import json
 import os
 import sys
 import textwrap
-from .common import PROG, import_pyplot, shown, table, warn
+from .common import PROG, fmt_ns, import_pyplot, shown, table, warn
 from . import reach as reach_model
 from .merge import merge, site_frames, sort_key
 from .statsfile import COUNTERS, FAMILIES, HIST_BUCKETS, VARIANT_KEYS, last_dump_per_process, read_dumps_and_loose
@@ -106,14 +106,6 @@ def report_parser(make=argparse.ArgumentParser):
     return p
 
 
-def fmt_ns(ns):
-    if ns < 1000:
-        return f"{ns}ns"
-    for unit, scale in (("us", 1e3), ("ms", 1e6), ("s", 1e9)):
-        v = ns / scale
-        if v < 1000 or unit == "s":
-            return f"{v:.3g}{unit}" if v < 100 else f"{v:.0f}{unit}"
-    return f"{ns}ns"
 
 
 def variant_text(v):
