@@ -25,7 +25,7 @@ NOT_SEEN = "not seen without `lockswap attribute` (root, eBPF)"
 REACH_KEYS = {"processes", "column", "ebpf", "lock_wait_ns", "swapped_ns", "classes", "reach_pct",
               "reach_algorithm_pct", "reach_why", "warning", "glibc_lock_pct", "futex_sites",
               "futex_sites_total", "spin_delay_sites", "cond_sites", "cond_sites_total", "probes",
-              "probes_total", "apart", "idle_sites", "other_sleep_sites", "dropped_waits", "ebpf_ignored_kinds"}
+              "probes_total", "apart", "idle_sites", "other_sleep_sites", "dropped_waits", "ebpf_dropped", "ebpf_ignored_kinds"}
 CLASS_KEYS = {"class", "label", "swapped", "seen", "ns", "n", "share", "note"}
 SITE_KEYS = {"site", "kind", "src", "module", "offset", "calls", "n", "ns", "max_ns", "share", "pids"}
 CLASSES = ["algorithm", "sleep_primitive", "lockswap_internal", "own_futex", "spin_delay", "glibc_internal",
@@ -176,6 +176,18 @@ class ReachTest(CliTestCase):
         self.assertIn("no dump of the library (only lockswap attribute's eBPF records)", out)
         r = reach_of(self, EBPF_LOOSE)
         self.assertEqual(shares(r)["lockswap_ebpf"], 50.0)
+
+    def test_ebpf_dropped_events_are_said(self):
+        """lockswap attribute's dropped record (events its buffers lost, waits its maps had no room
+        for) says the eBPF classes undercount; none dropped, nothing said."""
+        self.assertNotIn("eBPF attribution dropped", self.ok("report", EBPF_LOOSE).stdout)
+        lossy = os.path.join(self.tmp, "lossy.records")
+        with open(EBPF_LOOSE) as src, open(lossy, "w") as dst:
+            dst.write(src.read().replace("dropped src=ebpf lost=0 waits=0", "dropped src=ebpf lost=3 waits=2"))
+        out = self.ok("report", lossy).stdout
+        self.assertIn("eBPF attribution dropped events (lost=3, waits=2: lost by the kernel's buffers, or no "
+                      "room in its maps): its classes undercount", out)
+        self.assertEqual(reach_of(self, lossy)["ebpf_dropped"], {"lost": 3, "waits": 2})
 
     def test_json_shape(self):
         rep = json.loads(self.ok("report", "--json", MARIADB).stdout)

@@ -143,6 +143,7 @@ class Model:
         self.processes = 0
         self.glibc = 0
         self.dropped_waits = 0
+        self.ebpf_dropped = {}      # lockswap attribute's dropped record: lost, waits, pids, probes
         self.ignored_ebpf = set()           # kinds counted by the library, ebpf's copy ignored
 
     def site(self, rec, d, kind):
@@ -295,7 +296,12 @@ def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None, labels=True):
         if d.ebpf:
             attached.setdefault(d.pid, []).extend([("wait", r) for r in d.waits] +
                                                   [("probe", r) for r in d.probes])
+    ebpf_dropped = {}
     for rtype, rec, _ in loose:
+        if rtype == "dropped":
+            for k, n in rec.items():
+                ebpf_dropped[k] = ebpf_dropped.get(k, 0) + n
+            continue
         attached.setdefault(rec.get("pid"), []).append((rtype, rec))
     if not any(has_wait_data(d) for d in library) and not attached:
         return None
@@ -311,6 +317,7 @@ def compute(dumps, loose=(), symbol_budget=30.0, symbolizer=None, labels=True):
         ghost = Dump({"mutex": "?", "rwlock": "?", "sem": "?"}, "(ebpf)", -1)
         add_process(m, ghost, orphans)
         m.processes -= 1
+    m.ebpf_dropped = {k: n for k, n in ebpf_dropped.items() if n}
     return finish(m, symbolizer or Symbolizer(symbol_budget), labels)
 
 
@@ -400,6 +407,7 @@ def finish(m, symbolizer, labels=True):
         "idle_sites": [site_entry(s, symbolizer, m.apart["idle"]) for s in idle[:3]],
         "other_sleep_sites": [site_entry(s, symbolizer, m.apart["sleep"]) for s, _, _ in other[:3]],
         "dropped_waits": m.dropped_waits,
+        "ebpf_dropped": m.ebpf_dropped,
         "ebpf_ignored_kinds": sorted(m.ignored_ebpf),
     }
 
@@ -446,6 +454,10 @@ def text_lines(r, table, shown):
     if r["dropped_waits"]:
         out.append(f"  {r['dropped_waits']} waits found no room in the library's wait-site table: "
                    "the classes from wait records undercount")
+    if r.get("ebpf_dropped"):
+        what = ", ".join(f"{k}={n}" for k, n in sorted(r["ebpf_dropped"].items()))
+        out.append(f"  eBPF attribution dropped events ({what}: lost by the kernel's buffers, or no room in "
+                   "its maps): its classes undercount")
     if r["ebpf_ignored_kinds"]:
         out.append(f"  eBPF records of kinds {', '.join(r['ebpf_ignored_kinds'])} not added: the library "
                    "counted the same waits")

@@ -272,12 +272,19 @@ class DumpReader:
             self.loose.append((rtype, wait_record(fields), path))
         elif rtype == "probe" and "app" in fields:
             self.loose.append((rtype, probe_record(fields), path))
+        elif rtype == "dropped" and fields.get("src") == "ebpf":
+            # lockswap attribute's losses: events the kernel's buffers lost, and waits, processes
+            # or probe events its maps had no room for
+            self.loose.append((rtype, {k: need_u64(fields, k) for k in EBPF_DROPPED if k in fields}, path))
         return current
 
 
 def read_dumps(paths):
     """All dumps in PATHS, in file order. Records outside begin..end are ignored."""
     return read_dumps_and_loose(paths)[0]
+
+
+EBPF_DROPPED = ("lost", "waits", "pids", "probes")
 
 
 def read_dumps_and_loose(paths):
