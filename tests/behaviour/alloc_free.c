@@ -25,48 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-extern void* __libc_malloc(size_t);
-extern void* __libc_calloc(size_t, size_t);
-extern void* __libc_realloc(void*, size_t);
-extern void __libc_free(void*);
-extern void* __libc_memalign(size_t, size_t);
+#include "tests/common/alloc_count.h"
+
 extern int alloc_early_keys_made(void); /* alloc_early_keys.c */
-
-static __thread int t_inside;        /* > 0 while inside an interposed call */
-static atomic_long g_inside_allocs;  /* allocator calls made meanwhile */
-static int g_serialise;              /* the allocator takes g_alloc_mutex */
-static pthread_mutex_t g_alloc_mutex = PTHREAD_MUTEX_INITIALIZER;
-
-static void enter_alloc(void) {
-  if (t_inside > 0) atomic_fetch_add(&g_inside_allocs, 1);
-  if (g_serialise) pthread_mutex_lock(&g_alloc_mutex);
-}
-static void leave_alloc(void) {
-  if (g_serialise) pthread_mutex_unlock(&g_alloc_mutex);
-}
-#define ALLOC_CALL(expr) \
-  do {                   \
-    enter_alloc();       \
-    r = (expr);          \
-    leave_alloc();       \
-  } while (0)
-
-void* malloc(size_t n) { void* r; ALLOC_CALL(__libc_malloc(n)); return r; }
-void* calloc(size_t a, size_t b) { void* r; ALLOC_CALL(__libc_calloc(a, b)); return r; }
-void* realloc(void* p, size_t n) { void* r; ALLOC_CALL(__libc_realloc(p, n)); return r; }
-void* memalign(size_t a, size_t n) { void* r; ALLOC_CALL(__libc_memalign(a, n)); return r; }
-void* aligned_alloc(size_t a, size_t n) { return memalign(a, n); }
-int posix_memalign(void** out, size_t a, size_t n) {
-  void* p = memalign(a, n);
-  if (p == NULL) return ENOMEM;
-  *out = p;
-  return 0;
-}
-void free(void* p) {
-  if (p == NULL) return;
-  if (t_inside > 0) atomic_fetch_add(&g_inside_allocs, 1);
-  __libc_free(p);
-}
 
 /* Every call below is an interposed one, made with t_inside raised. */
 #define INSIDE(call) \

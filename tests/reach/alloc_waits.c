@@ -2,7 +2,7 @@
  * allocate nothing, with statistics on (the first wait at a site inserts it
  * into the wait table, and a delay site's first wait takes its backtrace)
  * and off. The program replaces malloc and its family (forwarding to
- * glibc's __libc_* entry points, as tests/behaviour/alloc_free.c does) and
+ * glibc's __libc_* entry points: tests/common/alloc_count.h) and
  * counts every call made while it is inside one of these calls; each call
  * is made twice, from two sites. Exit 0 when nothing allocated. */
 #define _GNU_SOURCE
@@ -20,31 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern void* __libc_malloc(size_t);
-extern void* __libc_calloc(size_t, size_t);
-extern void* __libc_realloc(void*, size_t);
-extern void __libc_free(void*);
-extern void* __libc_memalign(size_t, size_t);
-
-static __thread int t_inside;
-static atomic_long g_inside_allocs;
-
-static void note(void) {
-  if (t_inside) atomic_fetch_add(&g_inside_allocs, 1);
-}
-void* malloc(size_t n) { note(); return __libc_malloc(n); }
-void* calloc(size_t a, size_t b) { note(); return __libc_calloc(a, b); }
-void* realloc(void* p, size_t n) { note(); return __libc_realloc(p, n); }
-void free(void* p) { note(); __libc_free(p); }
-void* memalign(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
-int posix_memalign(void** out, size_t a, size_t n) {
-  note();
-  void* p = __libc_memalign(a, n);
-  if (p == NULL) return ENOMEM;
-  *out = p;
-  return 0;
-}
-void* aligned_alloc(size_t a, size_t n) { note(); return __libc_memalign(a, n); }
+#include "tests/common/alloc_count.h"
 
 #define INSIDE(what, call)                                              \
   do {                                                                  \
