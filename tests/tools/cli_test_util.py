@@ -25,6 +25,22 @@ def run_cli(*args, env=None, timeout=60):
                           env=None if env is None else {**os.environ, **env})
 
 
+def elf_symbol(path, name):
+    """The value of symbol NAME (demangled) in the ELF file PATH, from nm."""
+    out = subprocess.run(["nm", "-C", path], capture_output=True, text=True, check=True).stdout
+    return next(int(l.split()[0], 16) for l in out.splitlines() if l.endswith(" " + name))
+
+
+def exec_segment(path):
+    """(p_offset, p_vaddr, p_memsz) of the executable PT_LOAD segment, from readelf."""
+    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if f[:1] == ["LOAD"] and "E" in f[6:-1]:
+            return int(f[1], 16), int(f[2], 16), int(f[5], 16)
+    raise AssertionError(f"no executable LOAD segment in {path}")
+
+
 def have_matplotlib():
     return subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
                           capture_output=True).returncode == 0

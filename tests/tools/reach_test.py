@@ -10,10 +10,9 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import cli_test_util as util
-from cli_test_util import CliTestCase, fixture
+from cli_test_util import CliTestCase, elf_symbol, exec_segment, fixture
 
 MARIADB = fixture("reach-mariadb.stats")
 GLIBC = fixture("reach-glibc.stats")
@@ -40,27 +39,13 @@ def shares(r):
     return {c["class"]: (None if c["share"] is None else round(c["share"], 6)) for c in r["classes"]}
 
 
-def symbol(path, name):
-    out = subprocess.run(["nm", path], capture_output=True, text=True, check=True).stdout
-    return next(int(l.split()[0], 16) for l in out.splitlines() if l.split()[-1] == name)
-
-
-def exec_segment(path):
-    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if f[:1] == ["LOAD"] and "E" in f[6:-1]:
-            return int(f[1], 16), int(f[2], 16), int(f[5], 16)
-    raise AssertionError(f"no executable LOAD segment in {path}")
-
-
 class ReachTest(CliTestCase):
     def postgres(self):
         """fixtures/reach-postgres.stats.in with its addresses inside a copy of REACH_SYMBOLS."""
         exe = shutil.copy(util.EXTRA_ARGS[0], os.path.join(self.tmp, "postgres"))
         base = 0x5600_0000_0000
         p_offset, p_vaddr, p_memsz = exec_segment(exe)
-        ret = lambda name: base + symbol(exe, name) + 5   # a return address inside the function
+        ret = lambda name: base + elf_symbol(exe, name) + 5   # a return address inside the function
         values = {"EXE": exe, "MAP_START": base + p_vaddr, "MAP_END": base + p_vaddr + p_memsz,
                   "MAP_OFFSET": p_offset, "PG_USLEEP": ret("pg_usleep"), "S_LOCK": ret("s_lock"),
                   "PERFORM_SPIN_DELAY": ret("perform_spin_delay"), "VACUUM": ret("vacuum_delay_point"),

@@ -7,12 +7,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 
 import cli_test_util as util
-from cli_test_util import CliTestCase, fixture
+from cli_test_util import CliTestCase, elf_symbol, exec_segment, fixture
 
 MARIADB = fixture("mariadbd-4711.stats")
 POSTGRES = [fixture("postgres-201.stats"), fixture("postgres-202.stats")]
@@ -60,21 +59,6 @@ def sites_section(text):
             break
         rows.append(line)
     return rows
-
-
-def elf_symbol(path, name):
-    out = subprocess.run(["nm", "-C", path], capture_output=True, text=True, check=True).stdout
-    return next(int(l.split()[0], 16) for l in out.splitlines() if l.endswith(" " + name))
-
-
-def exec_segment(path):
-    """(p_offset, p_vaddr, p_memsz) of the executable PT_LOAD segment, from readelf."""
-    out = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if f[:1] == ["LOAD"] and "E" in f[6:-1]:
-            return int(f[1], 16), int(f[2], 16), int(f[5], 16)
-    raise AssertionError(f"no executable LOAD segment in {path}")
 
 
 def percent_encoded(path):
