@@ -52,6 +52,7 @@
 
 #include <cerrno>
 
+#include "arch/clock.h"
 #include "core/cancel.h"
 #include "core/cid.h"
 #include "preload/config.h"
@@ -137,18 +138,18 @@ bool no_descriptors(int n, const fd_set* r, const fd_set* w, const fd_set* e) {
     using enum waits::Kind;                                                   \
     const waits::Kind k = kind;                                               \
     const auto ip = reinterpret_cast<uintptr_t>(__builtin_return_address(0)); \
-    const uint64_t t0 = waits::now_ns();                                      \
+    const uint64_t t0 = arch::monotonic_ns();                                      \
     ret rc = g_glibc.name args;                                               \
-    waits::record(k, #name, ip, waits::now_ns() - t0);                        \
+    waits::record(k, #name, ip, arch::monotonic_ns() - t0);                        \
     return rc;                                                                \
   }                                                                           \
   ret timing_switching_##name params {                                        \
     using enum waits::Kind;                                                   \
     const waits::Kind k = kind;                                               \
     const auto ip = reinterpret_cast<uintptr_t>(__builtin_return_address(0)); \
-    const uint64_t t0 = waits::now_ns();                                      \
+    const uint64_t t0 = arch::monotonic_ns();                                      \
     ret rc = switching_##name args;                                           \
-    waits::record(k, #name, ip, waits::now_ns() - t0);                        \
+    waits::record(k, #name, ip, arch::monotonic_ns() - t0);                        \
     return rc;                                                                \
   }
 LOCKSWAP_BLOCKING_CALLS(X)

@@ -58,6 +58,7 @@
 #include <cstdarg>
 #include <cstdint>
 
+#include "arch/clock.h"
 #include "preload/config.h"
 #include "preload/waits.h"
 
@@ -153,12 +154,6 @@ Site* find_or_insert(Kind kind, const char* call, uintptr_t ip) {
 void clear_in_child() { after_fork_in_child(); }
 
 }  // namespace
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void init() {
   static std::atomic<bool> done{false};
@@ -302,9 +297,9 @@ __attribute__((always_inline)) inline long syscall_result(long rc) {
 __attribute__((noinline)) long timed_syscall(uintptr_t ip, long number, long a1, long a2, long a3, long a4, long a5,
                                              long a6) {
   if (!is_futex_wait(number, a2) || in_own_text(ip)) return raw_syscall(number, a1, a2, a3, a4, a5, a6);
-  const uint64_t t0 = now_ns();
+  const uint64_t t0 = arch::monotonic_ns();
   long rc = raw_syscall(number, a1, a2, a3, a4, a5, a6);
-  record(Kind::futex, "syscall", ip, now_ns() - t0);
+  record(Kind::futex, "syscall", ip, arch::monotonic_ns() - t0);
   return rc;
 }
 

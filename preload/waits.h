@@ -26,6 +26,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "arch/clock.h"
+
 namespace lockswap::waits {
 
 enum class Kind : uint8_t { futex, cond, idle, delay };
@@ -71,9 +73,6 @@ uint64_t dropped();
 // Each kind's total (n, ns) over the table, for the human summary lines.
 void totals(uint64_t n[kKinds], uint64_t ns[kKinds]);
 
-// Monotonic ns (the vDSO clock).
-uint64_t now_ns();
-
 // A fork child starts with an empty table (statistics are per process).
 void after_fork_in_child();
 
@@ -82,9 +81,9 @@ void after_fork_in_child();
 // `wait` of the program's caller `ip`.
 template <class Wait>
 int timed_cond_wait(const char* call, uintptr_t ip, Wait&& wait) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = arch::monotonic_ns();
   int rc = wait();
-  record(Kind::cond, call, ip, now_ns() - t0);
+  record(Kind::cond, call, ip, arch::monotonic_ns() - t0);
   return rc;
 }
 
