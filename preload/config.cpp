@@ -89,6 +89,8 @@ bool g_glibc_unchecked;  // LOCKSWAP_GLIBC_UNCHECKED=1
   X(MutexVariant, mutex, "LOCKSWAP_MUTEX", LOCKSWAP_MUTEX_VARIANTS, glibc, "mutex variant")     \
   X(RwlockVariant, rwlock, "LOCKSWAP_RWLOCK", LOCKSWAP_RWLOCK_VARIANTS, glibc, "rwlock variant") \
   X(SemVariant, sem, "LOCKSWAP_SEM", LOCKSWAP_SEM_VARIANTS, glibc, "sem variant")               \
+  X(LwlockVariant, lwlock, "LOCKSWAP_LWLOCK", LOCKSWAP_LWLOCK_VARIANTS, off, "PostgreSQL LWLock variant") \
+  X(WtlockVariant, wtlock, "LOCKSWAP_WTLOCK", LOCKSWAP_WTLOCK_VARIANTS, off, "WiredTiger rwlock variant") \
   X(CidMode, cid, "LOCKSWAP_CID", LOCKSWAP_CID_VARIANTS, rseq, "concurrency-id allocator") \
   X(OncpuMode, oncpu, "LOCKSWAP_ONCPU", LOCKSWAP_ONCPU_VARIANTS, automatic, "owner-on-CPU source for spinners")
 

@@ -20,6 +20,8 @@ struct Config {
   MutexVariant mutex = MutexVariant::unset;
   RwlockVariant rwlock = RwlockVariant::unset;
   SemVariant sem = SemVariant::unset;
+  LwlockVariant lwlock = LwlockVariant::unset;  // LOCKSWAP_LWLOCK (preload/lwlock/)
+  WtlockVariant wtlock = WtlockVariant::unset;  // LOCKSWAP_WTLOCK (preload/wtlock/)
   CidMode cid = CidMode::rseq;   // LOCKSWAP_CID: concurrency-id allocator (percid rwlock)
   OncpuMode oncpu = OncpuMode::automatic;  // LOCKSWAP_ONCPU: what it asked for (core/oncpu.h: what it got)
   StatsMode stats_mode = StatsMode::off;  // LOCKSWAP_STATS=0|1|counts|profile
@@ -61,10 +63,27 @@ inline SemVariant sem_variant() {
   return g_config.sem;
 }
 
+// Read after load_config() (the library's constructor runs it before main).
+inline LwlockVariant lwlock_variant() {
+  LwlockVariant v = std::atomic_ref<LwlockVariant>(g_config.lwlock).load(std::memory_order_acquire);
+  if (__builtin_expect(v != LwlockVariant::unset, 1)) return v;
+  load_config();
+  return g_config.lwlock;
+}
+
+inline WtlockVariant wtlock_variant() {
+  WtlockVariant v = std::atomic_ref<WtlockVariant>(g_config.wtlock).load(std::memory_order_acquire);
+  if (__builtin_expect(v != WtlockVariant::unset, 1)) return v;
+  load_config();
+  return g_config.wtlock;
+}
+
 // For statistics and error messages.
 const char* variant_name(MutexVariant v);
 const char* variant_name(RwlockVariant v);
 const char* variant_name(SemVariant v);
+const char* variant_name(LwlockVariant v);
+const char* variant_name(WtlockVariant v);
 const char* variant_name(CidMode m);
 const char* variant_name(OncpuMode m);
 

@@ -46,6 +46,25 @@
   X(futex, "futex", FutexSemVariant, "reference value+waiters word, unbounded compare-and-swap")  \
   X(lockref, "lockref", LockrefSemVariant, "lockref word: bounded compare-and-swap, then the lock half")
 
+// PostgreSQL's LWLocks (preload/lwlock/): off unless asked. Their entry
+// points are redirected only in a verified postgres build (docs/lwlock.md);
+// the adapters are in preload/lwlock/variants.h.
+#define LOCKSWAP_LWLOCK_VARIANTS(X)                                                                       \
+  X(off, "off", LwlockOff, "PostgreSQL's own LWLocks, nothing redirected (default)")                      \
+  X(pg, "pg", LwlockPg, "a port of PostgreSQL 15's own LWLock (the control beside the unpreloaded server)") \
+  X(futex, "futex", LwlockFutex, "reference reader-preferring futex rwlock in the LWLock's state word")      \
+  X(rwsem, "rwsem", LwlockRwsemSteal, "Linux v5.11+ rw_semaphore, process-shared: reader lock stealing")    \
+  X(rwsem_rspin, "rwsem-rspin", LwlockRwsemRspin, "Linux v5.10 rw_semaphore, process-shared: reader optimistic spinning")
+
+// WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
+// asked; the adapters are in preload/wtlock/variants.h.
+#define LOCKSWAP_WTLOCK_VARIANTS(X)                                                                   \
+  X(off, "off", WtlockOff, "WiredTiger's own rwlock, untouched (default)")                            \
+  X(wt, "wt", WtlockWt, "WiredTiger's own rwlock through lockswap's dispatch (the control)")          \
+  X(rwsem, "rwsem", WtlockRwsemSteal, "Linux v5.11+ rw_semaphore: reader lock stealing")              \
+  X(rwsem_rspin, "rwsem-rspin", WtlockRwsemRspin, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
+  X(percid, "percid", WtlockPercid, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
+
 // Concurrency-id allocators (core/cid.h), used by LOCKSWAP_RWLOCK=percid. The
 // "type" field is the core allocator; the identifier is CidMode's.
 #define LOCKSWAP_CID_VARIANTS(X)                                                                               \
@@ -86,12 +105,28 @@ enum class SemVariant : uint8_t {
 #undef X
 };
 
+enum class LwlockVariant : uint8_t {
+  unset,
+#define X(id, name, type, desc) id,
+  LOCKSWAP_LWLOCK_VARIANTS(X)
+#undef X
+};
+
+enum class WtlockVariant : uint8_t {
+  unset,
+#define X(id, name, type, desc) id,
+  LOCKSWAP_WTLOCK_VARIANTS(X)
+#undef X
+};
+
 // How many variants each family has: the highest value of its enum (unset is
 // 0, the variants follow in list order).
 #define LOCKSWAP_COUNT_ONE(id, name, type, desc) +1
 inline constexpr unsigned kMutexVariantCount = 0 LOCKSWAP_MUTEX_VARIANTS(LOCKSWAP_COUNT_ONE);
 inline constexpr unsigned kRwlockVariantCount = 0 LOCKSWAP_RWLOCK_VARIANTS(LOCKSWAP_COUNT_ONE);
 inline constexpr unsigned kSemVariantCount = 0 LOCKSWAP_SEM_VARIANTS(LOCKSWAP_COUNT_ONE);
+inline constexpr unsigned kLwlockVariantCount = 0 LOCKSWAP_LWLOCK_VARIANTS(LOCKSWAP_COUNT_ONE);
+inline constexpr unsigned kWtlockVariantCount = 0 LOCKSWAP_WTLOCK_VARIANTS(LOCKSWAP_COUNT_ONE);
 #undef LOCKSWAP_COUNT_ONE
 
 // After fork(), in the child: every adapter that declares
