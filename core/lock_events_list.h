@@ -78,6 +78,13 @@ LOCK_EVENT(percid_rlock_reader_pref_wait, "default-kind reader entered past a dr
 LOCK_EVENT(percid_wlock_sleep,  "writer slept waiting for the readers to drain")
 LOCK_EVENT(percid_plain,        "no reader-slot block left: lock runs as a plain rwsem")
 
+// --- WiredTiger's rwlocks (preload/wtlock/, LOCKSWAP_WTLOCK=rwsem|rwsem-rspin); the
+// rwsem's own events above count inside them as well ---
+LOCK_EVENT(wtlock_init,         "WiredTiger rwlock: __wt_rwlock_init on a swapped lock (words zeroed, nothing allocated)")
+LOCK_EVENT(wtlock_read_slow,    "WiredTiger rwlock: a read acquisition left the fast path")
+LOCK_EVENT(wtlock_write_slow,   "WiredTiger rwlock: a write acquisition left the fast path")
+LOCK_EVENT(wtlock_try_busy,     "WiredTiger rwlock: __wt_try_readlock or __wt_try_writelock returned EBUSY")
+
 // --- thread registry (core/thread_registry.h) ---
 LOCK_EVENT(registry_shared_slot, "a thread got no slot of its own (address space exhausted, or no inline key for its exit): it shares one")
 LOCK_EVENT(rwsem_shared_wait,   "a thread on the shared slot queued on an rwsem (no spinning, wake-all park)")

@@ -57,13 +57,13 @@
   X(rwsem_rspin, "rwsem-rspin", LwlockRwsemRspin, "Linux v5.10 rw_semaphore, process-shared: reader optimistic spinning")
 
 // WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
-// asked; the adapters are in preload/wtlock/variants.h.
+// asked; the adapters are in preload/wtlock/variants.h. No percid: its words
+// do not fit the 28 bytes a WT_RWLOCK leaves free (docs/wtlock.md).
 #define LOCKSWAP_WTLOCK_VARIANTS(X)                                                                   \
   X(off, "off", WtlockOff, "WiredTiger's own rwlock, untouched (default)")                            \
   X(wt, "wt", WtlockWt, "WiredTiger's own rwlock through lockswap's dispatch (the control)")          \
   X(rwsem, "rwsem", WtlockRwsemSteal, "Linux v5.11+ rw_semaphore: reader lock stealing")              \
-  X(rwsem_rspin, "rwsem-rspin", WtlockRwsemRspin, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
-  X(percid, "percid", WtlockPercid, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
+  X(rwsem_rspin, "rwsem-rspin", WtlockRwsemRspin, "Linux v5.10 rw_semaphore: reader optimistic spinning")
 
 // Concurrency-id allocators (core/cid.h), used by LOCKSWAP_RWLOCK=percid. The
 // "type" field is the core allocator; the identifier is CidMode's.
