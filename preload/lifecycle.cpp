@@ -81,6 +81,10 @@ void fill_stats(stats::Out& o, char* scratch, uint64_t signals_dropped) {
     o.put(kv[1]);
   }
   if (cid::rseq_fell_back()) o.put(" (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)");
+  if (g_config.wtlock != WtlockVariant::off && g_config.wtlock != WtlockVariant::unset) {
+    o.put(" wtlock=");  // said only when asked for: WiredTiger's rwlocks are swapped
+    o.put(variant_name(g_config.wtlock));
+  }
   o.put(" oncpu=");
   o.put(oncpu::source_name(oncpu::source()));
   o.put(g_config.profile ? " stats=profile\n" : " stats=counts\n");
@@ -105,7 +109,8 @@ void fill_stats(stats::Out& o, char* scratch, uint64_t signals_dropped) {
     o.put(" statistics signal(s) dropped: at most one dump per 100 ms\n");
   }
   stats::DumpHeader h{variant_name(g_config.mutex), variant_name(g_config.rwlock), variant_name(g_config.sem),
-                      variant_name(cid::mode()),   g_config.profile,               signals_dropped};
+                      variant_name(cid::mode()),   g_config.profile,               signals_dropped,
+                      variant_name(g_config.wtlock)};
   stats::format_records(o, h, scratch);
 }
 

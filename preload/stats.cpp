@@ -737,6 +737,29 @@ void install(OpsTable& ops) {
 #undef X
 }
 
+bool outside_ready() { return g_config.profile && set_up(); }
+
+int outside_acquire(const OutsideAttempt& o, OutsideCall try_fn, OutsideCall wait_fn, void* arg) {
+  auto kind = static_cast<Kind>(o.kind);
+  count_call(kind);
+  auto try_it = [&] { return try_fn(arg); };
+  auto wait = [&] { return wait_fn(arg); };
+  if (t_inside) return o.is_try ? try_it() : wait();
+  Attempt a{o.lock, kind, static_cast<Op>(o.op), o.ip, o.read ? Access::shared : Access::exclusive,
+            o.is_try, o.read, o.busy};
+  return acquire(a, try_it, wait);
+}
+
+void outside_release(const void* lock, uint8_t kind) {
+  count_call(static_cast<Kind>(kind));
+  if (!t_inside) release(lock);
+}
+
+void outside_init(const void* lock, uint8_t kind, uintptr_t ip) {
+  count_call(static_cast<Kind>(kind));
+  note_init(lock, static_cast<Kind>(kind), ip);
+}
+
 void mark_start() {
   uint64_t unset = 0;
   g_start_ns.compare_exchange_strong(unset, realtime_ns(), std::memory_order_relaxed);

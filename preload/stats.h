@@ -50,11 +50,28 @@ struct DumpHeader {
   const char* cid;
   bool profile;                  // stats=profile: lock, site, calls and map records follow
   uint64_t signals_dropped;      // statistics signals that came too soon after a dump
+  const char* wtlock = nullptr;  // LOCKSWAP_WTLOCK (preload/wtlock/); null: not said
 };
 
 // Room the dump functions borrow instead of their stack (the dump may run
 // in a signal handler, perhaps on a small alternate stack).
 inline constexpr size_t kScratchBytes = 4096;
+
+// Locks outside the ops table (WiredTiger's rwlocks, preload/wtlock/), profiled
+// like the rwlock wrappers: `try_fn(arg)` is the variant's try function (0 or
+// `busy`), `wait_fn(arg)` its blocking one. Only after outside_ready().
+using OutsideCall = int (*)(void* arg);
+struct OutsideAttempt {
+  const void* lock;
+  uint8_t kind, op;  // Kind, Op (preload/stats_table.h)
+  uintptr_t ip;      // the caller
+  bool read, is_try;
+  int busy;
+};
+bool outside_ready();  // LOCKSWAP_STATS=profile and the tables are mapped
+int outside_acquire(const OutsideAttempt& a, OutsideCall try_fn, OutsideCall wait_fn, void* arg);
+void outside_release(const void* lock, uint8_t kind);  // closes a write hold
+void outside_init(const void* lock, uint8_t kind, uintptr_t ip);
 
 // Upper bound of what format_records() writes now.
 size_t records_bound();

@@ -14,8 +14,8 @@
 //   record  | keys
 //   --------+-----------------------------------------------------------------
 //   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid
-//           | stats (counts|profile) exe
-//   calls   | family (mutex|rwlock|cond|sem) calls — one per family, even 0
+//           | wtlock stats (counts|profile) exe
+//   calls   | family (mutex|rwlock|cond|sem|wtlock) calls — one per family, even 0
 //   event   | name count — non-zero lock events (core/lock_events_list.h)
 //   rule    | index text unattributed — a LOCKSWAP_SELECT rule ('=' as %3D)
 //           | and how many locks it chose found no event counters of their own
@@ -203,6 +203,7 @@ const char* variant_of(Kind kind, uint8_t tag) {
     case Kind::mutex: return variant_name(tag ? static_cast<MutexVariant>(tag) : g_config.mutex);
     case Kind::rwlock: return variant_name(tag ? static_cast<RwlockVariant>(tag) : g_config.rwlock);
     case Kind::sem: return variant_name(tag ? static_cast<SemVariant>(tag) : g_config.sem);
+    case Kind::wtlock: return variant_name(g_config.wtlock);  // no LOCKSWAP_SELECT rules
     default: return nullptr;  // a condition variable runs with its mutex
   }
 }
@@ -222,7 +223,7 @@ void lock_record(Out& o, uint32_t index, const LockEntry& e) {
   o.key_dec("acq", load(e.acq));
   o.key_dec("contended", load(e.contended));
   timings(o, e.wait, e.hold);
-  if (kind == Kind::rwlock) {
+  if (kind == Kind::rwlock || kind == Kind::wtlock) {
     o.key_dec("rd_acq", load(e.rd_acq));
     o.key_dec("rd_contended", load(e.rd_contended));
   }
@@ -343,6 +344,10 @@ void begin_record(Out& o, uint64_t seq, const DumpHeader& h, char* exe) {
   o.put(h.sem);
   o.put(" cid=");
   o.put(h.cid);
+  if (h.wtlock != nullptr) {
+    o.put(" wtlock=");
+    o.put(h.wtlock);
+  }
   o.put(h.profile ? " stats=profile" : " stats=counts");
   ssize_t n = readlink("/proc/self/exe", exe, kScratchBytes);
   if (n > 0) o.key_path("exe", exe, static_cast<size_t>(n));

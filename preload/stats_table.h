@@ -42,9 +42,10 @@ inline constexpr uint32_t kSiteSlots = 1u << 16;
 inline constexpr uint32_t kMaxProbes = 64;
 
 // The API family of a lock entry and of a call (the "calls" records).
-enum class Kind : uint8_t { mutex, rwlock, cond, sem };
-inline constexpr unsigned kKinds = 4;
-inline constexpr const char* kKindNames[kKinds] = {"mutex", "rwlock", "cond", "sem"};
+// wtlock: WiredTiger's rwlocks (preload/wtlock/), profiled like rwlocks.
+enum class Kind : uint8_t { mutex, rwlock, cond, sem, wtlock };
+inline constexpr unsigned kKinds = 5;
+inline constexpr const char* kKindNames[kKinds] = {"mutex", "rwlock", "cond", "sem", "wtlock"};
 
 #define LOCKSWAP_STATS_OPS(X)                                                                      \
   X(lock) X(trylock) X(timedlock) X(clocklock) X(rdlock) X(tryrdlock) X(timedrdlock) X(clockrdlock) \

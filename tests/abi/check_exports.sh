@@ -26,6 +26,9 @@ required=(
   sigwait sigwaitinfo sigtimedwait accept accept4
   # the futex waits of a program's own locks (preload/waits.cpp)
   syscall
+  # WiredTiger's rwlocks (preload/wtlock/wtlock.cpp, LOCKSWAP_WTLOCK)
+  __wt_rwlock_init __wt_rwlock_destroy __wt_readlock __wt_try_readlock __wt_readunlock
+  __wt_writelock __wt_try_writelock __wt_writeunlock
 )
 allowed_extra='^__pthread_(mutex|rwlock)_[a-z]+$'
 

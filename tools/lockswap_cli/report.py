@@ -8,7 +8,8 @@ import textwrap
 from .common import PROG, fmt_ns, import_pyplot, shown, table, warn
 from . import reach as reach_model
 from .merge import merge, site_frames, sort_key
-from .statsfile import COUNTERS, FAMILIES, HIST_BUCKETS, VARIANT_KEYS, last_dump_per_process, read_dumps_and_loose
+from .statsfile import (COUNTERS, FAMILIES, HIST_BUCKETS, OPTIONAL_VARIANT_KEYS, VARIANT_KEYS, last_dump_per_process,
+                        read_dumps_and_loose)
 from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text
 
 
@@ -109,7 +110,7 @@ def report_parser(make=argparse.ArgumentParser):
 
 
 def variant_text(v):
-    return " ".join(f"{k}={v[k]}" for k in VARIANT_KEYS)
+    return " ".join(f"{k}={v[k]}" for k in (*VARIANT_KEYS, *OPTIONAL_VARIANT_KEYS) if k in v)
 
 
 def build_report(args):

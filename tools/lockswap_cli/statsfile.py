@@ -9,6 +9,8 @@ RECORD_PREFIX = "lockswap-v1 "
 HIST_BUCKETS = 48             # log2 buckets of nanoseconds, i = 0..47
 FAMILIES = ("mutex", "rwlock", "cond", "sem")
 VARIANT_KEYS = ("mutex", "rwlock", "sem", "cid")
+# Families a dump names only when the library knows them (older dumps: absent, taken as off).
+OPTIONAL_VARIANT_KEYS = ("wtlock",)
 COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
 # What a dump holds depends on the mode that wrote it (begin's stats=): a counts dump has
 # the lock events only. These figures come from the profiler: its per-lock and per-site
@@ -148,6 +150,7 @@ class Dump:
         self.start_ns = parse_number(fields.get("start_ns", "")) or 0
         self.now_ns = parse_number(fields.get("now_ns", "")) or 0
         self.variants = {k: fields.get(k, "?") for k in VARIANT_KEYS}
+        self.variants.update({k: fields[k] for k in OPTIONAL_VARIANT_KEYS if k in fields})
         # counts: event counters only, the per-lock profiler was off (older dumps: profile)
         self.stats = fields.get("stats", "profile")
         self.exe = unescape_path(fields.get("exe", "?"))

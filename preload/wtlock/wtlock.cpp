@@ -1,0 +1,307 @@
+// preload/wtlock/wtlock.cpp — WiredTiger's rwlock functions, interposed.
+//
+// Design
+// ------
+// libwiredtiger.so exports __wt_rwlock_init, __wt_rwlock_destroy,
+// __wt_readlock, __wt_try_readlock, __wt_readunlock, __wt_writelock,
+// __wt_try_writelock and __wt_writeunlock, and calls every one of them
+// through its PLT; liblockswap.so, loaded first, exports the same names and
+// so receives every call (docs/wtlock.md). Each export is one indirect jump
+// through `g_wt_ops`, as the pthread exports jump through g_ops:
+//
+//   first call   a stub per slot installs the table (once, under a flag; a
+//                racing caller waits for it) and calls through it again.
+//                The constructor installs it before main when WiredTiger is
+//                already loaded.
+//   off          the slots hold WiredTiger's own functions (dlsym RTLD_NEXT,
+//                resolved once): WiredTiger as without lockswap, one jump
+//                more. Never checks the version.
+//   wt           WiredTiger's functions called from the adapter
+//                (variants.h), so that the profiler wraps them: the control.
+//   rwsem*       the adapter's rwsem on the struct; nothing resolved.
+//   profile      (LOCKSWAP_STATS=profile, any variant but off) the slots hold
+//                wrappers that time the adapter's functions through
+//                preload/stats.h's outside_* calls (try first, then the
+//                blocking call, as the rwlock wrappers do).
+//
+// Version check: the layout in variants.h is WiredTiger 3.2's. Every variant
+// but off asks wiredtiger_version() (dlsym RTLD_DEFAULT, the first
+// definition in the process) when it installs and stops the process with
+// exit status 2 on any other minor version: before main when WiredTiger is
+// loaded with the program, else at the first interposed call.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "core/nocancel_io.h"
+#include "preload/config.h"
+#include "preload/diag.h"
+#include "preload/registry.h"
+#include "preload/select.h"
+#include "preload/stats.h"
+#include "preload/stats_table.h"
+#include "preload/wtlock/variants.h"
+
+namespace lockswap::wtlock {
+namespace {
+
+using Table = RealFunctions;  // the dispatch table has WiredTiger's eight slots
+
+// --------------------------------------------------------------- versions
+
+struct CheckedVersion {
+  int major, minor;  // any patch release of it
+};
+// Versions whose WT_RWLOCK layout and call paths were checked (docs/wtlock.md,
+// "Adding a version").
+inline constexpr CheckedVersion kCheckedVersions[] = {{3, 2}};
+
+using VersionFn = const char* (*)(int*, int*, int*);
+
+// Out of a constructor or a lock call: diag_fd() is gone once start-up had
+// nothing more to say, and then the program's stderr gets the refusal.
+void say(const char* s) {
+  if (diag_fd() >= 0) return diag(s);
+  (void)nocancel::write(2, s, strlen(s));
+}
+
+void say_number(int v) {
+  char buf[16];
+  stats::Out o{buf, sizeof buf - 1};
+  o.dec(static_cast<uint64_t>(v < 0 ? 0 : v));
+  buf[o.len] = '\0';
+  say(buf);
+}
+
+[[noreturn]] void refuse(const char* found_text, int major, int minor, int patch) {
+  say("lockswap: LOCKSWAP_WTLOCK=");
+  say(variant_name(wtlock_variant()));
+  if (found_text == nullptr) {
+    say(": WiredTiger's wiredtiger_version() is not in the process, so its version cannot be checked");
+  } else {
+    say(": WiredTiger ");
+    say_number(major), say("."), say_number(minor), say("."), say_number(patch);
+    say(" is not a version whose WT_RWLOCK lockswap has checked");
+  }
+  say(" (checked:");
+  for (const CheckedVersion& v : kCheckedVersions) say(" "), say_number(v.major), say("."), say_number(v.minor), say(".x");
+  say("); its rwlock layout may differ and locks could be corrupted.\n"
+      "  Unset LOCKSWAP_WTLOCK (or set it to off), or check this version (docs/wtlock.md, \"Adding a version\").\n");
+  _exit(2);
+}
+
+// True when WiredTiger is loaded and checked; false when it is not loaded
+// (yet). Refuses an unchecked version.
+bool version_checked() {
+  auto fn = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "wiredtiger_version"));
+  if (fn == nullptr) return false;
+  int major = -1, minor = -1, patch = -1;
+  const char* text = fn(&major, &minor, &patch);
+  for (const CheckedVersion& v : kCheckedVersions)
+    if (v.major == major && v.minor == minor) return true;
+  refuse(text != nullptr ? text : "", major, minor, patch);
+}
+
+// ---------------------------------------------------- WiredTiger's functions
+
+Table g_real;
+
+template <class Fn>
+void resolve_one(Fn& slot, const char* name) {
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+  if (fn == nullptr) {
+    say("lockswap: LOCKSWAP_WTLOCK: cannot find WiredTiger's ");
+    say(name);
+    say(" after lockswap in the process\n");
+    _exit(2);
+  }
+  __atomic_store_n(&slot, fn, __ATOMIC_RELEASE);
+}
+
+// Idempotent: racing first callers store the same pointers.
+void resolve_real() {
+  resolve_one(g_real.init, "__wt_rwlock_init");
+  resolve_one(g_real.destroy, "__wt_rwlock_destroy");
+  resolve_one(g_real.readlock, "__wt_readlock");
+  resolve_one(g_real.try_readlock, "__wt_try_readlock");
+  resolve_one(g_real.readunlock, "__wt_readunlock");
+  resolve_one(g_real.writelock, "__wt_writelock");
+  resolve_one(g_real.try_writelock, "__wt_try_writelock");
+  resolve_one(g_real.writeunlock, "__wt_writeunlock");
+}
+
+// ------------------------------------------------------------- the tables
+
+template <class A>
+constexpr Table table_of() {
+  return {A::init, A::destroy, A::readlock, A::try_readlock, A::readunlock, A::writelock, A::try_writelock,
+          A::writeunlock};
+}
+
+Table chosen_table(WtlockVariant v) {
+  switch (v) {
+#define X(id, name, type, desc) \
+  case WtlockVariant::id:       \
+    return table_of<type>();
+    LOCKSWAP_WTLOCK_VARIANTS(X)
+#undef X
+    default:
+      return table_of<WtlockOff>();
+  }
+}
+
+// ------------------------------------------------------ profiling wrappers
+
+Table g_inner;  // the variant's functions, under the wrappers
+
+struct CallArgs {
+  Session* s;
+  Rwlock* l;
+};
+
+template <auto Slot>
+int call_void(void* p) {
+  auto* a = static_cast<CallArgs*>(p);
+  (__atomic_load_n(&(g_inner.*Slot), __ATOMIC_ACQUIRE))(a->s, a->l);
+  return 0;
+}
+template <auto Slot>
+int call_int(void* p) {
+  auto* a = static_cast<CallArgs*>(p);
+  return (__atomic_load_n(&(g_inner.*Slot), __ATOMIC_ACQUIRE))(a->s, a->l);
+}
+
+constexpr auto kWt = static_cast<uint8_t>(stats::Kind::wtlock);
+
+int profiled(Session* s, Rwlock* l, uintptr_t ip, stats::Op op, bool read, bool is_try, stats::OutsideCall try_fn,
+             stats::OutsideCall wait_fn) {
+  CallArgs args{s, l};
+  stats::OutsideAttempt a{l, kWt, static_cast<uint8_t>(op), ip, read, is_try, EBUSY};
+  return stats::outside_acquire(a, try_fn, wait_fn, &args);
+}
+
+#define LOCKSWAP_WT_CALLER() select::caller_ip(__builtin_return_address(0), __builtin_dwarf_cfa())
+
+void w_readlock(Session* s, Rwlock* l) {
+  profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::rdlock, true, false, call_int<&Table::try_readlock>,
+           call_void<&Table::readlock>);
+}
+int w_try_readlock(Session* s, Rwlock* l) {
+  return profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::tryrdlock, true, true, call_int<&Table::try_readlock>,
+                  call_int<&Table::try_readlock>);
+}
+void w_writelock(Session* s, Rwlock* l) {
+  profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::wrlock, false, false, call_int<&Table::try_writelock>,
+           call_void<&Table::writelock>);
+}
+int w_try_writelock(Session* s, Rwlock* l) {
+  return profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::trywrlock, false, true, call_int<&Table::try_writelock>,
+                  call_int<&Table::try_writelock>);
+}
+void w_readunlock(Session* s, Rwlock* l) {
+  stats::outside_release(l, kWt);  // readers own nothing: only counted
+  g_inner.readunlock(s, l);
+}
+void w_writeunlock(Session* s, Rwlock* l) {
+  stats::outside_release(l, kWt);  // closes the write hold
+  g_inner.writeunlock(s, l);
+}
+int w_init(Session* s, Rwlock* l) {
+  uintptr_t ip = LOCKSWAP_WT_CALLER();
+  int rc = g_inner.init(s, l);
+  if (rc == 0) stats::outside_init(l, kWt, ip);
+  return rc;
+}
+void w_destroy(Session* s, Rwlock* l) { g_inner.destroy(s, l); }
+
+Table wrapped(const Table& inner) {
+  g_inner = inner;
+  return {w_init, w_destroy, w_readlock, w_try_readlock, w_readunlock, w_writelock, w_try_writelock, w_writeunlock};
+}
+
+// ------------------------------------------------------- install, dispatch
+
+// First-call stubs (below): install, then the call again through the table.
+int stub_init(Session* s, Rwlock* l);
+void stub_destroy(Session* s, Rwlock* l);
+void stub_readlock(Session* s, Rwlock* l);
+int stub_try_readlock(Session* s, Rwlock* l);
+void stub_readunlock(Session* s, Rwlock* l);
+void stub_writelock(Session* s, Rwlock* l);
+int stub_try_writelock(Session* s, Rwlock* l);
+void stub_writeunlock(Session* s, Rwlock* l);
+
+// Constant-initialised: a WiredTiger call before any constructor of ours
+// finds the stubs.
+Table g_wt_ops = {stub_init,       stub_destroy,   stub_readlock,      stub_try_readlock,
+                  stub_readunlock, stub_writelock, stub_try_writelock, stub_writeunlock};
+
+std::atomic<int> g_install{0};  // 0 not yet, 1 running, 2 done
+
+Table table_for_process() {
+  WtlockVariant v = wtlock_variant();
+  if (v != WtlockVariant::off && !version_checked()) refuse(nullptr, 0, 0, 0);
+  if (v == WtlockVariant::off || v == WtlockVariant::wt) resolve_real();
+  if (v == WtlockVariant::off) return g_real;  // WiredTiger's own functions, unwrapped
+  Table t = chosen_table(v);
+  return stats::outside_ready() ? wrapped(t) : t;
+}
+
+void publish(const Table& t) {
+  __atomic_store_n(&g_wt_ops.init, t.init, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.destroy, t.destroy, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.readlock, t.readlock, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.try_readlock, t.try_readlock, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.readunlock, t.readunlock, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.writelock, t.writelock, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.try_writelock, t.try_writelock, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_wt_ops.writeunlock, t.writeunlock, __ATOMIC_RELEASE);
+}
+
+void install_once() {
+  int s = 0;
+  if (g_install.compare_exchange_strong(s, 1, std::memory_order_acquire)) {
+    publish(table_for_process());
+    g_install.store(2, std::memory_order_release);
+  }
+  while (g_install.load(std::memory_order_acquire) != 2) sched_yield();
+}
+
+int stub_init(Session* s, Rwlock* l) { return install_once(), g_wt_ops.init(s, l); }
+void stub_destroy(Session* s, Rwlock* l) { install_once(), g_wt_ops.destroy(s, l); }
+void stub_readlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.readlock(s, l); }
+int stub_try_readlock(Session* s, Rwlock* l) { return install_once(), g_wt_ops.try_readlock(s, l); }
+void stub_readunlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.readunlock(s, l); }
+void stub_writelock(Session* s, Rwlock* l) { install_once(), g_wt_ops.writelock(s, l); }
+int stub_try_writelock(Session* s, Rwlock* l) { return install_once(), g_wt_ops.try_writelock(s, l); }
+void stub_writeunlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.writeunlock(s, l); }
+
+// Before main when WiredTiger came with the program: a refused version stops
+// it here, and no lock call pays for dlsym.
+__attribute__((constructor)) void install_at_start() {
+  if (dlsym(RTLD_DEFAULT, "wiredtiger_version") != nullptr) install_once();
+}
+
+}  // namespace
+
+const RealFunctions& real() { return g_real; }
+
+}  // namespace lockswap::wtlock
+
+using lockswap::wtlock::g_wt_ops;
+using lockswap::wtlock::Rwlock;
+using lockswap::wtlock::Session;
+
+#define LOCKSWAP_WT_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Each one jump through the table (WiredTiger's own signatures).
+LOCKSWAP_WT_EXPORT int __wt_rwlock_init(Session* s, Rwlock* l) { return g_wt_ops.init(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_rwlock_destroy(Session* s, Rwlock* l) { g_wt_ops.destroy(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_readlock(Session* s, Rwlock* l) { g_wt_ops.readlock(s, l); }
+LOCKSWAP_WT_EXPORT int __wt_try_readlock(Session* s, Rwlock* l) { return g_wt_ops.try_readlock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_readunlock(Session* s, Rwlock* l) { g_wt_ops.readunlock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_writelock(Session* s, Rwlock* l) { g_wt_ops.writelock(s, l); }
+LOCKSWAP_WT_EXPORT int __wt_try_writelock(Session* s, Rwlock* l) { return g_wt_ops.try_writelock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_writeunlock(Session* s, Rwlock* l) { g_wt_ops.writeunlock(s, l); }
