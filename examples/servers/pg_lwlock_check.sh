@@ -1,0 +1,411 @@
+#!/usr/bin/env bash
+# examples/servers/pg_lwlock_check.sh — the proof of LOCKSWAP_LWLOCK: a
+# throwaway PostgreSQL 15 cluster started under each variant (the postmaster
+# with LD_PRELOAD and LOCKSWAP_LWLOCK=V, so every backend it forks runs V;
+# `none`: no preload at all), then PostgreSQL's own correctness checks.
+#
+#   pg_lwlock_check.sh [--variants V[,V...]] [--checks C[,C...]] [--time S]
+#                      [--dir D] [--scale N] [--stats yes]
+#
+#   --variants  none (no preload), off, pg, futex, rwsem, rwsem-rspin, ...
+#               (any value LOCKSWAP_LWLOCK takes) [none,off]
+#   --checks    [regress,pgbench,parallel,crash,cancel,refuse]
+#     regress   pg_regress --use-existing with the parallel schedule (the
+#               suite of scripts/pg_regress.sh ensure): every test passes;
+#               its summary line is shown
+#     pgbench   pgbench -i -s SCALE, 64 clients x 4 jobs for --time s, no
+#               failed transaction; then amcheck: bt_index_check(i, true) on
+#               every btree index and verify_heapam on every table, clean
+#     parallel  forced parallel plans (force_parallel_mode=regress, no
+#               parallel setup or tuple cost): aggregates, a parallel hash
+#               join, a parallel sort and a parallel B-tree build, each
+#               plan checked for launched workers and each result against
+#               the same query run serially (LWLocks in dynamic shared memory)
+#     crash     SIGKILL to one backend under pgbench load: the postmaster
+#               must reinitialise shared memory, accept connections again,
+#               pass a second pgbench run and amcheck
+#     cancel    under 64-client pgbench load, statements cancelled by
+#               pg_cancel_backend and by statement_timeout (both must be
+#               seen); afterwards no backend waits on an LWLock once idle,
+#               and a new pgbench run passes
+#     refuse    a copy of the postgres binary with one byte of LWLockAcquire
+#               changed: under LOCKSWAP_LWLOCK=V (V not off) it must stop
+#               with exit status 2 before main, naming the binary's build-id;
+#               under off it must run. SKIP where the library refuses
+#               nothing (it does not mention LWLockAcquire) and for none.
+#               The pristine binary must run under V first.
+#   --time S    seconds of each pgbench load [20]
+#   --dir D     logs and results [build/servers/pg_lwlock/<date-time>]
+#   --scale N   pgbench scale factor [10]
+#   --stats yes LOCKSWAP_STATS=counts with a statistics file per run, copied
+#               to D/stats-<variant>-<check>.txt
+#
+# Every (variant, check) starts from a copy of one cluster initialised
+# without the preload (initdb --no-locale -E UTF8, pgbench tables at SCALE,
+# amcheck created), as the unprivileged server user when run as root
+# (server_lib.sh), with fsync=off (commits still wait on the WAL write lock)
+# and max_connections=120. The server must shut down cleanly after each
+# check (exit status 0, "database system is shut down", no PANIC, no FATAL
+# but the expected ones).
+#
+# OUTPUT: per (variant, check) a line `PASS|FAIL|SKIP V/C  N s  detail` on
+# stdout and the same as a RESULT line in D/results.txt; logs in D.
+# EXIT STATUS: 0 when nothing failed and something passed, 77 when every
+# check was skipped (ctest's SKIP_RETURN_CODE), 1 on any failure, 2 for bad
+# arguments.
+set -euo pipefail
+SRV_NAME=pg_lwlock
+SRV_PORT_BASE=26432
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
+source "$LOCKSWAP_ROOT/tests/common/options.sh"
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+ALL_CHECKS=regress,pgbench,parallel,crash,cancel,refuse
+variants=none,off checks=$ALL_CHECKS time_s=20 dir='' scale=10 stats=no
+for a in "$@"; do [[ "$a" == -h || "$a" == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }; done
+lstest_options pg_lwlock_check.sh variants=variants checks=checks time=time_s dir=dir scale=scale stats=stats -- "$@"
+srv_need_number --time "$time_s" 1
+srv_need_number --scale "$scale" 1
+[[ "$stats" == yes || "$stats" == no ]] || { echo "error: --stats takes yes or no" >&2; exit 2; }
+IFS=', ' read -r -a VARIANTS <<<"$variants"
+IFS=', ' read -r -a CHECKS <<<"$checks"
+((${#VARIANTS[@]} && ${#CHECKS[@]})) || { echo "error: no variant or no check" >&2; exit 2; }
+for c in "${CHECKS[@]}"; do
+  [[ ",$ALL_CHECKS," == *",$c,"* ]] || { echo "error: unknown check '$c' ($ALL_CHECKS)" >&2; exit 2; }
+done
+for tool in postgres initdb psql pg_isready pgbench; do
+  [[ -x "$PGBIN/$tool" ]] || die "$PGBIN/$tool not found: run scripts/setup.sh (Debian package postgresql-15)"
+done
+require_library
+for v in "${VARIANTS[@]}"; do  # the library's own word on each value, before any server runs
+  [[ "$v" == none ]] && continue
+  out=$(env -i LOCKSWAP_LWLOCK="$v" LD_PRELOAD="$LIBLOCKSWAP" /bin/true 2>&1) ||
+    { printf '%s\n' "$out" >&2; echo "error: LOCKSWAP_LWLOCK=$v rejected by $LIBLOCKSWAP" >&2; exit 2; }
+done
+REGRESS_ENV=''
+if [[ " ${CHECKS[*]} " == *" regress "* ]]; then
+  REGRESS_ENV=$(bash "$LOCKSWAP_ROOT/scripts/pg_regress.sh" env 2>&1) || REGRESS_ENV="unavailable: ${REGRESS_ENV#pg_regress: }"
+fi
+
+SRV_DIR=${dir:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$SRV_DIR"
+SRV_DIR=$(cd "$SRV_DIR" && pwd)
+RESULTS=$SRV_DIR/results.txt
+: >"$RESULTS"
+srv_become_user
+srv_make_tmp
+trap srv_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
+SRV_STOP_SIGNAL=INT   # fast shutdown
+DATA=$SRV_TMP/data PORT=''
+PGOPTS=(-c listen_addresses=127.0.0.1 -c "unix_socket_directories=$SRV_TMP" -c max_connections=120
+        -c huge_pages=off -c logging_collector=off -c fsync=off -c max_worker_processes=16
+        -c max_parallel_workers=8)
+log "pg_lwlock: $("$PGBIN/postgres" --version); library $LIBLOCKSWAP; variants ${VARIANTS[*]}; checks ${CHECKS[*]}"
+
+# --- the server -------------------------------------------------------------
+
+q() { timeout "${Q_TIMEOUT:-120}" "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SRV_TMP" -p "$PORT" -U postgres -d "${PGDB:-bench}" "$@"; }
+pg_ready() { "$PGBIN/pg_isready" -q -h "$SRV_TMP" -p "$PORT" -U postgres -d postgres 2>/dev/null; }
+bench() { timeout $((time_s + 180)) "$PGBIN/pgbench" -h "$SRV_TMP" -p "$PORT" -U postgres "$@" bench; }
+
+# srv_log_ok LOG (srv_stop's judge): the clean-shutdown line, no PANIC, and
+# no FATAL but those of a shutdown, a start-up, a crash restart or a
+# terminated connection (the crash and cancel checks cause them).
+srv_log_ok() {
+  local ok=0
+  grep -q 'database system is shut down' "$1" || { log "pg_lwlock: no 'database system is shut down' in $1"; ok=1; }
+  if grep -q 'PANIC:' "$1" || grep 'FATAL:' "$1" | grep -vqE 'terminating connection due to administrator command|the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)'; then
+    log "pg_lwlock: errors in $1:"; grep -E '(PANIC|FATAL):' "$1" | head -5 >&2; ok=1
+  fi
+  return "$ok"
+}
+
+# db_start LOG: the server on a free port with SRV_ENV.
+db_start() {
+  PORT=$(free_port "$SRV_PORT_BASE")
+  srv_start postgres "$1" pg_ready 90 -- "$PGBIN/postgres" -D "$DATA" -c port="$PORT" "${PGOPTS[@]}" "${EXTRA_OPTS[@]}"
+}
+EXTRA_OPTS=()
+
+# amcheck_all: bt_index_check(index, heapallindexed) on every btree index
+# and verify_heapam on every table and materialised view of the database;
+# prints what it checked, fails on any corruption or error.
+amcheck_all() {
+  local out
+  out=$(Q_TIMEOUT=600 q -c "
+    SELECT count(bt_index_check(c.oid, true)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+      JOIN pg_am am ON am.oid = c.relam WHERE am.amname = 'btree' AND c.relpersistence <> 't' AND i.indisvalid" \
+    -c "SELECT count(*) FROM pg_class WHERE relkind IN ('r', 'm') AND relpersistence <> 't'" \
+    -c "SELECT count(*) FROM pg_class c, verify_heapam(c.oid) WHERE c.relkind IN ('r', 'm') AND c.relpersistence <> 't'" 2>&1) ||
+    { echo "amcheck error: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"; return 1; }
+  local -a n
+  mapfile -t n <<<"$out"
+  [[ "${n[2]:-x}" == 0 && "${n[0]:-0}" -gt 0 ]] || { echo "amcheck: ${n[2]:-?} corrupt heap tuples (or no index: ${n[0]:-?})"; return 1; }
+  echo "amcheck clean: ${n[0]} btree indexes, ${n[1]} tables"
+}
+
+# pgbench_run TAG ARGS...: one pgbench load; fails on a failed transaction
+# or a non-zero exit; prints its tps.
+pgbench_run() {
+  local tag=$1 out=$SRV_DIR/pgbench-$1.log rc=0
+  shift
+  bench "$@" >"$out" 2>&1 || rc=$?
+  if ((rc != 0)) || ! grep -q 'number of failed transactions: 0 ' "$out"; then
+    echo "pgbench $tag failed (status $rc): $(grep -m2 -E 'error|abort|failed' "$out" | tr '\n' ' ')"; return 1
+  fi
+  echo "pgbench $tag $(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out" | head -1 | cut -d. -f1) tps"
+}
+
+# --- the checks: each prints one detail line, status 0 (pass), 1 (fail), 77 (skip) --
+
+check_regress() {
+  [[ "$REGRESS_ENV" != unavailable:* ]] || { echo "suite ${REGRESS_ENV}"; return 77; }
+  local PG_REGRESS PG_REGRESS_INPUTDIR PG_REGRESS_DLPATH out=$SRV_TMP/regress rc=0 summary db=regression
+  eval "$REGRESS_ENV"
+  # The database as pg_regress makes it itself without --use-existing.
+  PGDB=postgres q -c "CREATE DATABASE $db TEMPLATE=template0" -c "ALTER DATABASE $db SET lc_messages TO 'C'" \
+    -c "ALTER DATABASE $db SET lc_monetary TO 'C'" -c "ALTER DATABASE $db SET lc_numeric TO 'C'" \
+    -c "ALTER DATABASE $db SET lc_time TO 'C'" -c "ALTER DATABASE $db SET bytea_output TO 'hex'" \
+    -c "ALTER DATABASE $db SET timezone_abbreviations TO 'Default'" >/dev/null
+  # As the server's user: the server writes into the output directory (COPY TO).
+  srv_user timeout 1200 "$PG_REGRESS" --use-existing --dbname="$db" --inputdir="$PG_REGRESS_INPUTDIR" \
+    --outputdir="$out" --bindir="$PGBIN" --dlpath="$PG_REGRESS_DLPATH" --schedule="$PG_REGRESS_INPUTDIR/parallel_schedule" \
+    --host="$SRV_TMP" --port="$PORT" --user=postgres --max-connections=20 >"$CUR_LOG" 2>&1 || rc=$?
+  summary=$(grep -E '^ *(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests (failed|passed))' "$CUR_LOG" | sed 's/^ *//; s/ *$//' | head -1)
+  srv_user cat "$out/regression.diffs" >"$SRV_DIR/regression-$CUR_TAG.diffs" 2>/dev/null || rm -f "$SRV_DIR/regression-$CUR_TAG.diffs"
+  echo "${summary:-no summary line (pg_regress status $rc)}"
+  ((rc == 0)) && [[ "$summary" == All*passed* ]]
+}
+
+check_pgbench() {
+  local init=$SRV_DIR/pgbench-init-$CUR_TAG.log
+  bench -i -s "$scale" -q >"$init" 2>&1 || { echo "pgbench -i -s $scale failed: $(tail -2 "$init" | tr '\n' ' ')"; return 1; }
+  local a b
+  a=$(pgbench_run "$CUR_TAG" -c 64 -j 4 -T "$time_s") || { echo "$a"; return 1; }
+  b=$(amcheck_all) || { echo "$a; $b"; return 1; }
+  echo "$a; $b"
+}
+
+# The parallel queries: name, then the query. Each runs serially and
+# parallel; the results must be equal, the parallel plan must launch workers.
+PAR_QUERIES=(
+  agg    "SELECT count(*), sum(abalance), min(aid), max(aid), sum(hashint4(aid)::bigint) FROM pgbench_accounts"
+  hashjoin "SELECT count(*), sum(a.abalance + t.v) FROM pgbench_accounts a JOIN par_t t ON t.k = a.aid % 50000"
+  sort   "SELECT md5(string_agg(aid::text, ',' ORDER BY aid)) FROM (SELECT aid FROM pgbench_accounts WHERE aid % 3 = 0 ORDER BY hashint4(aid), aid LIMIT 200000) s"
+  group  "SELECT md5(string_agg(g::text || ':' || n::text, ',' ORDER BY g)) FROM (SELECT bid * 1000 + aid % 1000 AS g, count(*) AS n FROM pgbench_accounts GROUP BY 1) s"
+)
+PAR_ON="SET force_parallel_mode = regress; SET max_parallel_workers_per_gather = 4; SET parallel_setup_cost = 0;
+  SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; SET min_parallel_index_scan_size = 0;
+  SET enable_parallel_hash = on; SET enable_nestloop = off; SET enable_mergejoin = off;
+  SET max_parallel_maintenance_workers = 4; SET maintenance_work_mem = '64MB';"
+PAR_OFF="SET max_parallel_workers_per_gather = 0; SET max_parallel_maintenance_workers = 0;"
+PAR_RANGE="SELECT md5(string_agg(aid::text, ',' ORDER BY abalance + aid % 97, aid)) FROM pgbench_accounts WHERE abalance + aid % 97 < 40"
+check_parallel() {
+  local i name sql serial par plan n=0 log=$CUR_LOG
+  q -c "DROP TABLE IF EXISTS par_t" -c "CREATE TABLE par_t AS SELECT k, (k * 7) % 1000 AS v FROM generate_series(0, 49999) k" \
+    -c "ANALYZE par_t" >>"$log" 2>&1 || { echo "set-up failed: $(tail -1 "$log")"; return 1; }
+  for ((i = 0; i < ${#PAR_QUERIES[@]}; i += 2)); do
+    name=${PAR_QUERIES[i]} sql=${PAR_QUERIES[i + 1]}
+    serial=$(q -c "$PAR_OFF" -c "$sql" 2>>"$log") || { echo "$name: serial run failed"; return 1; }
+    plan=$(q -c "$PAR_ON" -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) $sql" 2>>"$log") || { echo "$name: parallel run failed"; return 1; }
+    par=$(q -c "$PAR_ON" -c "$sql" 2>>"$log") || { echo "$name: parallel run failed"; return 1; }
+    printf '%s\n%s\n' "== $name" "$plan" >>"$log"
+    grep -qE 'Workers Launched: [1-9]' <<<"$plan" || { echo "$name: no parallel worker launched"; return 1; }
+    [[ "$name" != hashjoin ]] || grep -q 'Parallel Hash Join' <<<"$plan" || { echo "hashjoin: no Parallel Hash Join in the plan"; return 1; }
+    [[ "$serial" == "$par" ]] || { echo "$name: parallel result '$par' differs from serial '$serial'"; return 1; }
+    n=$((n + 1))
+  done
+  # A parallel B-tree build against a serial one: same entries, both intact.
+  local built
+  built=$(q -c "$PAR_OFF" -c "CREATE INDEX par_serial ON pgbench_accounts ((abalance + aid % 97), aid)" \
+            -c "$PAR_ON" -c "SET client_min_messages = debug1" \
+            -c "CREATE INDEX par_parallel ON pgbench_accounts ((abalance + aid % 97), aid)" 2>&1) ||
+    { echo "index build failed: $(tail -1 <<<"$built")"; return 1; }
+  printf '%s\n' "== index build" "$built" >>"$log"
+  grep -qE 'with request for [1-9][0-9]* parallel worker' <<<"$built" ||
+    { echo "the index build asked for no parallel worker"; return 1; }
+  serial=$(q -c "SELECT bt_index_parent_check('par_serial', true, true)" \
+             -c "SELECT bt_index_parent_check('par_parallel', true, true)" 2>&1) ||
+    { echo "amcheck of the built indexes failed: $(tr '\n' ' ' <<<"$serial")"; return 1; }
+  # The same range read by a sequential scan and through the parallel-built index alone.
+  serial=$(q -c "SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off" -c "$PAR_RANGE" 2>>"$log") &&
+    q -c "DROP INDEX par_serial" 2>>"$log" &&
+    plan=$(q -c "SET enable_seqscan = off; SET enable_bitmapscan = off" -c "EXPLAIN (COSTS OFF) $PAR_RANGE" 2>>"$log") &&
+    par=$(q -c "SET enable_seqscan = off; SET enable_bitmapscan = off" -c "$PAR_RANGE" 2>>"$log") ||
+    { echo "the range read failed"; return 1; }
+  grep -q par_parallel <<<"$plan" || { echo "the range read did not use the parallel-built index"; return 1; }
+  [[ "$serial" == "$par" ]] || { echo "the parallel-built index returns '$par', the table '$serial'"; return 1; }
+  echo "$n queries equal serial and parallel (workers launched, Parallel Hash Join); parallel and serial B-tree builds intact, the parallel one reads as the table"
+}
+
+# crash: SIGKILL to a client backend in the middle of a pgbench load.
+restarted() { sed -n '/reinitializing/,$p' "$CUR_SERVER_LOG" | grep -q 'ready to accept connections'; }
+check_crash() {
+  local pid='' out=$SRV_DIR/pgbench-$CUR_TAG-killed.log a b i
+  srv_client_bg bench -c 16 -j 2 -T "$time_s" >"$out" 2>&1
+  for ((i = 0; i < 100 && -z "$pid"; i++)); do
+    sleep 0.2
+    pid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = 'bench'
+                  AND pid <> pg_backend_pid() AND state = 'active' LIMIT 1" 2>/dev/null || true)
+  done
+  [[ -n "$pid" ]] && pid_alive "$pid" postgres || { srv_client_wait || true; echo "no busy backend to kill"; return 1; }
+  sleep 1
+  kill -KILL "$pid"
+  srv_client_wait || true   # its clients lose their connections: expected
+  wait_until 60 grep -q 'all server processes terminated; reinitializing' "$CUR_SERVER_LOG" ||
+    { echo "the postmaster did not reinitialise after the killed backend $pid"; return 1; }
+  wait_until 120 restarted ||
+    { echo "no 'ready to accept connections' after the restart"; return 1; }
+  wait_until 30 pg_ready || { echo "no connection after the restart"; return 1; }
+  a=$(pgbench_run "$CUR_TAG" -c 16 -j 2 -T "$time_s") || { echo "after the crash: $a"; return 1; }
+  b=$(amcheck_all) || { echo "after the crash: $a; $b"; return 1; }
+  echo "backend $pid killed, shared memory reinitialised; $a; $b"
+}
+
+# cancel: cancelled statements under load, then no LWLock waiter left.
+no_lwlock_waiter() {
+  [[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'LWLock'" 2>/dev/null)" == 0 ]]
+}
+CANCEL_SQL="UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 5 = 0; UPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid % 5 = 0;"
+check_cancel() {
+  local out=$SRV_DIR/pgbench-$CUR_TAG-load.log end pids=() r by_user=0 by_timeout=0 left a k=0
+  srv_client_bg bench -c 64 -j 4 -T "$time_s" >"$out" 2>&1
+  end=$(( $(date +%s) + time_s - 2 ))
+  sleep 1
+  while (( $(date +%s) < end )); do
+    k=$((k + 1))
+    # one statement to cancel from outside, one that times out itself
+    PGAPPNAME=lockswap-cancel q -c "BEGIN" -c "$CANCEL_SQL" -c "COMMIT" >"$SRV_TMP/cancel-$k.out" 2>&1 &
+    pids+=($!)
+    PGAPPNAME=lockswap-timeout q -c "SET statement_timeout = '$((200 + (k % 5) * 150))ms'" -c "BEGIN" -c "$CANCEL_SQL" \
+      -c "COMMIT" >"$SRV_TMP/timeout-$k.out" 2>&1 &
+    pids+=($!)
+    sleep 0.$((3 + k % 6))
+    q -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE application_name = 'lockswap-cancel' AND state = 'active'" \
+      >/dev/null 2>&1 || true
+    wait "${pids[@]}" 2>/dev/null || true
+    pids=()
+    grep -q 'canceling statement due to user request' "$SRV_TMP/cancel-$k.out" && by_user=$((by_user + 1))
+    grep -q 'canceling statement due to statement timeout' "$SRV_TMP/timeout-$k.out" && by_timeout=$((by_timeout + 1))
+  done
+  cat "$SRV_TMP"/cancel-*.out "$SRV_TMP"/timeout-*.out >>"$CUR_LOG" 2>/dev/null || true
+  rm -f "$SRV_TMP"/cancel-*.out "$SRV_TMP"/timeout-*.out
+  r=0; srv_client_wait || r=$?
+  ((r == 0)) && grep -q 'number of failed transactions: 0 ' "$out" || { echo "the load failed (status $r)"; return 1; }
+  ((by_user > 0 && by_timeout > 0)) || { echo "not both kinds of cancel seen ($by_user by pg_cancel_backend, $by_timeout by statement_timeout, of $k)"; return 1; }
+  # Idle now: no backend may still wait on an LWLock.
+  if ! wait_until 20 no_lwlock_waiter; then
+    left=$(q -c "SELECT pid, backend_type, wait_event FROM pg_stat_activity WHERE wait_event_type = 'LWLock'" 2>&1 | tr '\n' ' ')
+    echo "backends still waiting on an LWLock when idle: $left"; return 1
+  fi
+  a=$(pgbench_run "$CUR_TAG" -c 16 -j 2 -T "$(( time_s / 2 > 5 ? time_s / 2 : 5 ))") || { echo "after the cancels: $a"; return 1; }
+  echo "$by_user cancelled by pg_cancel_backend, $by_timeout by statement_timeout (of $k rounds); no LWLock waiter when idle; $a"
+}
+
+# refuse: a postgres binary with one byte of LWLockAcquire changed.
+check_refuse() {
+  local v=$1 copy=$SRV_BASE/postgres-altered bin=$PGBIN/postgres addr off byte id rc=0 out
+  [[ "$v" != none ]] || { echo "not applicable without the library"; return 77; }
+  out=$(env -i LOCKSWAP_LWLOCK="$v" LD_PRELOAD="$SRV_LIB" "$bin" --version 2>&1) ||
+    { echo "the pristine binary does not run under LOCKSWAP_LWLOCK=$v: $(tr '\n' ' ' <<<"$out")"; return 1; }
+  [[ "$out" == *'postgres (PostgreSQL) 15'* ]] || { echo "the pristine binary printed '$out'"; return 1; }
+  if [[ "$v" != off ]] && ! grep -qa LWLockAcquire "$LIBLOCKSWAP"; then
+    echo "the library refuses nothing yet (no LWLockAcquire in it): LOCKSWAP_LWLOCK=$v redirects nothing"; return 77
+  fi
+  addr=$(readelf -W --dyn-syms "$bin" | awk '$8 == "LWLockAcquire" && $4 == "FUNC" { print $2; exit }')
+  [[ -n "$addr" ]] || { echo "no LWLockAcquire in $bin's dynamic symbols"; return 1; }
+  # The file offset of the address through the LOAD segment that maps it.
+  off=$(readelf -W -l "$bin" | awk -v a=$((16#$addr)) '$1 == "LOAD" {
+          o = strtonum($2); va = strtonum($3); fs = strtonum($5)
+          if (a >= va && a < va + fs) { print a - va + o; exit } }')
+  [[ -n "$off" ]] || { echo "LWLockAcquire (0x$addr) lies in no LOAD segment"; return 1; }
+  id=$(readelf -n "$bin" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p' | head -1)
+  cp "$bin" "$copy"
+  byte=$(od -An -tu1 -j "$off" -N1 "$copy" | tr -d ' ')
+  printf "\\$(printf '%03o' $(( byte ^ 0xff )))" | dd of="$copy" bs=1 seek="$off" count=1 conv=notrunc status=none
+  chmod 755 "$copy"
+  out=$(env -i LOCKSWAP_LWLOCK="$v" LD_PRELOAD="$SRV_LIB" "$copy" --version 2>&1) || rc=$?
+  printf 'altered byte at file offset %s (LWLockAcquire 0x%s): %s -> %s; build-id %s\nstatus %s\n%s\n' \
+    "$off" "$addr" "$byte" $(( byte ^ 0xff )) "$id" "$rc" "$out" >>"$CUR_LOG"
+  rm -f "$copy"
+  if [[ "$v" == off ]]; then
+    ((rc == 0)) || { echo "LOCKSWAP_LWLOCK=off refused the altered binary (status $rc): $(head -1 <<<"$out")"; return 1; }
+    echo "off leaves the altered binary alone (status 0)"; return 0
+  fi
+  ((rc == 2)) || { echo "the altered binary ran under LOCKSWAP_LWLOCK=$v (status $rc, want 2)"; return 1; }
+  [[ "$out" != *'postgres (PostgreSQL)'* ]] || { echo "refused only after main ran (it printed its version)"; return 1; }
+  [[ -n "$id" && "$out" == *"$id"* ]] || { echo "refused (status 2) without naming build-id $id: $(head -2 <<<"$out" | tr '\n' ' ')"; return 1; }
+  echo "refused before main with status 2, naming build-id $id"
+}
+
+# --- the runs ---------------------------------------------------------------
+
+# prepare: one cluster, initialised and loaded without the preload.
+prepare() {
+  SRV_ENV=()
+  log "pg_lwlock: initdb and pgbench -i -s $scale (no preload)"
+  srv_as "$PGBIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --no-locale --no-instructions \
+    >"$SRV_DIR/initdb.log" 2>&1 || { tail -20 "$SRV_DIR/initdb.log" >&2; die "initdb failed"; }
+  db_start "$SRV_DIR/server-prepare.log" || die "the server did not start for the prepare step"
+  PGDB=postgres q -c "CREATE DATABASE bench" >/dev/null
+  bench -i -s "$scale" -q >"$SRV_DIR/pgbench-prepare.log" 2>&1 || { tail -5 "$SRV_DIR/pgbench-prepare.log" >&2; die "pgbench -i failed"; }
+  q -c "CREATE EXTENSION amcheck" -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+  srv_stop INT "$SRV_DIR/server-prepare.log"
+  [[ "$SRV_VERDICT" == clean ]] || die "the server did not shut down cleanly after the prepare step ($SRV_VERDICT)"
+  srv_data_snapshot
+}
+
+PASSED=0 FAILED=0 SKIPPED=0
+report() {  # report STATUS VARIANT CHECK SECONDS DETAIL
+  printf '%-4s %-22s %4d s  %s\n' "$1" "$2/$3" "$4" "$5"
+  echo "RESULT variant=$2 check=$3 status=$1 seconds=$4 detail=${5// /_}" >>"$RESULTS"
+  case "$1" in PASS) PASSED=$((PASSED + 1)) ;; FAIL) FAILED=$((FAILED + 1)) ;; *) SKIPPED=$((SKIPPED + 1)) ;; esac
+}
+
+# run_check VARIANT CHECK: one check on a fresh copy of the cluster.
+run_check() {
+  local v=$1 c=$2 t0 rc=0 detail status stats_tmp=''
+  CUR_TAG=$(srv_tag "$v-$c") CUR_LOG=$SRV_DIR/$c-$(srv_tag "$v").log CUR_SERVER_LOG=$SRV_DIR/server-$(srv_tag "$v-$c").log
+  : >"$CUR_LOG"
+  t0=$(date +%s)
+  log "pg_lwlock: $v/$c"
+  if [[ "$c" == refuse ]]; then
+    detail=$(check_refuse "$v") || rc=$?
+  else
+    SRV_ENV=()
+    if [[ "$v" != none ]]; then
+      SRV_ENV=(LD_PRELOAD="$SRV_LIB" LOCKSWAP_LWLOCK="$v")
+      if [[ "$stats" == yes ]]; then stats_tmp=$SRV_TMP/stats-$CUR_TAG.txt; SRV_ENV+=(LOCKSWAP_STATS=counts LOCKSWAP_STATS_FILE="$stats_tmp"); fi
+    fi
+    SRV_STATS_TMP=$stats_tmp
+    srv_data_reset
+    : >"$CUR_SERVER_LOG"
+    if db_start "$CUR_SERVER_LOG"; then
+      detail=$("check_$c" "$v") || rc=$?
+      srv_stop INT "$CUR_SERVER_LOG" 90
+      if [[ "$SRV_VERDICT" != clean ]]; then
+        ((rc == 0 || rc == 77)) && rc=1
+        detail="$detail; shutdown $SRV_VERDICT (see $CUR_SERVER_LOG)"
+      fi
+    else
+      rc=1 detail="the server did not start (see $CUR_SERVER_LOG)"
+    fi
+    [[ -z "$stats_tmp" ]] || detail="$detail; stats $(srv_stats "$CUR_TAG" "$CUR_SERVER_LOG")"
+  fi
+  case "$rc" in 0) status=PASS ;; 77) status=SKIP ;; *) status=FAIL ;; esac
+  report "$status" "$v" "$c" $(( $(date +%s) - t0 )) "$detail"
+}
+
+needs_server=0
+for c in "${CHECKS[@]}"; do [[ "$c" == refuse ]] || needs_server=1; done
+((needs_server)) && prepare
+for v in "${VARIANTS[@]}"; do
+  for c in "${CHECKS[@]}"; do run_check "$v" "$c"; done
+done
+log "pg_lwlock: $PASSED passed, $FAILED failed, $SKIPPED skipped; logs in $SRV_DIR"
+((FAILED == 0)) || exit 1
+((PASSED > 0)) || exit 77
+exit 0
