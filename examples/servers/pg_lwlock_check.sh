@@ -117,7 +117,7 @@ bench() { timeout $((time_s + 180)) "$PGBIN/pgbench" -h "$SRV_TMP" -p "$PORT" -U
 srv_log_ok() {
   local ok=0
   grep -q 'database system is shut down' "$1" || { log "pg_lwlock: no 'database system is shut down' in $1"; ok=1; }
-  if grep -q 'PANIC:' "$1" || grep 'FATAL:' "$1" | grep -vqE 'terminating connection due to administrator command|the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)'; then
+  if grep -q 'PANIC:' "$1" || grep 'FATAL:' "$1" | grep -vqE 'terminating [a-z ]+ due to administrator command|the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)'; then
     log "pg_lwlock: errors in $1:"; grep -E '(PANIC|FATAL):' "$1" | head -5 >&2; ok=1
   fi
   return "$ok"
@@ -246,7 +246,8 @@ restarted() { sed -n '/reinitializing/,$p' "$CUR_SERVER_LOG" | grep -q 'ready to
 check_crash() {
   local pid='' out=$SRV_DIR/pgbench-$CUR_TAG-killed.log a b i
   srv_client_bg bench -c 16 -j 2 -T "$time_s" >"$out" 2>&1
-  for ((i = 0; i < 100 && -z "$pid"; i++)); do
+  for ((i = 0; i < 100; i++)); do
+    [[ -z "$pid" ]] || break
     sleep 0.2
     pid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = 'bench'
                   AND pid <> pg_backend_pid() AND state = 'active' LIMIT 1" 2>/dev/null || true)
