@@ -9,6 +9,9 @@
 # options (and the common ones below):
 #   --records N      records [100000]            --value-bytes N  [1000]
 #   --cache-mb N     WiredTiger cache [128]      --read-pct N     reads in the mix [50]
+#   --wtlock V[,V..] one more variant per LOCKSWAP_WTLOCK value V (off, wt, rwsem,
+#                    rwsem-rspin; docs/wtlock.md): glibc's locks with WiredTiger's
+#                    own rwlocks swapped, the --variants spec glibc:LOCKSWAP_WTLOCK=V
 # defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
@@ -23,7 +26,7 @@ SRV_NAME=wiredtiger
 SRV_TIME=10 SRV_WARMUP=2
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 
-RECORDS=100000 VALUE_BYTES=1000 CACHE_MB=128 READ_PCT=50
+RECORDS=100000 VALUE_BYTES=1000 CACHE_MB=128 READ_PCT=50 WTLOCKS=''
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
   case "$1" in
@@ -31,11 +34,21 @@ while [[ $# -gt 0 ]]; do
     --value-bytes) VALUE_BYTES=${2:?}; shift 2 ;;
     --cache-mb) CACHE_MB=${2:?}; shift 2 ;;
     --read-pct) READ_PCT=${2:?}; shift 2 ;;
+    --wtlock) WTLOCKS=${2:?}; shift 2 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for n in RECORDS VALUE_BYTES CACHE_MB; do srv_need_number "--${n,,}" "${!n}" 1; done
 srv_need_number --read-pct "$READ_PCT" 0
+# --wtlock: each value the variant glibc:LOCKSWAP_WTLOCK=V (the library
+# refuses a bad V itself, before main, with the valid values).
+if [[ -n "$WTLOCKS" ]]; then
+  IFS=', ' read -r -a wtlock_values <<<"$WTLOCKS"
+  for v in "${wtlock_values[@]}"; do
+    [[ "$v" =~ ^[a-z][a-z-]*$ ]] || { echo "error: --wtlock: '$v' is not a LOCKSWAP_WTLOCK value" >&2; exit 2; }
+    SRV_VARIANTS+=",glibc:LOCKSWAP_WTLOCK=$v"
+  done
+fi
 if [[ -z "$SRV_THREADS" ]]; then
   SRV_THREADS=$(( $(nproc) * 4 )); ((SRV_THREADS >= 4)) || SRV_THREADS=4; ((SRV_THREADS <= 64)) || SRV_THREADS=64
 fi
