@@ -9,6 +9,9 @@
 #              LOCKSWAP_GLIBC_TIER=full: run every glibc241 test (default:
 #              the CI subset, every variant and kind of suite; see
 #              tests/glibc_tier/CMakeLists.txt).
+#              LOCKSWAP_PG_LWLOCK=full: run PostgreSQL's checks under every
+#              LWLock variant too (default: the regression suite under one;
+#              see tests/pg_lwlock/CMakeLists.txt).
 # Besides the gcc build it builds the library and core tests with clang
 # (CLANG_BUILD_DIR, default build-clang/) and runs them.
 set -euo pipefail
@@ -30,8 +33,19 @@ tier_status=0
 bash "$ROOT/scripts/glibc_tier.sh" ensure || tier_status=$?
 echo "test: glibc 2.41 root $( ((tier_status == 0)) && echo ready || echo "unavailable (status $tier_status)" )" \
   "in $(( $(date +%s) - built )) s"
-tier_filter=(-LE glibc241_full)
-[[ ${LOCKSWAP_GLIBC_TIER:-} == full ]] && tier_filter=()
+# PostgreSQL 15's own regression suite (tests/pg_lwlock): fetched from
+# Debian's source package and built once, then cached outside the clone.
+# Where it cannot be had pg_lwlock/regress skips (ctest says why).
+pg_start=$(date +%s) pg_status=0
+bash "$ROOT/scripts/pg_regress.sh" ensure || pg_status=$?
+echo "test: PostgreSQL regression suite $( ((pg_status == 0)) && echo ready || echo "unavailable (status $pg_status)" )" \
+  "in $(( $(date +%s) - pg_start )) s"
+# The labels left out of the default run.
+full_labels=()
+[[ ${LOCKSWAP_GLIBC_TIER:-} == full ]] || full_labels+=(glibc241_full)
+[[ ${LOCKSWAP_PG_LWLOCK:-} == full ]] || full_labels+=(pg_lwlock_full)
+tier_filter=()
+((${#full_labels[@]} == 0)) || tier_filter=(-LE "^($(IFS='|'; echo "${full_labels[*]}"))\$")
 
 # The second compiler: the library and core tests built with clang (any
 # warning fails the step) and the core tests run.
