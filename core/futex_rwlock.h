@@ -32,6 +32,13 @@
 // cancellation ends it in its sleep.
 //
 // Memory order: acquire on acquiring CASes, release on releasing ones.
+//
+// The free value is a template parameter, kFree (0 for pthread objects,
+// whose zero-filled memory is free). A lock laid over a word that its owner
+// initialises to another constant (PostgreSQL's LWLock starts at 1 << 29,
+// preload/lwlock/) counts its readers above that constant: n readers are
+// kFree + n, and kWriter stays the all-ones count. Everything else is the
+// same code.
 #pragma once
 #include <atomic>
 #include <cerrno>
@@ -45,13 +52,15 @@
 
 namespace lockswap {
 
-class FutexRwlock {
+template <uint32_t kFree>
+class BasicFutexRwlock {
  public:
   static constexpr uint32_t kSleepers = 1u << 31;
   static constexpr uint32_t kCountMask = kSleepers - 1;
   static constexpr uint32_t kWriter = kCountMask;
-  static constexpr uint32_t kMaxReaders = kWriter - 1;
+  static constexpr uint32_t kMaxReaders = kWriter - 1;  // the stored count: kFree + readers
   static_assert((kWriter & kSleepers) == 0 && kMaxReaders < kWriter);
+  static_assert(kFree < kMaxReaders / 2, "room for readers above the free value");
 
   // 0, EAGAIN (reader count would overflow), or ctx.give_up_code().
   int read_lock(const WaitCtx& ctx, bool writer_preferring, bool shared = false) {
@@ -63,7 +72,7 @@ class FutexRwlock {
   }
 
   int write_lock(const WaitCtx& ctx, bool shared = false) {
-    uint32_t s = 0;
+    uint32_t s = kFree;
     if (state_.compare_exchange_strong(s, kWriter, arch::mo_lock, arch::mo_hint)) return 0;
     return write_lock_slow(ctx, shared);
   }
@@ -71,8 +80,7 @@ class FutexRwlock {
   // Release a read or write hold (the state says which).
   void unlock(bool shared = false) {
     uint32_t s = state_.load(arch::mo_hint);
-    uint32_t n = s & kCountMask;
-    uint32_t next = (n == kWriter || n == 1) ? 0 : s - 1;
+    uint32_t next = released(s);
     if (__builtin_expect(!(s & kSleepers), 1) &&
         state_.compare_exchange_weak(s, next, arch::mo_unlock, arch::mo_hint))
       return;
@@ -82,7 +90,36 @@ class FutexRwlock {
   bool write_locked() const { return (state_.load(arch::mo_hint) & kCountMask) == kWriter; }
   uint32_t readers() const {
     uint32_t n = state_.load(arch::mo_hint) & kCountMask;
-    return n == kWriter ? 0 : n;
+    return n == kWriter ? 0 : n - kFree;
+  }
+  bool held() const { return (state_.load(arch::mo_hint) & kCountMask) != kFree; }
+
+  // Sleep until no one holds the lock, without taking it (PostgreSQL's
+  // LW_WAIT_UNTIL_FREE). Returns at once if it is free.
+  void wait_until_free(const WaitCtx& ctx, bool shared = false) {
+    for (;;) {
+      uint32_t s = state_.load(arch::mo_lock);
+      if ((s & kCountMask) == kFree) return;
+      if (!mark_sleepers(s)) continue;
+      sleep(s, ctx, shared);
+    }
+  }
+
+  // Wake every sleeper to re-check a condition of its own (a variable the
+  // holder changed). Clearing kSleepers changes the word, so a sleeper that
+  // marked it before reading the condition cannot sleep through this: its
+  // futex wait fails, or it read the condition after the change.
+  void wake_sleepers(bool shared = false) {
+    if (state_.fetch_and(~kSleepers, arch::mo_dekker) & kSleepers) arch::futex_wake(&state_, arch::futex_wake_all, shared);
+  }
+  // Sleep until woken (by a release or wake_sleepers) unless `still_waiting`,
+  // evaluated after this sleeper is registered, says otherwise.
+  template <class Cond>
+  void sleep_unless(const WaitCtx& ctx, bool shared, Cond&& still_waiting) {
+    uint32_t s = state_.load(arch::mo_hint);
+    if (!mark_sleepers(s)) return;
+    if (!still_waiting()) return;
+    sleep(s, ctx, shared);
   }
 
  private:
@@ -127,7 +164,7 @@ class FutexRwlock {
     int rc = 0;
     for (;;) {
       s = state_.load(arch::mo_hint);
-      if ((s & kCountMask) == 0) {
+      if ((s & kCountMask) == kFree) {
         if (state_.compare_exchange_weak(s, (s & kSleepers) | kWriter, arch::mo_lock, arch::mo_hint)) break;
         continue;
       }
@@ -148,7 +185,7 @@ class FutexRwlock {
   // A writer's registration in writers_waiting_; its destructor acts only
   // when an asynchronous cancellation unwinds the sleeping writer.
   struct WaitingWriter {
-    FutexRwlock& l;
+    BasicFutexRwlock& l;
     bool shared;
     bool armed = true;
     ~WaitingWriter() {
@@ -159,16 +196,22 @@ class FutexRwlock {
   __attribute__((noinline)) void unlock_slow(bool shared) {
     uint32_t s = state_.load(arch::mo_hint);
     for (;;) {
-      uint32_t n = s & kCountMask;
-      uint32_t next = (n == kWriter || n == 1) ? 0 : s - 1;
+      uint32_t next = released(s);
       if (state_.compare_exchange_weak(s, next, arch::mo_unlock, arch::mo_hint)) {
-        if (next == 0 && (s & kSleepers)) {
+        if (next == kFree && (s & kSleepers)) {
           lockevent_inc(LockEvent::futex_rwlock_wake);
           arch::futex_wake(&state_, arch::futex_wake_all, shared);
         }
         return;
       }
     }
+  }
+
+  // The state after one hold of `s` is released: the last holder frees the
+  // lock and clears kSleepers (the release then wakes every sleeper).
+  static uint32_t released(uint32_t s) {
+    uint32_t n = s & kCountMask;
+    return (n == kWriter || n == kFree + 1) ? kFree : s - 1;
   }
 
   // Make sure a release of state `s` will wake us; false if the state moved.
@@ -183,6 +226,7 @@ class FutexRwlock {
   std::atomic<uint32_t> state_;
   std::atomic<uint32_t> writers_waiting_;
 };
+using FutexRwlock = BasicFutexRwlock<0>;
 static_assert(sizeof(FutexRwlock) == 8);
 
 }  // namespace lockswap

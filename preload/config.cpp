@@ -27,6 +27,7 @@
 #include "preload/diag.h"
 #include "preload/escape.h"
 #include "preload/glibc_facts.h"
+#include "preload/lwlock/lwlock.h"
 #include "preload/select.h"
 #include "preload/self_check.h"
 
@@ -126,11 +127,12 @@ void say_valid_settings() {
       "    also write the statistics when it arrives (default: none; signals the system or other programs raise\n"
       "    in normal operation, such as HUP, INT, TERM, PIPE, CHLD, ALRM, WINCH, CONT, are refused)\n");
   say("  LOCKSWAP_SELECT = RULE;RULE;...: a variant per lock, first matching rule wins (docs/select.md).\n"
-      "    RULE = FAMILY=VARIANT@MATCHER, FAMILY = mutex rwlock sem, MATCHER = one of\n"
+      "    RULE = FAMILY=VARIANT@MATCHER, FAMILY = mutex rwlock sem lwlock, MATCHER = one of\n"
       "      sym:NAME             the lock lies inside the object symbol NAME (C or C++ name)\n"
       "      func:NAME            it is initialised (or, never initialised, first taken) in function NAME\n"
       "      site:MODULE+0xOFF    ... at that call site, as `lockswap report` prints it\n"
       "      range:MODULE+0xLO-0xHI  the lock lies at those link-time addresses of MODULE\n"
+      "      tranche:NAME         (lwlock only) a PostgreSQL LWLock tranche, as pg_stat_activity names it\n"
       "    e.g. mutex=rwsem@sym:LOCK_table_cache;rwlock=percid@func:tc_acquire_table\n");
   say("  LOCKSWAP_LIST = 1 columns: print these settings and the matrix columns (1), or one\n"
       "    `NAME SETTINGS TAGS` line per column (columns; TAGS comma-separated, - for none), then stop before main with exit status 0\n");
@@ -403,6 +405,7 @@ void load_config() {
   LOCKSWAP_FAMILIES(FAMILY)
 #undef FAMILY
   select::load();  // may exit like any bad setting; resolves names once, before the first lock uses a rule
+  lwlock::start(lwlock_choice);  // a PostgreSQL's LWLocks: redirected (or refused) here, before main
   cid::g_say_hook.store(static_cast<void (*)(const char*, size_t)>(&diag), std::memory_order_release);  // a stalled cid_lock
   cid::select(cid_choice);  // before the first fork: `global` maps its shared page here
   cid::set_switch_model(g_config.cid_switch);

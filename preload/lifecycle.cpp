@@ -25,6 +25,7 @@
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
 #include "preload/config.h"
+#include "preload/lwlock/lwlock.h"
 #include "preload/stats_selected.h"
 #include "preload/diag.h"
 #include "preload/registry.h"
@@ -84,6 +85,10 @@ void fill_stats(stats::Out& o, char* scratch, uint64_t signals_dropped) {
   if (g_config.wtlock != WtlockVariant::off && g_config.wtlock != WtlockVariant::unset) {
     o.put(" wtlock=");  // said only when asked for: WiredTiger's rwlocks are swapped
     o.put(variant_name(g_config.wtlock));
+  }
+  if (lwlock::redirected()) {
+    o.put(" lwlock=");  // PostgreSQL's LWLocks run on lockswap's algorithms
+    o.put(variant_name(g_config.lwlock));
   }
   o.put(" oncpu=");
   o.put(oncpu::source_name(oncpu::source()));

@@ -178,6 +178,7 @@ void for_each_object_slot(Family f, Fn&& fn) {
     case Family::mutex: return for_each_function<ApiFamily::mutex, false>(fn);
     case Family::rwlock: return for_each_function<ApiFamily::rwlock, false>(fn);
     case Family::sem: return for_each_function<ApiFamily::sem, false>(fn);
+    case Family::lwlock: return;  // not an interposed family: preload/lwlock/ reads its rules itself
   }
 }
 constexpr Family kFamilies[] = {Family::mutex, Family::rwlock, Family::sem};

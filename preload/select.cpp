@@ -38,7 +38,7 @@ constexpr const char* kVar = "LOCKSWAP_SELECT";
 constexpr int kMaxRanges = 128;
 constexpr size_t kMaxText = 256;
 
-enum class Matcher : uint8_t { sym, site, func, range };
+enum class Matcher : uint8_t { sym, site, func, range, tranche };
 
 struct Range {
   uintptr_t lo, hi;  // [lo, hi) at run time
@@ -59,7 +59,7 @@ struct Rule {
 
 Rule g_rules[kMaxRules];
 int g_nrules;
-bool g_active[3];
+bool g_active[4];
 
 [[noreturn]] void fail(const char* value, const char* why) { config_error(kVar, value, why); }
 
@@ -85,9 +85,14 @@ uint8_t parse_variant(Family f, const char* s, size_t n, const char* whole) {
       LOCKSWAP_SEM_VARIANTS(MATCH)
       break;
     }
+    case Family::lwlock: {
+      using E = LwlockVariant;
+      LOCKSWAP_LWLOCK_VARIANTS(MATCH)
+      break;
+    }
   }
 #undef MATCH
-  fail(whole, "unknown variant for that family (see LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK / LOCKSWAP_SEM below)");
+  fail(whole, "unknown variant for that family (see LOCKSWAP_MUTEX / LOCKSWAP_RWLOCK / LOCKSWAP_SEM / LOCKSWAP_LWLOCK below)");
 }
 
 bool parse_hex(const char* s, size_t n, uint64_t& v) {
@@ -143,7 +148,8 @@ void parse_rule(const char* s, size_t n, const char* whole) {
   if (flen == 5 && strncmp(s, "mutex", 5) == 0) r.family = Family::mutex;
   else if (flen == 6 && strncmp(s, "rwlock", 6) == 0) r.family = Family::rwlock;
   else if (flen == 3 && strncmp(s, "sem", 3) == 0) r.family = Family::sem;
-  else fail(whole, "unknown family (mutex, rwlock or sem)");
+  else if (flen == 6 && strncmp(s, "lwlock", 6) == 0) r.family = Family::lwlock;
+  else fail(whole, "unknown family (mutex, rwlock, sem or lwlock)");
   r.variant = parse_variant(r.family, eq + 1, static_cast<size_t>(at - eq - 1), whole);
   const char* m = at + 1;
   size_t mlen = static_cast<size_t>(s + n - m);
@@ -157,8 +163,13 @@ void parse_rule(const char* s, size_t n, const char* whole) {
   else if (kind_is("func")) r.matcher = Matcher::func;
   else if (kind_is("site")) r.matcher = Matcher::site;
   else if (kind_is("range")) r.matcher = Matcher::range;
-  else fail(whole, "unknown matcher (sym:NAME, site:MODULE+0xOFF, func:NAME, range:MODULE+0xLO-0xHI)");
-  if (r.matcher == Matcher::sym || r.matcher == Matcher::func) {
+  else if (kind_is("tranche")) r.matcher = Matcher::tranche;
+  else fail(whole, "unknown matcher (sym:NAME, site:MODULE+0xOFF, func:NAME, range:MODULE+0xLO-0xHI, tranche:NAME)");
+  if ((r.family == Family::lwlock) != (r.matcher == Matcher::tranche))
+    fail(whole, "lwlock rules take the tranche:NAME matcher, and only they do");
+  if (r.matcher == Matcher::tranche) {
+    copy_text(r.name, what, wlen, whole);  // checked against the server's tranche names (preload/lwlock/)
+  } else if (r.matcher == Matcher::sym || r.matcher == Matcher::func) {
     // `lockswap report` prints C++ functions with their parameters: the name alone is matched.
     const char* paren = static_cast<const char*>(memchr(what, '(', wlen));
     copy_text(r.name, what, paren ? static_cast<size_t>(paren - what) : wlen, whole);
@@ -549,6 +560,7 @@ int resolve_object(dl_phdr_info* info, size_t, void*) {
   bool symbols = false;
   for (int k = 0; k < g_nrules; ++k) {
     Rule& r = g_rules[k];
+    if (r.matcher == Matcher::tranche) continue;  // names, checked by preload/lwlock/
     if (wants_symbols(r.matcher)) symbols = true;
     else if (module_matches(info, r.name) && r.matcher == Matcher::site) resolve_site(r, info);
     else if (module_matches(info, r.name)) add_range(r, info->dlpi_addr + r.offset_lo, info->dlpi_addr + r.offset_hi);
@@ -571,6 +583,7 @@ void warn_rule(int k, const char* what) {
 
 void warn_unresolved() {
   for (int k = 0; k < g_nrules; ++k) {
+    if (g_rules[k].matcher == Matcher::tranche) continue;
     if (g_rules[k].nranges == 0) warn_rule(k, " matches nothing in the objects loaded at start-up (");
     if (g_rules[k].ranges_dropped) warn_rule(k, " matches more than 128 definitions: only the first 128 are used (");
   }
@@ -599,6 +612,28 @@ void load() {
 
 bool active(Family f) { return g_active[static_cast<int>(f)]; }
 
+// A rule names a tranche by its name, or by that name + "Lock" for the
+// individual locks (tranche ProcArray is ProcArrayLock in PostgreSQL's source).
+static bool names_tranche(const char* rule, const char* tranche) {
+  size_t n = strlen(tranche);
+  return strncmp(rule, tranche, n) == 0 && (rule[n] == '\0' || strcmp(rule + n, "Lock") == 0);
+}
+
+uint8_t decide_tranche(const char* name, int* rule) {
+  for (int i = 0; i < g_nrules; ++i) {
+    const Rule& r = g_rules[i];
+    if (r.family != Family::lwlock || !names_tranche(r.name, name)) continue;
+    if (rule != nullptr) *rule = i;
+    return r.variant;
+  }
+  if (rule != nullptr) *rule = -1;
+  return 0;
+}
+
+const char* tranche_rule_name(int rule) {
+  return rule >= 0 && rule < g_nrules && g_rules[rule].family == Family::lwlock ? g_rules[rule].name : nullptr;
+}
+
 uint8_t decide(Family f, const void* object, uintptr_t site, int* rule) {
   if (rule != nullptr) *rule = -1;
   auto obj = reinterpret_cast<uintptr_t>(object);
@@ -611,6 +646,7 @@ uint8_t decide(Family f, const void* object, uintptr_t site, int* rule) {
       case Matcher::range: hit = contains(r, obj); break;
       case Matcher::site: hit = contains(r, site); break;
       case Matcher::func: hit = site != 0 && contains(r, site - 1); break;  // the call instruction's byte
+      case Matcher::tranche: break;  // decide_tranche()
     }
     if (hit) {
       if (rule != nullptr) *rule = k;

@@ -21,7 +21,7 @@ namespace lockswap::select {
 
 inline constexpr int kMaxRules = 16;
 
-enum class Family : uint8_t { mutex, rwlock, sem };
+enum class Family : uint8_t { mutex, rwlock, sem, lwlock };
 
 // Reads LOCKSWAP_SELECT (called by load_config, before any family is
 // published): a malformed rule prints the valid forms and exits with 2.
@@ -37,6 +37,12 @@ bool active(Family f);
 // `site`; 0 when none does (the process-wide variant applies). `rule`, when
 // given, receives that rule's index (-1: none).
 uint8_t decide(Family f, const void* object, uintptr_t site, int* rule = nullptr);
+
+// PostgreSQL LWLock tranches (preload/lwlock/): the variant of the first
+// `lwlock=VARIANT@tranche:NAME` rule naming this tranche, 0 when none does.
+uint8_t decide_tranche(const char* name, int* rule = nullptr);
+// The tranche name of lwlock rule `rule`; nullptr for any other rule.
+const char* tranche_rule_name(int rule);
 
 // The rules as written (index as decide() gives it), for the statistics.
 int rule_count();

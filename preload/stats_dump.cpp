@@ -16,6 +16,9 @@
 //   begin   | pid seq start_ns now_ns (CLOCK_REALTIME) mutex rwlock sem cid
 //           | wtlock stats (counts|profile) exe
 //   calls   | family (mutex|rwlock|cond|sem|wtlock) calls — one per family, even 0
+//   lwlock  | id tranche variant acq missed waits wait_ns hold_samples
+//           | hold_ns — per PostgreSQL LWLock tranche, counts mode and up
+//           | (preload/lwlock/; id -1: every extension tranche)
 //   event   | name count — non-zero lock events (core/lock_events_list.h)
 //   rule    | index text unattributed — a LOCKSWAP_SELECT rule ('=' as %3D)
 //           | and how many locks it chose found no event counters of their own
@@ -74,6 +77,7 @@
 #include "preload/config.h"
 #include "preload/select.h"
 #include "preload/stats.h"
+#include "preload/lwlock/lwlock.h"
 #include "preload/stats_table.h"
 #include "preload/waits.h"
 
@@ -348,6 +352,10 @@ void begin_record(Out& o, uint64_t seq, const DumpHeader& h, char* exe) {
     o.put(" wtlock=");
     o.put(h.wtlock);
   }
+  if (lwlock::redirected()) {
+    o.put(" lwlock=");
+    o.put(variant_name(g_config.lwlock));
+  }
   o.put(h.profile ? " stats=profile" : " stats=counts");
   ssize_t n = readlink("/proc/self/exe", exe, kScratchBytes);
   if (n > 0) o.key_path("exe", exe, static_cast<size_t>(n));
@@ -432,6 +440,29 @@ void selected_records(Out& o) {
   }
 }
 
+// ------------------------------------------------------- lwlock records
+
+void lwlock_record(const lwlock::TrancheRow& r, void* out) {
+  Out& o = *static_cast<Out*>(out);
+  record_start(o, "lwlock");
+  o.put(" id=");
+  if (r.id < 0)
+    o.put("-1");
+  else
+    o.dec(static_cast<uint64_t>(r.id));
+  o.put(" tranche=");
+  o.escaped(r.name, strlen(r.name));
+  o.put(" variant=");
+  o.put(r.variant);
+  o.key_dec("acq", r.acquired);
+  o.key_dec("missed", r.missed);
+  o.key_dec("waits", r.waits);
+  o.key_dec("wait_ns", r.wait_ns);
+  o.key_dec("hold_samples", r.hold_samples);
+  o.key_dec("hold_ns", r.hold_ns);
+  o.put("\n");
+}
+
 // --------------------------------------------------------- wait records
 
 bool used(const waits::Site& s) {
@@ -502,7 +533,8 @@ size_t records_bound() {
     for (const SiteEntry& e : t->sites) entries += used(e);
   }
   entries += used_waits();
-  return kFixedBound + entries * kRecordBound;
+  constexpr size_t kLwlockBound = 257 * 512;  // a record per tranche slot (preload/lwlock/lwlock.cpp)
+  return kFixedBound + entries * kRecordBound + (lwlock::redirected() ? kLwlockBound : 0);
 }
 
 // Acquisitions that found no room in a table (per-thread counters, see
@@ -523,6 +555,7 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
   if (h.profile) call_records(o);
   event_records(o);
   selected_records(o);
+  lwlock::for_each_tranche(lwlock_record, &o);
   const Tables* t = h.profile ? g_tables : nullptr;
   uint64_t unwritten_locks = 0, unwritten_sites = 0;
   if (t != nullptr) {

@@ -40,7 +40,8 @@ LOCK_CLASSES = (
 )
 CLASS_NOTES = {
     "algorithm": "lockswap mutex + rwlock waits and spins (a native variant's algorithm; "
-                 "WiredTiger's rwlocks under LOCKSWAP_WTLOCK=rwsem|rwsem-rspin count here)",
+                 "WiredTiger's rwlocks under LOCKSWAP_WTLOCK=rwsem|rwsem-rspin and PostgreSQL's "
+                 "LWLocks under LOCKSWAP_LWLOCK count here)",
     "sleep_primitive": "lockswap semaphore waits: the program's own lock queues, sleeping on a semaphore",
     "lockswap_ebpf": "sleeps inside liblockswap seen by eBPF (the library counted none itself)",
     "lockswap_internal": "lockswap's own sleeps of no lock family (an id allocator's lock): its cost, not the program's locks",
@@ -112,9 +113,12 @@ def has_wait_data(d):
 def glibc_column(d):
     """The dump's header says glibc for every family, WiredTiger's rwlocks are not swapped
     (LOCKSWAP_WTLOCK off or wt: WiredTiger's own algorithm) and no LOCKSWAP_SELECT rule chose a
-    lock. A swapped WiredTiger rwlock waits as an rwlock (wait_rwlock_ns): algorithm swapped."""
+    lock. A swapped WiredTiger rwlock waits as an rwlock (wait_rwlock_ns): algorithm swapped.
+    A PostgreSQL whose LWLocks lockswap runs (the header says lwlock=, any variant, `pg` too:
+    the algorithm is lockswap's port) waits in them as rwlocks: algorithm swapped."""
     return (all(d.variants.get(k) == "glibc" for k in ("mutex", "rwlock", "sem"))
-            and d.variants.get("wtlock", "off") in ("off", "wt") and not (d.selected or d.rules))
+            and d.variants.get("wtlock", "off") in ("off", "wt") and not d.variants.get("lwlock")
+            and not (d.selected or d.rules))
 
 
 class Site:

@@ -8,7 +8,7 @@ import textwrap
 from .common import PROG, fmt_ns, import_pyplot, shown, table, warn
 from . import reach as reach_model
 from .merge import merge, site_frames, sort_key
-from .statsfile import (COUNTERS, FAMILIES, HIST_BUCKETS, OPTIONAL_VARIANT_KEYS, VARIANT_KEYS, last_dump_per_process,
+from .statsfile import (COUNTERS, FAMILIES, HIST_BUCKETS, LWLOCK_COUNTERS, OPTIONAL_VARIANT_KEYS, VARIANT_KEYS, last_dump_per_process,
                         read_dumps_and_loose)
 from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text
 
@@ -142,13 +142,43 @@ def build_report(args):
     # counts-only dumps (LOCKSWAP_STATS=counts) carry lock events only, no per-lock records
     profiled = any(d.profiled for d in dumps)
     counted = lambda items: len(items) if profiled else None   # no tables: no count of entries
-    return {"schema": "lockswap-report-v1", "reach": reach, "files": args.files, "percentile_method": PERCENTILE_NOTE,
+    lwlocks = merge_lwlocks(dumps)
+    return {"schema": "lockswap-report-v1", "reach": reach, "lwlocks": lwlocks, "files": args.files, "percentile_method": PERCENTILE_NOTE,
             "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
             "locks_total": counted(locks), "sites_total": counted(sites),
             "cond_locks_total": counted(cond_locks), "cond_sites_total": counted(cond_sites),
             "locks": shown_if(profiled, locks[:top]), "sites": shown_if(profiled, out_sites(sites[:top], symbolizer)),
             "cond_locks": shown_if(profiled, cond_locks[:top]),
             "cond_sites": shown_if(profiled, out_sites(cond_sites[:top], symbolizer))}
+
+
+def merge_lwlocks(dumps):
+    """PostgreSQL LWLock tranches (LOCKSWAP_LWLOCK): every process's counters summed per
+    tranche and variant, most waiting first; [] when no dump carries any."""
+    rows = {}
+    for d in dumps:
+        for r in d.lwlocks:
+            row = rows.setdefault((r["tranche"], r["variant"]), {"tranche": r["tranche"], "variant": r["variant"],
+                                                                 **{k: 0 for k in LWLOCK_COUNTERS}})
+            for k in LWLOCK_COUNTERS:
+                row[k] += r[k]
+    return sorted(rows.values(), key=lambda r: (-r["wait_ns"], -r["acq"], r["tranche"]))
+
+
+def lwlock_lines(rep, top):
+    rows = rep.get("lwlocks") or []
+    if not rows:
+        return []
+    body = []
+    for r in rows[:top]:
+        hold = fmt_ns(r["hold_ns"] // r["hold_samples"]) if r["hold_samples"] else "-"
+        avg_wait = fmt_ns(r["wait_ns"] // r["waits"]) if r["waits"] else "-"
+        body.append([r["tranche"], r["variant"], r["acq"], r["waits"], f"{100 * r['waits'] / max(r['acq'] + r['missed'], 1):.2f}%",
+                     fmt_ns(r["wait_ns"]), avg_wait, hold])
+    head = [["tranche", "variant", "acq", "waited", "share", "wait total", "wait avg", "hold avg"]]
+    more = [f"  ... {len(rows) - top} more tranches (--top)"] if top and len(rows) > top else []
+    return ["", "PostgreSQL LWLock tranches (LOCKSWAP_LWLOCK; every process, most waiting first; hold: 1 in 64 sampled):"] + \
+        table(head + body, right_from=2) + more
 
 
 def shown_if(profiled, items):
@@ -448,7 +478,7 @@ def text_report(rep, per_process):
     out = reach + [""] + header_lines(rep) if reach else header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
-    out += event_lines(rep) + selected_lines(rep)
+    out += lwlock_lines(rep, 20) + event_lines(rep) + selected_lines(rep)
     if rep["profiled"]:
         out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
     else:

@@ -10,13 +10,15 @@ HIST_BUCKETS = 48             # log2 buckets of nanoseconds, i = 0..47
 FAMILIES = ("mutex", "rwlock", "cond", "sem")
 VARIANT_KEYS = ("mutex", "rwlock", "sem", "cid")
 # Families a dump names only when the library knows them (older dumps: absent, taken as off).
-OPTIONAL_VARIANT_KEYS = ("wtlock",)
+OPTIONAL_VARIANT_KEYS = ("wtlock", "lwlock")
 COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
 # What a dump holds depends on the mode that wrote it (begin's stats=): a counts dump has
 # the lock events only. These figures come from the profiler: its per-lock and per-site
 # tables, the acquisitions summed from them and `dropped` (acquisitions the tables had no
 # room for). Absent is not zero: a report says these were not collected.
 PROFILE_FIGURES = ("acq", "contended", "dropped", "locks", "sites")
+# Per PostgreSQL LWLock tranche (preload/lwlock/), in every mode.
+LWLOCK_COUNTERS = ("acq", "missed", "waits", "wait_ns", "hold_samples", "hold_ns")
 
 # Input is untrusted: any file may be truncated, corrupted or hostile. Every
 # number must be a u64 (anything else: the record is skipped with a warning
@@ -170,6 +172,7 @@ class Dump:
         self.selected = []            # locks a rule chose, with their own lock events
         self.waits = []               # wait records: waits per call site by kind (reach.py)
         self.probes = []              # probe records: an application's own wait names (eBPF)
+        self.lwlocks = []             # lwlock records: PostgreSQL LWLock tranches (LOCKSWAP_LWLOCK)
         self.dropped_waits = None     # dropped waits=: None from a library without wait records
 
     @property
@@ -225,6 +228,9 @@ class Dump:
             self.selected.append({"addr": need_u64(f, "addr"), "family": f.get("family", "?"),
                                   "variant": f.get("variant", "?"), "rule": need_u64(f, "rule"),
                                   "events": event_counts(f.get("events", "-"))})
+        elif rtype == "lwlock" and "tranche" in f:
+            self.lwlocks.append({"tranche": unescape_path(f["tranche"]), "variant": f.get("variant", "?"),
+                                 **{k: need_u64(f, k) for k in LWLOCK_COUNTERS}})
         # anything else: a newer writer's record, ignored by contract
 
 

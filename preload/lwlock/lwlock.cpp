@@ -1,0 +1,352 @@
+// preload/lwlock/lwlock.cpp — PostgreSQL's LWLock API, run on lockswap's
+// algorithms (LOCKSWAP_LWLOCK, docs/lwlock.md).
+//
+// Design
+// ------
+// redirect.cpp points every function of pg15.h's list here; these
+// functions keep what lwlock.c keeps around its algorithm, once for every
+// variant: the per-process list of held locks (at most 200, released in any
+// order), interrupts held off while any lock is held, the errors PostgreSQL
+// raises ("too many LWLocks taken", "lock %s is not held") through its own
+// elog, the wait event while waiting, LWLockReleaseAll for the error and
+// exit paths. The algorithm is chosen per lock by its tranche: the
+// process-wide LOCKSWAP_LWLOCK, or the first `lwlock=VARIANT@tranche:NAME`
+// rule of LOCKSWAP_SELECT naming a built-in tranche. Tranche numbers and
+// their built-in names are the same in every process of a server, so every
+// process runs the same algorithm on the same lock.
+//
+// PostgreSQL's processes are single-threaded: the held list and the
+// per-tranche counters are plain per-process state, as lwlock.c's are.
+//
+// Statistics (always counted, dumped with LOCKSWAP_STATS): per tranche,
+// acquisitions, attempts that did not acquire (a failed conditional
+// acquisition, a wait-until-free), the calls that waited and their time
+// (a variable wait too), and the hold time of one acquisition in kHoldSample.
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "arch/clock.h"
+#include "preload/config.h"
+#include "preload/diag.h"
+#include "preload/lwlock/lwlock.h"
+#include "preload/lwlock/redirect.h"
+#include "preload/lwlock/variants.h"
+#include "preload/select.h"
+#include "preload/stats.h"
+
+namespace lockswap::lwlock {
+
+Host g_host;
+
+namespace {
+
+// Waiter records: process numbers are below MaxBackends + auxiliary and
+// prepared-transaction slots, MAX_BACKENDS (2^18 - 1) at most each. The
+// mapping is reserved, not committed: pages appear as processes use them.
+constexpr int32_t kMaxProcs = 1 << 20;
+
+// Tranche numbers below this get a variant and counters of their own;
+// above it (extensions' tranches) the process-wide choice and one shared
+// counter row.
+constexpr unsigned kTrancheSlots = 256;
+constexpr unsigned kHoldSample = 64;
+
+struct Held {
+  PgLwlock* lock;
+  Mode mode;
+  uint64_t since_ns;  // 0 unless this acquisition's hold time is sampled
+};
+Held g_held[kMaxHeld];
+unsigned g_nheld;
+
+LwlockVariant g_default = LwlockVariant::off;
+LwlockVariant g_variant_of[kTrancheSlots];
+bool g_redirected;
+const char* g_label = "";
+
+struct TrancheCounters {
+  uint64_t acquired, missed, waits, wait_ns, hold_samples, hold_ns;
+};
+TrancheCounters g_counters[kTrancheSlots + 1];
+uint32_t g_sample_clock;
+
+unsigned slot(uint16_t tranche) { return tranche < kTrancheSlots ? tranche : kTrancheSlots; }
+TrancheCounters& counters(const PgLwlock& l) { return g_counters[slot(l.tranche)]; }
+LwlockVariant variant_of(const PgLwlock& l) { return l.tranche < kTrancheSlots ? g_variant_of[l.tranche] : g_default; }
+
+// One switch over the registry: every entry point reaches the adapters
+// here. `op(adapter)` runs with the wait accounting around it: a call in
+// which the variant waited (wait_start) counts as a wait, with its time.
+template <class Op>
+decltype(auto) dispatch_raw(const PgLwlock& l, Op&& op) {
+  switch (variant_of(l)) {
+#define X(id, name, type, desc) \
+  case LwlockVariant::id:       \
+    return op(type{});
+    LOCKSWAP_LWLOCK_VARIANTS(X)
+#undef X
+    default:
+      return op(LwlockPg{});
+  }
+}
+
+template <class Op>
+decltype(auto) dispatch(const PgLwlock& l, Op&& op) {
+  g_host.waited = false;
+  uint64_t t0 = arch::monotonic_ns();
+  struct Account {
+    const PgLwlock& l;
+    uint64_t t0;
+    ~Account() {
+      if (!g_host.waited) return;
+      TrancheCounters& c = counters(l);
+      ++c.waits;
+      c.wait_ns += arch::monotonic_ns() - t0;
+    }
+  } account{l, t0};
+  return dispatch_raw(l, op);
+}
+
+void remember(PgLwlock* l, Mode m) {
+  ++counters(*l).acquired;
+  uint64_t since = 0;
+  if (++g_sample_clock % kHoldSample == 0) since = arch::monotonic_ns();
+  g_held[g_nheld++] = {l, m, since};
+}
+
+void room_for_one_more() {
+  if (g_nheld >= kMaxHeld) pg_error(kError, "too many LWLocks taken");
+}
+
+// ------------------------------------------------------------ the API
+
+bool lw_acquire(PgLwlock* l, Mode m) {
+  room_for_one_more();
+  hold_interrupts();
+  bool at_once = dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); }) ||
+                 !dispatch(*l, [&](auto a) { return a.acquire_slow(*l, m); });
+  remember(l, m);
+  return at_once;
+}
+
+bool lw_conditional_acquire(PgLwlock* l, Mode m) {
+  room_for_one_more();
+  hold_interrupts();
+  if (!dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); })) {
+    ++counters(*l).missed;
+    resume_interrupts();
+    return false;
+  }
+  remember(l, m);
+  return true;
+}
+
+bool lw_acquire_or_wait(PgLwlock* l, Mode m) {
+  room_for_one_more();
+  hold_interrupts();
+  if (!dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); }) &&
+      !dispatch(*l, [&](auto a) { return a.acquire_or_wait_slow(*l, m); })) {
+    ++counters(*l).missed;
+    resume_interrupts();
+    return false;
+  }
+  remember(l, m);
+  return true;
+}
+
+bool lw_wait_for_var(PgLwlock* l, uint64_t* var, uint64_t old, uint64_t* newval) {
+  hold_interrupts();
+  bool result = dispatch(*l, [&](auto a) { return a.wait_for_var(*l, var, old, newval); });
+  resume_interrupts();
+  return result;
+}
+
+void lw_update_var(PgLwlock* l, uint64_t* var, uint64_t v) {
+  dispatch_raw(*l, [&](auto a) { a.update_var(*l, var, v); });
+}
+
+void lw_release(PgLwlock* l) {
+  int i = static_cast<int>(g_nheld);
+  while (--i >= 0 && g_held[i].lock != l) {
+  }
+  if (i < 0) pg_error(kError, "lock %s is not held", tranche_name(l->tranche));
+  Held h = g_held[i];
+  memmove(&g_held[i], &g_held[i + 1], (g_nheld - 1 - static_cast<unsigned>(i)) * sizeof(Held));
+  --g_nheld;
+  dispatch_raw(*l, [&](auto a) { a.release(*l, h.mode); });
+  if (h.since_ns != 0) {
+    TrancheCounters& c = counters(*l);
+    ++c.hold_samples;
+    c.hold_ns += arch::monotonic_ns() - h.since_ns;
+  }
+  resume_interrupts();
+}
+
+void lw_release_clear_var(PgLwlock* l, uint64_t* var, uint64_t v) {
+  dispatch_raw(*l, [&](auto a) { a.set_var(*l, var, v); });
+  lw_release(l);
+}
+
+// After an error: InterruptHoldoffCount is as error recovery set it, so
+// each release's resume is matched by a hold here (lwlock.c does the same).
+void lw_release_all() {
+  while (g_nheld > 0) {
+    hold_interrupts();
+    lw_release(g_held[g_nheld - 1].lock);
+  }
+}
+
+bool lw_held_by_me(PgLwlock* l) {
+  for (unsigned i = 0; i < g_nheld; ++i)
+    if (g_held[i].lock == l) return true;
+  return false;
+}
+
+bool lw_held_by_me_in_mode(PgLwlock* l, Mode m) {
+  for (unsigned i = 0; i < g_nheld; ++i)
+    if (g_held[i].lock == l && g_held[i].mode == m) return true;
+  return false;
+}
+
+bool lw_any_held_by_me(PgLwlock* first, int nlocks, size_t stride) {
+  auto begin = reinterpret_cast<uintptr_t>(first);
+  uintptr_t end = begin + static_cast<uintptr_t>(nlocks) * stride;
+  for (unsigned i = 0; i < g_nheld; ++i) {
+    auto a = reinterpret_cast<uintptr_t>(g_held[i].lock);
+    if (a >= begin && a < end && (a - begin) % stride == 0) return true;
+  }
+  return false;
+}
+
+void lw_for_each_held_by_me(void (*callback)(PgLwlock*, Mode, void*), void* context) {
+  for (unsigned i = 0; i < g_nheld; ++i) callback(g_held[i].lock, g_held[i].mode, context);
+}
+
+// ------------------------------------------------------------ start-up
+
+template <class T>
+T resolve(const char* name) {
+  void* p = dlsym(RTLD_DEFAULT, name);
+  if (p == nullptr) {
+    diag("lockswap: LOCKSWAP_LWLOCK: this PostgreSQL does not export ");
+    diag(name);
+    diag("; nothing can be redirected.\n");
+    _exit(2);
+  }
+  return reinterpret_cast<T>(p);
+}
+
+void resolve_host(uint32_t pgprocno_offset) {
+  g_host.my_proc = resolve<void**>("MyProc");
+  g_host.holdoff = resolve<volatile uint32_t*>("InterruptHoldoffCount");
+  g_host.wait_event_info = resolve<uint32_t**>("my_wait_event_info");
+  g_host.errstart = resolve<bool (*)(int, const char*)>("errstart");
+  g_host.errmsg_internal = resolve<int (*)(const char*, ...)>("errmsg_internal");
+  g_host.errfinish = resolve<void (*)(const char*, int, const char*)>("errfinish");
+  g_host.lwlock_identifier = resolve<const char* (*)(uint32_t, uint16_t)>("GetLWLockIdentifier");
+  g_host.pgprocno_offset = pgprocno_offset;
+}
+
+// The side area: shared with every process forked after this (all of the
+// server's), made before the postmaster forks any. Indexed by process
+// number, never pointed into from shared memory.
+void map_side_area() {
+  size_t bytes = static_cast<size_t>(kMaxProcs) * sizeof(pglw::Waiter);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    diag("lockswap: LOCKSWAP_LWLOCK: cannot map the waiter records (mmap failed)\n");
+    _exit(2);
+  }
+  g_host.waiters = {static_cast<pglw::Waiter*>(p)};
+}
+
+// Built-in tranches: GetLWLockIdentifier names them in every process alike;
+// the first number it calls "extension" is the first user-defined one.
+void choose_variants() {
+  bool used[select::kMaxRules] = {};
+  for (unsigned t = 0; t < kTrancheSlots; ++t) {
+    g_variant_of[t] = g_default;
+    const char* name = tranche_name(static_cast<uint16_t>(t));
+    if (name == nullptr || strcmp(name, "extension") == 0) continue;
+    int rule = -1;
+    if (uint8_t v = select::decide_tranche(name, &rule)) {
+      g_variant_of[t] = static_cast<LwlockVariant>(v);
+      used[rule] = true;
+    }
+  }
+  for (int r = 0; r < select::rule_count(); ++r)
+    if (select::tranche_rule_name(r) != nullptr && !used[r])
+      config_error("LOCKSWAP_SELECT", select::rule_text(r), "no built-in LWLock tranche of this PostgreSQL has that name");
+}
+
+bool any_tranche_rule() {
+  for (int r = 0; r < select::rule_count(); ++r)
+    if (select::tranche_rule_name(r) != nullptr) return true;
+  return false;
+}
+
+}  // namespace
+
+// --------------------------------------------------------- host helpers
+
+[[noreturn]] void pg_error(int level, const char* fmt, const char* arg) {
+  if (g_host.errstart(level, nullptr)) {
+    g_host.errmsg_internal(fmt, arg);
+    g_host.errfinish(__FILE__, __LINE__, "lockswap LWLock");
+  }
+  abort();  // ERROR and PANIC do not come back
+}
+
+void check_may_wait() {
+  if (*g_host.my_proc == nullptr) pg_error(kPanic, "cannot wait without a PGPROC structure");
+}
+
+int32_t my_procno() {
+  check_may_wait();
+  int32_t n;
+  memcpy(&n, static_cast<char*>(*g_host.my_proc) + g_host.pgprocno_offset, sizeof n);
+  if (n < 0 || n >= kMaxProcs) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
+  return n;
+}
+
+void start(LwlockVariant chosen) {
+  if (chosen == LwlockVariant::off && !any_tranche_rule()) return;
+  g_default = chosen == LwlockVariant::off ? LwlockVariant::pg : chosen;
+  void* const replacement[kRedirected] = {
+#define FN(name, fn) reinterpret_cast<void*>(&fn),
+      LOCKSWAP_LWLOCK_FUNCTIONS(FN)
+#undef FN
+  };
+  Redirection r{};
+  // Everything the replacements need is ready before the first jump is written.
+  if (dlsym(RTLD_DEFAULT, "LWLockAcquire") != nullptr) {
+    map_side_area();
+    resolve_host(0);
+    choose_variants();
+  }
+  if (redirect(replacement, r) == Found::not_postgres) return;
+  g_host.pgprocno_offset = r.pgprocno_offset;
+  g_label = r.label;
+  g_redirected = true;
+}
+
+bool redirected() { return g_redirected; }
+const char* build_label() { return g_label; }
+
+void for_each_tranche(void (*visit)(const TrancheRow&, void*), void* context) {
+  if (!g_redirected) return;
+  for (unsigned s = 0; s <= kTrancheSlots; ++s) {
+    const TrancheCounters& c = g_counters[s];
+    if (c.acquired == 0 && c.waits == 0 && c.missed == 0) continue;
+    TrancheRow row{s < kTrancheSlots ? tranche_name(static_cast<uint16_t>(s)) : "(extensions)",
+                   s < kTrancheSlots ? static_cast<int>(s) : -1,
+                   variant_name(s < kTrancheSlots ? g_variant_of[s] : g_default),
+                   c.acquired, c.missed, c.waits, c.wait_ns, c.hold_samples, c.hold_ns};
+    visit(row, context);
+  }
+}
+
+}  // namespace lockswap::lwlock
