@@ -27,7 +27,8 @@
 // Version check: the layout in variants.h is WiredTiger 3.2's. Every variant
 // but off asks wiredtiger_version() (dlsym RTLD_DEFAULT, the first
 // definition in the process) when it installs and stops the process with
-// exit status 2 on any other minor version: before main when WiredTiger is
+// exit status 2 on any other minor version, or on a diagnostic build (whose
+// __wt_rwlock_islocked reads the lock word): before main when WiredTiger is
 // loaded with the program, else at the first interposed call.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -92,16 +93,31 @@ void say_number(int v) {
   _exit(2);
 }
 
+// A diagnostic build (HAVE_DIAGNOSTIC) has __wt_rwlock_islocked, which reads
+// the ticket word itself in WT_ASSERTs; on the rwsem's count it would answer
+// wrongly (a free lock with WAITERS set reads as locked). Release builds,
+// Debian's among them, have no such function: nothing but the eight
+// interposed functions reads the word.
+[[noreturn]] void refuse_diagnostic_build() {
+  say("lockswap: LOCKSWAP_WTLOCK=");
+  say(variant_name(wtlock_variant()));
+  say(": this WiredTiger is a diagnostic build: its __wt_rwlock_islocked reads the lock word, which a swapped\n"
+      "  variant lays out differently. Use a release build, or LOCKSWAP_WTLOCK=off (docs/wtlock.md).\n");
+  _exit(2);
+}
+
 // True when WiredTiger is loaded and checked; false when it is not loaded
-// (yet). Refuses an unchecked version.
+// (yet). Refuses an unchecked version or a diagnostic build.
 bool version_checked() {
   auto fn = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "wiredtiger_version"));
   if (fn == nullptr) return false;
   int major = -1, minor = -1, patch = -1;
   const char* text = fn(&major, &minor, &patch);
-  for (const CheckedVersion& v : kCheckedVersions)
-    if (v.major == major && v.minor == minor) return true;
-  refuse(text != nullptr ? text : "", major, minor, patch);
+  bool checked = false;
+  for (const CheckedVersion& v : kCheckedVersions) checked = checked || (v.major == major && v.minor == minor);
+  if (!checked) refuse(text != nullptr ? text : "", major, minor, patch);
+  if (dlsym(RTLD_DEFAULT, "__wt_rwlock_islocked") != nullptr) refuse_diagnostic_build();
+  return true;
 }
 
 // ---------------------------------------------------- WiredTiger's functions
