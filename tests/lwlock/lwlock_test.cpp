@@ -1,0 +1,327 @@
+// tests/lwlock/lwlock_test.cpp — PostgreSQL's LWLock API as lockswap runs it
+// (preload/lwlock/), on a synthetic PostgreSQL (fake_postgres.h) whose entry
+// points the library redirects before main. Runs under every
+// LOCKSWAP_LWLOCK variant; TEST_LWLOCK_EXPECT names the variant each tranche
+// must run ("Alpha:pg,Beta:futex"; default: every tranche the LOCKSWAP_LWLOCK
+// variant), checked through the lock word each leaves behind.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "tests/common/test_util.h"
+#include "tests/lwlock/fake_postgres.h"
+
+namespace {
+
+using lstest::run_in_child;
+using lstest::start_child;
+using lstest::finish_child;
+
+constexpr int kLocks = 256;
+constexpr int kChildren = 4;
+
+// Shared memory as PostgreSQL's: locks at 0 mod 8 and, as buffer content
+// locks sit, at 4 mod 8; a variable, counters, each process's PGPROC and
+// wait-event word.
+struct Shared {
+  FakeLwlock locks[kLocks];
+  char shift[4];
+  FakeLwlock odd[2];
+  uint64_t var;
+  long counter;
+  std::atomic<int> inside_writer, inside_readers, ready;
+  FakeProc procs[kChildren + 2];
+  uint32_t wait_event[kChildren + 2];
+};
+
+class LwlockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    s_ = static_cast<Shared*>(p);
+    for (int i = 0; i < kLocks; ++i) fake_lwlock_init(&s_->locks[i], static_cast<uint16_t>(i % 4));
+    for (FakeLwlock& l : s_->odd) fake_lwlock_init(&l, 0);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(&s_->odd[0]) % 8, 4u);
+    become(0);
+    InterruptHoldoffCount = 0;
+  }
+  void TearDown() override {
+    MyProc = nullptr;
+    munmap(s_, sizeof(Shared));
+  }
+  // This process is backend `n`: its PGPROC and its wait-event word.
+  void become(int n) {
+    s_->procs[n].procno = n;
+    MyProc = &s_->procs[n];
+    my_wait_event_info = &s_->wait_event[n];
+  }
+  FakeLwlock* lock(int i) { return &s_->locks[i]; }
+  // A backend is forked holding nothing (as from the postmaster): the
+  // parent takes its lock after the fork, then says so.
+  void hold_then_tell(FakeLwlock* l, int mode) {
+    LWLockAcquire(l, mode);
+    s_->ready.store(1);
+  }
+  void wait_for_parent_to_hold() {
+    while (s_->ready.load() == 0) usleep(1000);
+  }
+  Shared* s_ = nullptr;
+};
+
+const char* chosen_variant() {
+  const char* v = getenv("LOCKSWAP_LWLOCK");
+  return v != nullptr ? v : "off";
+}
+
+// The variant a tranche's name must run.
+std::string expected_variant(const char* tranche) {
+  std::string want = chosen_variant() == std::string("off") ? "pg" : chosen_variant();
+  if (const char* e = getenv("TEST_LWLOCK_EXPECT")) {
+    std::string list = e;
+    size_t at = list.find(std::string(tranche) + ":");
+    if (at != std::string::npos) want = list.substr(at + strlen(tranche) + 1, list.find(',', at) - at - strlen(tranche) - 1);
+  }
+  return want;
+}
+
+TEST_F(LwlockTest, ExclusiveExcludesEveryoneAndHoldsInterruptsOff) {
+  EXPECT_TRUE(LWLockAcquire(lock(0), LW_EXCLUSIVE));
+  EXPECT_EQ(InterruptHoldoffCount, 1u);
+  EXPECT_FALSE(LWLockConditionalAcquire(lock(0), LW_SHARED));
+  EXPECT_FALSE(LWLockConditionalAcquire(lock(0), LW_EXCLUSIVE));
+  EXPECT_EQ(InterruptHoldoffCount, 1u) << "a failed conditional acquisition gives its holdoff back";
+  EXPECT_TRUE(LWLockHeldByMe(lock(0)));
+  EXPECT_TRUE(LWLockHeldByMeInMode(lock(0), LW_EXCLUSIVE));
+  EXPECT_FALSE(LWLockHeldByMeInMode(lock(0), LW_SHARED));
+  EXPECT_FALSE(LWLockHeldByMe(lock(1)));
+  LWLockRelease(lock(0));
+  EXPECT_EQ(InterruptHoldoffCount, 0u);
+  EXPECT_FALSE(LWLockHeldByMe(lock(0)));
+  EXPECT_TRUE(LWLockConditionalAcquire(lock(0), LW_EXCLUSIVE));
+  LWLockRelease(lock(0));
+}
+
+TEST_F(LwlockTest, SharedAdmitsSharedButNotExclusive) {
+  EXPECT_TRUE(LWLockAcquire(lock(1), LW_SHARED));
+  EXPECT_TRUE(LWLockAcquire(lock(1), LW_SHARED));
+  EXPECT_TRUE(LWLockConditionalAcquire(lock(1), LW_SHARED));
+  EXPECT_FALSE(LWLockConditionalAcquire(lock(1), LW_EXCLUSIVE));
+  EXPECT_EQ(InterruptHoldoffCount, 3u);
+  for (int i = 0; i < 3; ++i) LWLockRelease(lock(1));
+  EXPECT_EQ(InterruptHoldoffCount, 0u);
+  EXPECT_TRUE(LWLockConditionalAcquire(lock(1), LW_EXCLUSIVE));
+  LWLockRelease(lock(1));
+}
+
+struct Visit {
+  int count = 0;
+  FakeLwlock* seen[8];
+  int modes[8];
+};
+void visit(FakeLwlock* l, int mode, void* ctx) {
+  auto* v = static_cast<Visit*>(ctx);
+  v->seen[v->count] = l;
+  v->modes[v->count++] = mode;
+}
+
+TEST_F(LwlockTest, HeldLocksAreReleasedInAnyOrderAndListed) {
+  for (int i = 0; i < 5; ++i) LWLockAcquire(lock(10 + i), i % 2 ? LW_SHARED : LW_EXCLUSIVE);
+  LWLockRelease(lock(12));
+  LWLockRelease(lock(10));
+  Visit v;
+  ForEachLWLockHeldByMe(visit, &v);
+  ASSERT_EQ(v.count, 3);
+  EXPECT_EQ(v.seen[0], lock(11));
+  EXPECT_EQ(v.modes[0], LW_SHARED);
+  EXPECT_EQ(v.seen[2], lock(14));
+  EXPECT_EQ(v.modes[2], LW_EXCLUSIVE);
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 4, sizeof(FakeLwlock)));
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(10), 1, sizeof(FakeLwlock)));
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(12), 1, 2 * sizeof(FakeLwlock))) << "12 is free";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(12), 2, 2 * sizeof(FakeLwlock))) << "14 is held";
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(15), 3, sizeof(FakeLwlock))) << "15, 16 and 17 are free";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 3, 2 * sizeof(FakeLwlock))) << "10, 12, 14: 14 is held";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(11), 2, 3 * sizeof(FakeLwlock))) << "11 and 14 are held";
+  EXPECT_EQ(InterruptHoldoffCount, 3u);
+  // Error recovery sets the holdoff itself; LWLockReleaseAll leaves it so.
+  InterruptHoldoffCount = 7;
+  LWLockReleaseAll();
+  EXPECT_EQ(InterruptHoldoffCount, 7u);
+  Visit none;
+  ForEachLWLockHeldByMe(visit, &none);
+  EXPECT_EQ(none.count, 0);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(LWLockConditionalAcquire(lock(10 + i), LW_EXCLUSIVE));
+  LWLockReleaseAll();
+}
+
+TEST_F(LwlockTest, ReleasingALockNotHeldIsPostgresError) {
+  if (sigsetjmp(fake_error_jump, 0) == 0) {
+    LWLockRelease(lock(1));  // tranche Beta
+    FAIL() << "no error raised";
+  }
+  EXPECT_EQ(fake_error_level, FAKE_ERROR);
+  EXPECT_STREQ(fake_error_text, "lock Beta is not held");
+}
+
+TEST_F(LwlockTest, TwoHundredAndOneLocksIsPostgresError) {
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(LWLockAcquire(lock(i), LW_EXCLUSIVE));
+  if (sigsetjmp(fake_error_jump, 0) == 0) {
+    LWLockAcquire(lock(200), LW_EXCLUSIVE);
+    FAIL() << "no error raised";
+  }
+  EXPECT_EQ(fake_error_level, FAKE_ERROR);
+  EXPECT_STREQ(fake_error_text, "too many LWLocks taken");
+  EXPECT_EQ(InterruptHoldoffCount, 200u) << "the error comes before the holdoff";
+  InterruptHoldoffCount = 0;
+  LWLockReleaseAll();
+  EXPECT_TRUE(LWLockConditionalAcquire(lock(200), LW_EXCLUSIVE));
+  LWLockRelease(lock(200));
+}
+
+TEST_F(LwlockTest, EachTrancheRunsItsVariant) {
+  // Exclusively held, each algorithm leaves its own state word: PostgreSQL's
+  // (and the pg port's) adds the exclusive value to RELEASE_OK; the futex
+  // lock's count is all ones; the rwsem keeps bit 29 and sets bit 0.
+  for (int t = 0; t < 3; ++t) {
+    FakeLwlock* l = lock(t);
+    LWLockAcquire(l, LW_EXCLUSIVE);
+    uint32_t state = __atomic_load_n(&l->state, __ATOMIC_RELAXED);
+    std::string want = expected_variant(GetLWLockIdentifier(FAKE_WAIT_LWLOCK, static_cast<uint16_t>(t)));
+    if (want == "pg")
+      EXPECT_EQ(state, (1u << 29) | (1u << 24)) << "tranche " << t;
+    else if (want == "futex")
+      EXPECT_EQ(state, 0x7fffffffu) << "tranche " << t;
+    else
+      EXPECT_NE(state, (1u << 29) | (1u << 24)) << "tranche " << t << " runs PostgreSQL's algorithm, not " << want;
+    LWLockRelease(l);
+  }
+}
+
+TEST_F(LwlockTest, ProcessesExcludeOneAnother) {
+  constexpr int kRounds = 20000;
+  pid_t kids[kChildren];
+  for (int c = 0; c < kChildren; ++c) {
+    kids[c] = start_child([&, c] {
+      become(c + 1);
+      for (int i = 0; i < kRounds; ++i) {
+        FakeLwlock* l = &s_->odd[0];
+        if (i % 3 == 0) {
+          LWLockAcquire(l, LW_SHARED);
+          s_->inside_readers.fetch_add(1);
+          CHILD_CHECK(s_->inside_writer.load() == 0);
+          s_->inside_readers.fetch_sub(1);
+          LWLockRelease(l);
+          continue;
+        }
+        LWLockAcquire(l, LW_EXCLUSIVE);
+        CHILD_CHECK(s_->inside_writer.fetch_add(1) == 0);
+        CHILD_CHECK(s_->inside_readers.load() == 0);
+        ++s_->counter;  // plain: the lock orders it
+        s_->inside_writer.fetch_sub(1);
+        LWLockRelease(l);
+      }
+      CHILD_CHECK(InterruptHoldoffCount == 0);
+    }, 120);
+  }
+  for (pid_t k : kids) EXPECT_EQ(finish_child(k, 150'000), 0);
+  EXPECT_EQ(s_->counter, long{kChildren} * (kRounds - (kRounds + 2) / 3));
+}
+
+TEST_F(LwlockTest, OneLockCountsExactly) {
+  constexpr int kRounds = 20000;
+  pid_t kids[kChildren];
+  for (int c = 0; c < kChildren; ++c)
+    kids[c] = start_child([&, c] {
+      become(c + 1);
+      for (int i = 0; i < kRounds; ++i) {
+        LWLockAcquire(lock(5), LW_EXCLUSIVE);
+        long v = s_->counter;
+        s_->counter = v + 1;
+        LWLockRelease(lock(5));
+      }
+    }, 120);
+  for (pid_t k : kids) EXPECT_EQ(finish_child(k, 150'000), 0);
+  EXPECT_EQ(s_->counter, long{kChildren} * kRounds);
+}
+
+TEST_F(LwlockTest, AWaiterPublishesItsWaitEventAndClearsIt) {
+  FakeLwlock* l = lock(2);  // tranche Gamma
+  pid_t kid = start_child([&] {
+    become(1);
+    wait_for_parent_to_hold();
+    CHILD_CHECK(!LWLockAcquire(l, LW_SHARED));  // waited: false
+    CHILD_CHECK(s_->wait_event[1] == 0);
+    LWLockRelease(l);
+  });
+  hold_then_tell(l, LW_EXCLUSIVE);
+  EXPECT_TRUE(lstest::eventually([&] { return __atomic_load_n(&s_->wait_event[1], __ATOMIC_RELAXED) == (FAKE_WAIT_LWLOCK | 2); }))
+      << "the waiter never showed wait event LWLock/Gamma";
+  LWLockRelease(l);
+  EXPECT_EQ(finish_child(kid), 0);
+}
+
+TEST_F(LwlockTest, AcquireOrWaitWaitsForFreeWithoutTakingIt) {
+  FakeLwlock* l = lock(6);
+  pid_t kid = start_child([&] {
+    become(1);
+    wait_for_parent_to_hold();
+    CHILD_CHECK(!LWLockAcquireOrWait(l, LW_EXCLUSIVE));  // waited until free, not taken
+    CHILD_CHECK(!LWLockHeldByMe(l));
+    CHILD_CHECK(InterruptHoldoffCount == 0);
+    CHILD_CHECK(LWLockConditionalAcquire(l, LW_EXCLUSIVE));
+    LWLockRelease(l);
+  });
+  EXPECT_TRUE(LWLockAcquireOrWait(l, LW_EXCLUSIVE)) << "free: taken";
+  EXPECT_TRUE(LWLockHeldByMe(l));
+  s_->ready.store(1);
+  EXPECT_TRUE(lstest::eventually([&] { return s_->wait_event[1] != 0; }));
+  LWLockRelease(l);
+  EXPECT_EQ(finish_child(kid), 0);
+}
+
+TEST_F(LwlockTest, VariableWaitReturnsOnUpdateAndOnRelease) {
+  FakeLwlock* l = lock(7);
+  s_->var = 5;
+  pid_t kid = start_child([&] {
+    become(1);
+    wait_for_parent_to_hold();
+    uint64_t now = 0;
+    CHILD_CHECK(!LWLockWaitForVar(l, &s_->var, 5, &now));  // the variable changed
+    CHILD_EXPECT_EQ(now, 7);
+    s_->ready.store(2);
+    CHILD_CHECK(LWLockWaitForVar(l, &s_->var, 7, &now));  // the lock was freed
+    CHILD_CHECK(InterruptHoldoffCount == 0);
+  });
+  hold_then_tell(l, LW_EXCLUSIVE);
+  EXPECT_TRUE(lstest::eventually([&] { return s_->wait_event[1] != 0; }));
+  LWLockUpdateVar(l, &s_->var, 7);
+  EXPECT_TRUE(lstest::eventually([&] { return s_->ready.load() == 2; }));
+  usleep(20'000);  // let it wait on 7
+  LWLockReleaseClearVar(l, &s_->var, 0);
+  EXPECT_EQ(s_->var, 0u);
+  EXPECT_EQ(finish_child(kid), 0);
+  uint64_t now = 1;
+  EXPECT_TRUE(LWLockWaitForVar(l, &s_->var, 0, &now)) << "free: returns at once";
+}
+
+TEST_F(LwlockTest, AProcessWithoutPgprocNeverWaits) {
+  FakeLwlock* l = lock(8);
+  MyProc = nullptr;
+  EXPECT_TRUE(LWLockAcquire(l, LW_EXCLUSIVE)) << "uncontended: no wait, no PGPROC needed";
+  LWLockRelease(l);
+  become(0);
+  LWLockAcquire(l, LW_EXCLUSIVE);
+  int rc = run_in_child([&] {
+    MyProc = nullptr;
+    LWLockAcquire(l, LW_SHARED);  // must wait: PANIC
+  });
+  EXPECT_EQ(rc, FAKE_PANIC_EXIT);
+  LWLockRelease(l);
+}
+
+}  // namespace

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tests/lwlock/refuse.sh LIB LWLOCK_API PARTIAL_API — the settings and
+# programs LOCKSWAP_LWLOCK refuses before main (exit 2, a message saying why)
+# and the programs it leaves alone.
+set -uo pipefail
+lib=$1 api=$2 partial=$3
+failures=0
+
+# expect NAME STATUS PATTERN -- env...: runs `env ...`, checks its exit status
+# and that stderr matches PATTERN (empty: stderr must be empty).
+expect() {
+  local name=$1 want=$2 pattern=$3 out rc
+  shift 4
+  out=$(env LD_PRELOAD="$lib" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc != "$want" ]] || { [[ -n $pattern ]] && ! grep -qE "$pattern" <<<"$out"; } ||
+     { [[ -z $pattern ]] && [[ -n $out ]]; }; then
+    echo "FAIL $name: status $rc (expected $want), stderr: ${out:-<empty>}"
+    failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+
+expect unknown-variant 2 'LOCKSWAP_LWLOCK=nope: unknown PostgreSQL LWLock variant' -- \
+  LOCKSWAP_LWLOCK=nope "$api" --gtest_list_tests
+expect unknown-tranche 2 'lwlock=futex@tranche:Nope.*no built-in LWLock tranche' -- \
+  LOCKSWAP_LWLOCK=pg 'LOCKSWAP_SELECT=lwlock=futex@tranche:Nope' "$api" --gtest_list_tests
+expect tranche-rule-needs-lwlock 2 'lwlock rules take the tranche:NAME matcher' -- \
+  'LOCKSWAP_SELECT=mutex=futex@tranche:Alpha' "$api" --gtest_list_tests
+expect partial-api 2 'exports only part of the LWLock API' -- LOCKSWAP_LWLOCK=pg "$partial"
+expect not-postgres 0 '' -- LOCKSWAP_LWLOCK=futex /bin/true
+expect off-leaves-partial-alone 0 '' -- LOCKSWAP_LWLOCK=off "$partial"
+((failures == 0)) || exit 1
