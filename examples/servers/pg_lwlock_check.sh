@@ -96,17 +96,10 @@ if [[ " ${CHECKS[*]} " == *" regress "* ]]; then  # fetched and built once, then
                 bash "$LOCKSWAP_ROOT/scripts/pg_regress.sh" env 2>&1) || REGRESS_ENV="unavailable: ${REGRESS_ENV#pg_regress: }"
 fi
 
-SRV_DIR=${dir:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$SRV_DIR"
-SRV_DIR=$(cd "$SRV_DIR" && pwd)
+SRV_DIR=$dir
+srv_setup_dirs
 RESULTS=$SRV_DIR/results.txt
 : >"$RESULTS"
-srv_become_user
-srv_make_tmp
-trap srv_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
 SRV_STOP_SIGNAL=INT   # fast shutdown
 DATA=$SRV_TMP/data PORT=''
 PGOPTS=(-c listen_addresses=127.0.0.1 -c "unix_socket_directories=$SRV_TMP" -c max_connections=120

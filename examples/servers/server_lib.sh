@@ -277,10 +277,20 @@ srv_setup() {
   srv_need_number --time "$SRV_TIME" 1
   srv_need_number --warmup "$SRV_WARMUP" 0
 
+  srv_setup_dirs
+  rm -f "$SRV_DIR/rounds.tsv" "$SRV_DIR/profile.tsv"
+  srv_write_header
+  srv_audit_begin "$SRV_DIR/audit.json" "${SRV_ARGV[@]}"
+}
+
+# srv_setup_dirs: --dir (made; absolute from here on), the server's user, the
+# private temporary directory, the clean-up trap, SRV_LIB (the library as
+# the server's user can read it). srv_setup's second half; a runner outside
+# the rounds (pg_lwlock_check.sh) calls it alone.
+srv_setup_dirs() {
   SRV_DIR=${SRV_DIR:-$BUILD_DIR/servers/$SRV_NAME/$(date +%Y%m%d-%H%M%S)}
   mkdir -p "$SRV_DIR"
   SRV_DIR=$(cd "$SRV_DIR" && pwd)
-  rm -f "$SRV_DIR/rounds.tsv" "$SRV_DIR/profile.tsv"
   srv_become_user
   srv_make_tmp
   trap srv_cleanup EXIT
@@ -288,8 +298,6 @@ srv_setup() {
   trap 'exit 143' TERM
   # The server's user must read the library; the build tree may be closed to it.
   SRV_LIB=$(srv_user_path "$LIBLOCKSWAP")
-  srv_write_header
-  srv_audit_begin "$SRV_DIR/audit.json" "${SRV_ARGV[@]}"
 }
 
 # srv_audit_begin FILE CMD... / srv_audit_end FILE: lockswap doctor's audit
