@@ -90,9 +90,8 @@ ensure() {
   [[ -x $PG_REGRESS ]] || skip "$PG_REGRESS not installed (package postgresql-client-15)"
   command -v dpkg-source >/dev/null || skip "dpkg-source not installed (package dpkg-dev)"
   command -v gcc >/dev/null && command -v make >/dev/null || skip "gcc or make not installed (scripts/setup.sh)"
-  mkdir -p "$(dirname "$CACHE")" 2>/dev/null && [[ -w $(dirname "$CACHE") ]] ||
-    skip "cannot write $(dirname "$CACHE") (run as root, or set PG_REGRESS_CACHE)"
-  exec 9>"$CACHE.lock"
+  { mkdir -p "$(dirname "$CACHE")" && exec 9>"$CACHE.lock"; } 2>/dev/null ||
+    skip "cannot write in $(dirname "$CACHE") (run as root, or set PG_REGRESS_CACHE)"
   flock 9
   ready && return 0   # built by another process while this one waited
   if [[ -f $FAILED ]]; then

@@ -274,7 +274,7 @@ no_lwlock_waiter() {
 }
 CANCEL_SQL="UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 5 = 0; UPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid % 5 = 0;"
 check_cancel() {
-  local out=$SRV_DIR/pgbench-$CUR_TAG-load.log end pids=() r by_user=0 by_timeout=0 left a k=0
+  local out=$SRV_DIR/pgbench-$CUR_TAG-load.log end pids=() r by_user=0 by_timeout=0 left a k=0 in_lwlock=0 w
   srv_client_bg bench -c 64 -j 4 -T "$time_s" >"$out" 2>&1
   end=$(( $(date +%s) + time_s - 2 ))
   sleep 1
@@ -287,8 +287,10 @@ check_cancel() {
       -c "COMMIT" >"$SRV_TMP/timeout-$k.out" 2>&1 &
     pids+=($!)
     sleep 0.$((3 + k % 6))
-    q -c "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity WHERE application_name = 'lockswap-cancel' AND state = 'active'" \
-      >/dev/null 2>&1 || true
+    # (how often the statement sat in an LWLock wait as it was cancelled)
+    w=$(q -c "SELECT count(*) FILTER (WHERE wait_event_type = 'LWLock') FROM pg_stat_activity
+                WHERE application_name = 'lockswap-cancel' AND state = 'active' AND pg_cancel_backend(pid)" 2>/dev/null || true)
+    in_lwlock=$((in_lwlock + ${w:-0}))
     wait "${pids[@]}" 2>/dev/null || true
     pids=()
     grep -q 'canceling statement due to user request' "$SRV_TMP/cancel-$k.out" && by_user=$((by_user + 1))
@@ -305,7 +307,7 @@ check_cancel() {
     echo "backends still waiting on an LWLock when idle: $left"; return 1
   fi
   a=$(pgbench_run "$CUR_TAG" -c 16 -j 2 -T "$(( time_s / 2 > 5 ? time_s / 2 : 5 ))") || { echo "after the cancels: $a"; return 1; }
-  echo "$by_user cancelled by pg_cancel_backend, $by_timeout by statement_timeout (of $k rounds); no LWLock waiter when idle; $a"
+  echo "$by_user cancelled by pg_cancel_backend ($in_lwlock seen in an LWLock wait), $by_timeout by statement_timeout (of $k rounds); no LWLock waiter when idle; $a"
 }
 
 # refuse: a postgres binary with one byte of LWLockAcquire changed.
