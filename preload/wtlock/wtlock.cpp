@@ -7,7 +7,7 @@
 // __wt_try_writelock and __wt_writeunlock, and calls every one of them
 // through its PLT; liblockswap.so, loaded first, exports the same names and
 // so receives every call (docs/wtlock.md). Each export is one indirect jump
-// through `g_wt_ops`, as the pthread exports jump through g_ops:
+// through `Dispatch::ops`, as the pthread exports jump through g_ops:
 //
 //   first call   a stub per slot installs the table (once, under a flag; a
 //                racing caller waits for it) and calls through it again.
@@ -136,16 +136,22 @@ void resolve_one(Fn& slot, const char* name) {
   __atomic_store_n(&slot, fn, __ATOMIC_RELEASE);
 }
 
+// Every slot of the table with WiredTiger's name for its function.
+template <class F>
+void for_each_slot(F&& f) {
+  f(&Table::init, "__wt_rwlock_init");
+  f(&Table::destroy, "__wt_rwlock_destroy");
+  f(&Table::readlock, "__wt_readlock");
+  f(&Table::try_readlock, "__wt_try_readlock");
+  f(&Table::readunlock, "__wt_readunlock");
+  f(&Table::writelock, "__wt_writelock");
+  f(&Table::try_writelock, "__wt_try_writelock");
+  f(&Table::writeunlock, "__wt_writeunlock");
+}
+
 // Idempotent: racing first callers store the same pointers.
 void resolve_real() {
-  resolve_one(g_real.init, "__wt_rwlock_init");
-  resolve_one(g_real.destroy, "__wt_rwlock_destroy");
-  resolve_one(g_real.readlock, "__wt_readlock");
-  resolve_one(g_real.try_readlock, "__wt_try_readlock");
-  resolve_one(g_real.readunlock, "__wt_readunlock");
-  resolve_one(g_real.writelock, "__wt_writelock");
-  resolve_one(g_real.try_writelock, "__wt_try_writelock");
-  resolve_one(g_real.writeunlock, "__wt_writeunlock");
+  for_each_slot([](auto slot, const char* name) { resolve_one(g_real.*slot, name); });
 }
 
 // ------------------------------------------------------------- the tables
@@ -239,21 +245,6 @@ Table wrapped(const Table& inner) {
 
 // ------------------------------------------------------- install, dispatch
 
-// First-call stubs (below): install, then the call again through the table.
-int stub_init(Session* s, Rwlock* l);
-void stub_destroy(Session* s, Rwlock* l);
-void stub_readlock(Session* s, Rwlock* l);
-int stub_try_readlock(Session* s, Rwlock* l);
-void stub_readunlock(Session* s, Rwlock* l);
-void stub_writelock(Session* s, Rwlock* l);
-int stub_try_writelock(Session* s, Rwlock* l);
-void stub_writeunlock(Session* s, Rwlock* l);
-
-// Constant-initialised: a WiredTiger call before any constructor of ours
-// finds the stubs.
-Table g_wt_ops = {stub_init,       stub_destroy,   stub_readlock,      stub_try_readlock,
-                  stub_readunlock, stub_writelock, stub_try_writelock, stub_writeunlock};
-
 std::atomic<int> g_install{0};  // 0 not yet, 1 running, 2 done
 
 Table table_for_process() {
@@ -265,15 +256,13 @@ Table table_for_process() {
   return stats::outside_ready() ? wrapped(t) : t;
 }
 
+// The table the exports jump through.
+struct Dispatch {
+  static Table ops;
+};
+
 void publish(const Table& t) {
-  __atomic_store_n(&g_wt_ops.init, t.init, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.destroy, t.destroy, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.readlock, t.readlock, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.try_readlock, t.try_readlock, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.readunlock, t.readunlock, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.writelock, t.writelock, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.try_writelock, t.try_writelock, __ATOMIC_RELEASE);
-  __atomic_store_n(&g_wt_ops.writeunlock, t.writeunlock, __ATOMIC_RELEASE);
+  for_each_slot([&](auto slot, const char*) { __atomic_store_n(&(Dispatch::ops.*slot), t.*slot, __ATOMIC_RELEASE); });
 }
 
 void install_once() {
@@ -285,14 +274,23 @@ void install_once() {
   while (g_install.load(std::memory_order_acquire) != 2) sched_yield();
 }
 
-int stub_init(Session* s, Rwlock* l) { return install_once(), g_wt_ops.init(s, l); }
-void stub_destroy(Session* s, Rwlock* l) { install_once(), g_wt_ops.destroy(s, l); }
-void stub_readlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.readlock(s, l); }
-int stub_try_readlock(Session* s, Rwlock* l) { return install_once(), g_wt_ops.try_readlock(s, l); }
-void stub_readunlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.readunlock(s, l); }
-void stub_writelock(Session* s, Rwlock* l) { install_once(), g_wt_ops.writelock(s, l); }
-int stub_try_writelock(Session* s, Rwlock* l) { return install_once(), g_wt_ops.try_writelock(s, l); }
-void stub_writeunlock(Session* s, Rwlock* l) { install_once(), g_wt_ops.writeunlock(s, l); }
+// First-call stubs: install, then the call again through the table.
+template <auto Slot>
+struct Stub;
+template <class R, R (*Table::*Slot)(Session*, Rwlock*)>
+struct Stub<Slot> {
+  static R call(Session* s, Rwlock* l) {
+    install_once();
+    return (Dispatch::ops.*Slot)(s, l);
+  }
+};
+
+// Constant-initialised: a WiredTiger call before any constructor of ours
+// finds the stubs.
+Table Dispatch::ops = {Stub<&Table::init>::call,       Stub<&Table::destroy>::call,
+                       Stub<&Table::readlock>::call,   Stub<&Table::try_readlock>::call,
+                       Stub<&Table::readunlock>::call, Stub<&Table::writelock>::call,
+                       Stub<&Table::try_writelock>::call, Stub<&Table::writeunlock>::call};
 
 // Before main when WiredTiger came with the program: a refused version stops
 // it here, and no lock call pays for dlsym.
@@ -306,18 +304,18 @@ const RealFunctions& real() { return g_real; }
 
 }  // namespace lockswap::wtlock
 
-using lockswap::wtlock::g_wt_ops;
 using lockswap::wtlock::Rwlock;
 using lockswap::wtlock::Session;
+using Dispatch = lockswap::wtlock::Dispatch;
 
 #define LOCKSWAP_WT_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Each one jump through the table (WiredTiger's own signatures).
-LOCKSWAP_WT_EXPORT int __wt_rwlock_init(Session* s, Rwlock* l) { return g_wt_ops.init(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_rwlock_destroy(Session* s, Rwlock* l) { g_wt_ops.destroy(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_readlock(Session* s, Rwlock* l) { g_wt_ops.readlock(s, l); }
-LOCKSWAP_WT_EXPORT int __wt_try_readlock(Session* s, Rwlock* l) { return g_wt_ops.try_readlock(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_readunlock(Session* s, Rwlock* l) { g_wt_ops.readunlock(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_writelock(Session* s, Rwlock* l) { g_wt_ops.writelock(s, l); }
-LOCKSWAP_WT_EXPORT int __wt_try_writelock(Session* s, Rwlock* l) { return g_wt_ops.try_writelock(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_writeunlock(Session* s, Rwlock* l) { g_wt_ops.writeunlock(s, l); }
+LOCKSWAP_WT_EXPORT int __wt_rwlock_init(Session* s, Rwlock* l) { return Dispatch::ops.init(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_rwlock_destroy(Session* s, Rwlock* l) { Dispatch::ops.destroy(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_readlock(Session* s, Rwlock* l) { Dispatch::ops.readlock(s, l); }
+LOCKSWAP_WT_EXPORT int __wt_try_readlock(Session* s, Rwlock* l) { return Dispatch::ops.try_readlock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_readunlock(Session* s, Rwlock* l) { Dispatch::ops.readunlock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_writelock(Session* s, Rwlock* l) { Dispatch::ops.writelock(s, l); }
+LOCKSWAP_WT_EXPORT int __wt_try_writelock(Session* s, Rwlock* l) { return Dispatch::ops.try_writelock(s, l); }
+LOCKSWAP_WT_EXPORT void __wt_writeunlock(Session* s, Rwlock* l) { Dispatch::ops.writeunlock(s, l); }

@@ -30,12 +30,7 @@
 extern int alloc_early_keys_made(void); /* alloc_early_keys.c */
 
 /* Every call below is an interposed one, made with t_inside raised. */
-#define INSIDE(call) \
-  do {               \
-    ++t_inside;      \
-    (void)(call);    \
-    --t_inside;      \
-  } while (0)
+#define INSIDE(call) COUNT_INSIDE(call)
 
 static pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_rwlock_t g_rwlock = PTHREAD_RWLOCK_INITIALIZER;

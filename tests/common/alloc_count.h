@@ -5,7 +5,7 @@
  * every call also takes a pthread mutex, as some allocators do (a lock path
  * that allocated would then recurse into lockswap). Included by one
  * translation unit of each allocation test (tests/behaviour/alloc_free.c,
- * tests/reach/alloc_waits.c). */
+ * tests/reach/alloc_waits.c, tests/wtlock/alloc_wtlock.c). */
 #ifndef LOCKSWAP_TESTS_ALLOC_COUNT_H
 #define LOCKSWAP_TESTS_ALLOC_COUNT_H
 #include <errno.h>
@@ -36,6 +36,14 @@ static void leave_alloc(void) {
     enter_alloc();       \
     r = (expr);          \
     leave_alloc();       \
+  } while (0)
+
+/* One call made inside (its result, if any, dropped). */
+#define COUNT_INSIDE(call) \
+  do {                     \
+    ++t_inside;            \
+    (void)(call);          \
+    --t_inside;            \
   } while (0)
 
 void* malloc(size_t n) { void* r; ALLOC_CALL(__libc_malloc(n)); return r; }

@@ -20,12 +20,7 @@
 #define THREADS 4
 #define ROUNDS 5000
 
-#define INSIDE(call) \
-  do {               \
-    ++t_inside;      \
-    (void)(call);    \
-    --t_inside;      \
-  } while (0)
+#define INSIDE(call) COUNT_INSIDE(call)
 
 static wt_test_db g_db;
 static wt_test_rwlock g_lock;

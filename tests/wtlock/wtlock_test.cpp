@@ -38,6 +38,15 @@ class WtlockTest : public ::testing::Test {
     sessions_.push_back(s);
     return s;
   }
+  // fn(session, i) on kThreads threads, each with a session of its own.
+  template <class Fn>
+  void on_threads(Fn fn) {
+    std::vector<WT_SESSION*> ss;
+    for (int i = 0; i < kThreads; ++i) ss.push_back(session());
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kThreads; ++i) ts.emplace_back([&fn, s = ss[i], i] { fn(s, i); });
+    for (auto& t : ts) t.join();
+  }
   wt_test_db db_{};
   std::mutex m_;
   std::vector<WT_SESSION*> sessions_;
@@ -55,20 +64,15 @@ TEST_F(WtlockTest, WritersAreExclusive) {
   ASSERT_EQ(__wt_rwlock_init(s0, &l), 0);
   std::atomic<int> inside{0};
   long counter = 0;  // guarded by the write lock only
-  std::vector<std::thread> ts;
-  std::vector<WT_SESSION*> ss;
-  for (int i = 0; i < kThreads; ++i) ss.push_back(session());
-  for (int i = 0; i < kThreads; ++i)
-    ts.emplace_back([&, s = ss[i]] {
-      for (int r = 0; r < kRounds; ++r) {
-        __wt_writelock(s, &l);
-        EXPECT_EQ(inside.fetch_add(1), 0);
-        ++counter;
-        inside.fetch_sub(1);
-        __wt_writeunlock(s, &l);
-      }
-    });
-  for (auto& t : ts) t.join();
+  on_threads([&](WT_SESSION* s, int) {
+    for (int r = 0; r < kRounds; ++r) {
+      __wt_writelock(s, &l);
+      EXPECT_EQ(inside.fetch_add(1), 0);
+      ++counter;
+      inside.fetch_sub(1);
+      __wt_writeunlock(s, &l);
+    }
+  });
   EXPECT_EQ(counter, static_cast<long>(kThreads) * kRounds);
   __wt_rwlock_destroy(s0, &l);
 }
@@ -133,28 +137,23 @@ TEST_F(WtlockTest, ReadersNeverSeeAHalfWrite) {
   WT_SESSION* s0 = session();
   ASSERT_EQ(__wt_rwlock_init(s0, &l), 0);
   volatile long x = 0, y = 0;
-  std::vector<WT_SESSION*> ss;
-  for (int i = 0; i < kThreads; ++i) ss.push_back(session());
-  std::vector<std::thread> ts;
-  for (int i = 0; i < kThreads; ++i)
-    ts.emplace_back([&, i, s = ss[i]] {
-      for (int r = 0; r < kRounds; ++r) {
-        if ((r + i) % 4 == 0) {
-          __wt_writelock(s, &l);
-          x = x + 1;
-          y = y + 1;
-          __wt_writeunlock(s, &l);
-        } else if (r % 7 == 0 && __wt_try_readlock(s, &l) == 0) {
-          EXPECT_EQ(x, y);
-          __wt_readunlock(s, &l);
-        } else {
-          __wt_readlock(s, &l);
-          EXPECT_EQ(x, y);
-          __wt_readunlock(s, &l);
-        }
+  on_threads([&](WT_SESSION* s, int i) {
+    for (int r = 0; r < kRounds; ++r) {
+      if ((r + i) % 4 == 0) {
+        __wt_writelock(s, &l);
+        x = x + 1;
+        y = y + 1;
+        __wt_writeunlock(s, &l);
+      } else if (r % 7 == 0 && __wt_try_readlock(s, &l) == 0) {
+        EXPECT_EQ(x, y);
+        __wt_readunlock(s, &l);
+      } else {
+        __wt_readlock(s, &l);
+        EXPECT_EQ(x, y);
+        __wt_readunlock(s, &l);
       }
-    });
-  for (auto& t : ts) t.join();
+    }
+  });
   EXPECT_EQ(x, y);
   __wt_rwlock_destroy(s0, &l);
 }
@@ -227,18 +226,13 @@ TEST_F(WtlockTest, ZeroFilledLock) {
   __wt_readunlock(s0, &l);
   if (wt_test_own_algorithm()) return;
   long counter = 0;
-  std::vector<WT_SESSION*> ss;
-  for (int i = 0; i < kThreads; ++i) ss.push_back(session());
-  std::vector<std::thread> ts;
-  for (int i = 0; i < kThreads; ++i)
-    ts.emplace_back([&, s = ss[i]] {
-      for (int r = 0; r < kRounds; ++r) {
-        __wt_writelock(s, &l);
-        ++counter;
-        __wt_writeunlock(s, &l);
-      }
-    });
-  for (auto& t : ts) t.join();
+  on_threads([&](WT_SESSION* s, int) {
+    for (int r = 0; r < kRounds; ++r) {
+      __wt_writelock(s, &l);
+      ++counter;
+      __wt_writeunlock(s, &l);
+    }
+  });
   EXPECT_EQ(counter, static_cast<long>(kThreads) * kRounds);
 }
 
