@@ -35,6 +35,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 
 #include "core/nocancel_io.h"
 #include "preload/config.h"
@@ -183,45 +184,44 @@ struct CallArgs {
   Rwlock* l;
 };
 
+// The variant's function of `Slot` as stats::OutsideCall (0 for a void one).
 template <auto Slot>
-int call_void(void* p) {
+int call_inner(void* p) {
   auto* a = static_cast<CallArgs*>(p);
-  (__atomic_load_n(&(g_inner.*Slot), __ATOMIC_ACQUIRE))(a->s, a->l);
-  return 0;
-}
-template <auto Slot>
-int call_int(void* p) {
-  auto* a = static_cast<CallArgs*>(p);
-  return (__atomic_load_n(&(g_inner.*Slot), __ATOMIC_ACQUIRE))(a->s, a->l);
+  auto fn = __atomic_load_n(&(g_inner.*Slot), __ATOMIC_ACQUIRE);
+  if constexpr (std::is_void_v<decltype(fn(a->s, a->l))>) {
+    fn(a->s, a->l);
+    return 0;
+  } else {
+    return fn(a->s, a->l);
+  }
 }
 
 constexpr auto kWt = static_cast<uint8_t>(stats::Kind::wtlock);
 
-int profiled(Session* s, Rwlock* l, uintptr_t ip, stats::Op op, bool read, bool is_try, stats::OutsideCall try_fn,
-             stats::OutsideCall wait_fn) {
-  CallArgs args{s, l};
-  stats::OutsideAttempt a{l, kWt, static_cast<uint8_t>(op), ip, read, is_try, EBUSY};
-  return stats::outside_acquire(a, try_fn, wait_fn, &args);
-}
-
 #define LOCKSWAP_WT_CALLER() select::caller_ip(__builtin_return_address(0), __builtin_dwarf_cfa())
 
-void w_readlock(Session* s, Rwlock* l) {
-  profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::rdlock, true, false, call_int<&Table::try_readlock>,
-           call_void<&Table::readlock>);
-}
-int w_try_readlock(Session* s, Rwlock* l) {
-  return profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::tryrdlock, true, true, call_int<&Table::try_readlock>,
-                  call_int<&Table::try_readlock>);
-}
-void w_writelock(Session* s, Rwlock* l) {
-  profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::wrlock, false, false, call_int<&Table::try_writelock>,
-           call_void<&Table::writelock>);
-}
-int w_try_writelock(Session* s, Rwlock* l) {
-  return profiled(s, l, LOCKSWAP_WT_CALLER(), stats::Op::trywrlock, false, true, call_int<&Table::try_writelock>,
-                  call_int<&Table::try_writelock>);
-}
+// An acquisition, profiled: the variant's try function first, then `Slot`
+// (itself, for the try calls), as the rwlock wrappers of preload/stats.cpp do.
+template <auto Slot, stats::Op kOp, bool kRead>
+struct Acquire;
+template <class R, R (*Table::*Slot)(Session*, Rwlock*), stats::Op kOp, bool kRead>
+struct Acquire<Slot, kOp, kRead> {
+  static constexpr bool kTry = kOp == stats::Op::tryrdlock || kOp == stats::Op::trywrlock;
+  static constexpr auto kTrySlot = kRead ? &Table::try_readlock : &Table::try_writelock;
+  static R call(Session* s, Rwlock* l) {
+    CallArgs args{s, l};
+    stats::OutsideAttempt a{l, kWt, static_cast<uint8_t>(kOp), LOCKSWAP_WT_CALLER(), kRead, kTry, EBUSY};
+    int rc = stats::outside_acquire(a, call_inner<kTrySlot>, call_inner<Slot>, &args);
+    if constexpr (!std::is_void_v<R>) return rc;
+  }
+};
+using stats::Op;
+constexpr auto w_readlock = Acquire<&Table::readlock, Op::rdlock, true>::call;
+constexpr auto w_try_readlock = Acquire<&Table::try_readlock, Op::tryrdlock, true>::call;
+constexpr auto w_writelock = Acquire<&Table::writelock, Op::wrlock, false>::call;
+constexpr auto w_try_writelock = Acquire<&Table::try_writelock, Op::trywrlock, false>::call;
+
 void w_readunlock(Session* s, Rwlock* l) {
   stats::outside_release(l, kWt);  // readers own nothing: only counted
   g_inner.readunlock(s, l);
