@@ -293,9 +293,11 @@ Table Dispatch::ops = {Stub<&Table::init>::call,       Stub<&Table::destroy>::ca
                        Stub<&Table::try_writelock>::call, Stub<&Table::writeunlock>::call};
 
 // Before main when WiredTiger came with the program: a refused version stops
-// it here, and no lock call pays for dlsym.
+// it here, and no lock call pays for dlsym. Not under off (the default):
+// every program would pay for a failed lookup, which allocates its error
+// text; off's first WiredTiger call resolves its functions instead.
 __attribute__((constructor)) void install_at_start() {
-  if (dlsym(RTLD_DEFAULT, "wiredtiger_version") != nullptr) install_once();
+  if (wtlock_variant() != WtlockVariant::off && dlsym(RTLD_DEFAULT, "wiredtiger_version") != nullptr) install_once();
 }
 
 }  // namespace
