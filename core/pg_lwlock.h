@@ -212,8 +212,8 @@ class Lock {
   }
   static void list_unlock(Words& w) { w.state.fetch_and(~kFlagLocked, std::memory_order_release); }
 
-  // LWLockWakeup.
-  static void wakeup(Words& w, const Waiters& ws) {
+  // LWLockWakeup (out of line: the release's fast path keeps no frame).
+  __attribute__((noinline)) static void wakeup(Words& w, const Waiters& ws) {
     bool release_ok = true, woke_taker = false;
     int32_t woken = kNoProc, last = kNoProc;
     list_lock(w);

@@ -71,133 +71,198 @@ struct TrancheCounters {
   uint64_t acquired, missed, waits, wait_ns, hold_samples, hold_ns;
 };
 TrancheCounters g_counters[kTrancheSlots + 1];
-uint32_t g_sample_clock;
 
 unsigned slot(uint16_t tranche) { return tranche < kTrancheSlots ? tranche : kTrancheSlots; }
 TrancheCounters& counters(const PgLwlock& l) { return g_counters[slot(l.tranche)]; }
 LwlockVariant variant_of(const PgLwlock& l) { return l.tranche < kTrancheSlots ? g_variant_of[l.tranche] : g_default; }
 
-// One switch over the registry: every entry point reaches the adapters
-// here. `op(adapter)` runs with the wait accounting around it: a call in
-// which the variant waited (wait_start) counts as a wait, with its time.
-template <class Op>
-decltype(auto) dispatch_raw(const PgLwlock& l, Op&& op) {
-  switch (variant_of(l)) {
+// How an entry point reaches its adapter. With one variant for every
+// tranche (no tranche rule) the entry points are instantiated for that
+// adapter alone (Fixed): no choice on any path. With tranche rules, one
+// switch over the registry picks each lock's adapter by its tranche (ByTranche).
+template <class Adapter>
+struct Fixed {
+  template <class Op>
+  __attribute__((always_inline)) static decltype(auto) run(const PgLwlock&, Op&& op) {
+    return op(Adapter{});
+  }
+};
+
+struct ByTranche {
+  template <class Op>
+  __attribute__((always_inline)) static decltype(auto) run(const PgLwlock& l, Op&& op) {
+    switch (variant_of(l)) {
 #define X(id, name, type, desc) \
   case LwlockVariant::id:       \
     return op(type{});
-    LOCKSWAP_LWLOCK_VARIANTS(X)
+      LOCKSWAP_LWLOCK_VARIANTS(X)
 #undef X
-    default:
-      return op(LwlockPg{});
-  }
-}
-
-template <class Op>
-decltype(auto) dispatch(const PgLwlock& l, Op&& op) {
-  g_host.waited = false;
-  uint64_t t0 = arch::monotonic_ns();
-  struct Account {
-    const PgLwlock& l;
-    uint64_t t0;
-    ~Account() {
-      if (!g_host.waited) return;
-      TrancheCounters& c = counters(l);
-      ++c.waits;
-      c.wait_ns += arch::monotonic_ns() - t0;
+      default:
+        return op(LwlockPg{});
     }
-  } account{l, t0};
-  return dispatch_raw(l, op);
+  }
+};
+
+// The wait accounting around a call that may wait: a call in which the
+// variant waited (wait_start) counts as a wait, with its time.
+struct WaitAccount {
+  const PgLwlock& l;
+  uint64_t t0;
+  explicit WaitAccount(const PgLwlock& lock) : l(lock), t0(arch::monotonic_ns()) { g_host.waited = false; }
+  ~WaitAccount() {
+    if (!g_host.waited) return;
+    TrancheCounters& c = counters(l);
+    ++c.waits;
+    c.wait_ns += arch::monotonic_ns() - t0;
+  }
+};
+
+// Bookkeeping shared by every instantiation; fast paths inline, with no
+// stack frame; everything rare out of line.
+__attribute__((noinline)) uint64_t sample_start() { return arch::monotonic_ns(); }
+
+__attribute__((always_inline)) inline void remember(PgLwlock* l, Mode m) {
+  uint64_t n = ++counters(*l).acquired;
+  g_held[g_nheld++] = {l, m, __builtin_expect(n % kHoldSample == 0, 0) ? sample_start() : 0};
 }
 
-void remember(PgLwlock* l, Mode m) {
-  ++counters(*l).acquired;
-  uint64_t since = 0;
-  if (++g_sample_clock % kHoldSample == 0) since = arch::monotonic_ns();
-  g_held[g_nheld++] = {l, m, since};
+[[noreturn]] __attribute__((noinline)) void too_many() { pg_error(kError, "too many LWLocks taken"); }
+
+__attribute__((always_inline)) inline void room_for_one_more() {
+  if (__builtin_expect(g_nheld >= kMaxHeld, 0)) too_many();
 }
 
-void room_for_one_more() {
-  if (g_nheld >= kMaxHeld) pg_error(kError, "too many LWLocks taken");
+__attribute__((noinline)) bool conditional_failed(PgLwlock* l) {
+  ++counters(*l).missed;
+  resume_interrupts();
+  return false;
+}
+
+[[noreturn]] __attribute__((noinline)) void not_held(PgLwlock* l) {
+  pg_error(kError, "lock %s is not held", tranche_name(l->tranche));
+}
+
+__attribute__((noinline)) void count_hold(PgLwlock* l, uint64_t since) {
+  TrancheCounters& c = counters(*l);
+  ++c.hold_samples;
+  c.hold_ns += arch::monotonic_ns() - since;
+}
+
+// Takes `l` off the held list and returns the entry. RESUME_INTERRUPTS only counts down: no interrupt is
+// serviced before the caller's next CHECK_FOR_INTERRUPTS, so it may come
+// before the release itself, which then ends in a tail call.
+__attribute__((always_inline)) inline Held forget(PgLwlock* l) {
+  unsigned i = g_nheld;
+  do {
+    if (__builtin_expect(i == 0, 0)) not_held(l);
+  } while (g_held[--i].lock != l);
+  Held h = g_held[i];
+  if (__builtin_expect(i + 1 != g_nheld, 0))
+    memmove(&g_held[i], &g_held[i + 1], (g_nheld - 1 - i) * sizeof(Held));
+  --g_nheld;
+  resume_interrupts();
+  return h;
 }
 
 // ------------------------------------------------------------ the API
 
-bool lw_acquire(PgLwlock* l, Mode m) {
-  room_for_one_more();
-  hold_interrupts();
-  bool at_once = dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); }) ||
-                 !dispatch(*l, [&](auto a) { return a.acquire_slow(*l, m); });
-  remember(l, m);
-  return at_once;
-}
-
-bool lw_conditional_acquire(PgLwlock* l, Mode m) {
-  room_for_one_more();
-  hold_interrupts();
-  if (!dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); })) {
-    ++counters(*l).missed;
-    resume_interrupts();
-    return false;
+template <class D>
+struct Api {
+  __attribute__((always_inline)) static bool try_acquire(PgLwlock* l, Mode m) {
+    return D::run(*l, [&](auto a) { return a.try_acquire(*l, m); });
   }
-  remember(l, m);
-  return true;
-}
 
-bool lw_acquire_or_wait(PgLwlock* l, Mode m) {
-  room_for_one_more();
-  hold_interrupts();
-  if (!dispatch_raw(*l, [&](auto a) { return a.try_acquire(*l, m); }) &&
-      !dispatch(*l, [&](auto a) { return a.acquire_or_wait_slow(*l, m); })) {
-    ++counters(*l).missed;
-    resume_interrupts();
-    return false;
+  __attribute__((noinline)) static bool acquire_contended(PgLwlock* l, Mode m) {
+    bool slept;
+    {
+      WaitAccount account{*l};
+      slept = D::run(*l, [&](auto a) { return a.acquire_slow(*l, m); });
+    }
+    remember(l, m);
+    return !slept;
   }
-  remember(l, m);
-  return true;
-}
 
-bool lw_wait_for_var(PgLwlock* l, uint64_t* var, uint64_t old, uint64_t* newval) {
-  hold_interrupts();
-  bool result = dispatch(*l, [&](auto a) { return a.wait_for_var(*l, var, old, newval); });
-  resume_interrupts();
-  return result;
-}
-
-void lw_update_var(PgLwlock* l, uint64_t* var, uint64_t v) {
-  dispatch_raw(*l, [&](auto a) { a.update_var(*l, var, v); });
-}
-
-void lw_release(PgLwlock* l) {
-  int i = static_cast<int>(g_nheld);
-  while (--i >= 0 && g_held[i].lock != l) {
-  }
-  if (i < 0) pg_error(kError, "lock %s is not held", tranche_name(l->tranche));
-  Held h = g_held[i];
-  memmove(&g_held[i], &g_held[i + 1], (g_nheld - 1 - static_cast<unsigned>(i)) * sizeof(Held));
-  --g_nheld;
-  dispatch_raw(*l, [&](auto a) { a.release(*l, h.mode); });
-  if (h.since_ns != 0) {
-    TrancheCounters& c = counters(*l);
-    ++c.hold_samples;
-    c.hold_ns += arch::monotonic_ns() - h.since_ns;
-  }
-  resume_interrupts();
-}
-
-void lw_release_clear_var(PgLwlock* l, uint64_t* var, uint64_t v) {
-  dispatch_raw(*l, [&](auto a) { a.set_var(*l, var, v); });
-  lw_release(l);
-}
-
-// After an error: InterruptHoldoffCount is as error recovery set it, so
-// each release's resume is matched by a hold here (lwlock.c does the same).
-void lw_release_all() {
-  while (g_nheld > 0) {
+  static bool acquire(PgLwlock* l, Mode m) {
+    room_for_one_more();
     hold_interrupts();
-    lw_release(g_held[g_nheld - 1].lock);
+    if (__builtin_expect(!try_acquire(l, m), 0)) return acquire_contended(l, m);
+    remember(l, m);
+    return true;
   }
-}
+
+  static bool conditional_acquire(PgLwlock* l, Mode m) {
+    room_for_one_more();
+    hold_interrupts();
+    if (__builtin_expect(!try_acquire(l, m), 0)) return conditional_failed(l);
+    remember(l, m);
+    return true;
+  }
+
+  static bool acquire_or_wait(PgLwlock* l, Mode m) {
+    room_for_one_more();
+    hold_interrupts();
+    if (!try_acquire(l, m)) {
+      bool got;
+      {
+        WaitAccount account{*l};
+        got = D::run(*l, [&](auto a) { return a.acquire_or_wait_slow(*l, m); });
+      }
+      if (!got) return conditional_failed(l);
+    }
+    remember(l, m);
+    return true;
+  }
+
+  static bool wait_for_var(PgLwlock* l, uint64_t* var, uint64_t old, uint64_t* newval) {
+    hold_interrupts();
+    bool result;
+    {
+      WaitAccount account{*l};
+      result = D::run(*l, [&](auto a) { return a.wait_for_var(*l, var, old, newval); });
+    }
+    resume_interrupts();
+    return result;
+  }
+
+  static void update_var(PgLwlock* l, uint64_t* var, uint64_t v) {
+    D::run(*l, [&](auto a) { a.update_var(*l, var, v); });
+  }
+
+  __attribute__((noinline)) static void release_sampled(PgLwlock* l, Mode m, uint64_t since) {
+    D::run(*l, [&](auto a) { a.release(*l, m); });
+    count_hold(l, since);
+  }
+
+  // The newest lock goes first, usually: popped here, with no frame; any
+  // other is found and unlinked out of line.
+  static void release(PgLwlock* l) {
+    unsigned n = g_nheld;
+    if (__builtin_expect(n == 0 || g_held[n - 1].lock != l, 0)) return release_older(l);
+    Held h = g_held[n - 1];
+    g_nheld = n - 1;
+    resume_interrupts();
+    release_held(l, h);
+  }
+  __attribute__((noinline)) static void release_older(PgLwlock* l) { release_held(l, forget(l)); }
+  __attribute__((always_inline)) static void release_held(PgLwlock* l, const Held& h) {
+    if (__builtin_expect(h.since_ns != 0, 0)) return release_sampled(l, h.mode, h.since_ns);
+    D::run(*l, [&](auto a) { a.release(*l, h.mode); });
+  }
+
+  static void release_clear_var(PgLwlock* l, uint64_t* var, uint64_t v) {
+    D::run(*l, [&](auto a) { a.set_var(*l, var, v); });
+    release(l);
+  }
+
+  // After an error: InterruptHoldoffCount is as error recovery set it, so
+  // each release's resume is matched by a hold here (lwlock.c does the same).
+  static void release_all() {
+    while (g_nheld > 0) {
+      hold_interrupts();
+      release(g_held[g_nheld - 1].lock);
+    }
+  }
+};
 
 bool lw_held_by_me(PgLwlock* l) {
   for (unsigned i = 0; i < g_nheld; ++i)
@@ -223,6 +288,44 @@ bool lw_any_held_by_me(PgLwlock* first, int nlocks, size_t stride) {
 
 void lw_for_each_held_by_me(void (*callback)(PgLwlock*, Mode, void*), void* context) {
   for (unsigned i = 0; i < g_nheld; ++i) callback(g_held[i].lock, g_held[i].mode, context);
+}
+
+// The replacements of LOCKSWAP_LWLOCK_FUNCTIONS, in its order, for one way
+// of reaching the adapters.
+template <class D>
+struct Replacements {
+  using A = Api<D>;
+  static constexpr auto lw_acquire = &A::acquire;
+  static constexpr auto lw_conditional_acquire = &A::conditional_acquire;
+  static constexpr auto lw_acquire_or_wait = &A::acquire_or_wait;
+  static constexpr auto lw_wait_for_var = &A::wait_for_var;
+  static constexpr auto lw_update_var = &A::update_var;
+  static constexpr auto lw_release = &A::release;
+  static constexpr auto lw_release_clear_var = &A::release_clear_var;
+  static constexpr auto lw_release_all = &A::release_all;
+  static constexpr auto lw_held_by_me = &lockswap::lwlock::lw_held_by_me;
+  static constexpr auto lw_held_by_me_in_mode = &lockswap::lwlock::lw_held_by_me_in_mode;
+  static constexpr auto lw_any_held_by_me = &lockswap::lwlock::lw_any_held_by_me;
+  static constexpr auto lw_for_each_held_by_me = &lockswap::lwlock::lw_for_each_held_by_me;
+  static void fill(void* (&out)[kRedirected]) {
+    unsigned i = 0;
+#define FN(name, fn) out[i++] = reinterpret_cast<void*>(fn);
+    LOCKSWAP_LWLOCK_FUNCTIONS(FN)
+#undef FN
+  }
+};
+
+void fill_replacements(void* (&out)[kRedirected], bool by_tranche) {
+  if (by_tranche) return Replacements<ByTranche>::fill(out);
+  switch (g_default) {
+#define X(id, name, type, desc) \
+  case LwlockVariant::id:       \
+    return Replacements<Fixed<type>>::fill(out);
+    LOCKSWAP_LWLOCK_VARIANTS(X)
+#undef X
+    default:
+      return Replacements<Fixed<LwlockPg>>::fill(out);
+  }
 }
 
 // ------------------------------------------------------------ start-up
@@ -253,14 +356,18 @@ void resolve_host(uint32_t pgprocno_offset) {
 // The side area: shared with every process forked after this (all of the
 // server's), made before the postmaster forks any. Indexed by process
 // number, never pointed into from shared memory.
-void map_side_area() {
-  size_t bytes = static_cast<size_t>(kMaxProcs) * sizeof(pglw::Waiter);
+void* map_records(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     diag("lockswap: LOCKSWAP_LWLOCK: cannot map the waiter records (mmap failed)\n");
     _exit(2);
   }
-  g_host.waiters = {static_cast<pglw::Waiter*>(p)};
+  return p;
+}
+void map_side_area() {
+  g_host.waiters = {static_cast<pglw::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(pglw::Waiter)))};
+  static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number has an rwsem record");
+  g_host.rwsem_records = {static_cast<rwshared::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(rwshared::Waiter)))};
 }
 
 // Built-in tranches: GetLWLockIdentifier names them in every process alike;
@@ -315,11 +422,8 @@ int32_t my_procno() {
 void start(LwlockVariant chosen) {
   if (chosen == LwlockVariant::off && !any_tranche_rule()) return;
   g_default = chosen == LwlockVariant::off ? LwlockVariant::pg : chosen;
-  void* const replacement[kRedirected] = {
-#define FN(name, fn) reinterpret_cast<void*>(&fn),
-      LOCKSWAP_LWLOCK_FUNCTIONS(FN)
-#undef FN
-  };
+  void* replacement[kRedirected];
+  fill_replacements(replacement, any_tranche_rule());
   Redirection r{};
   // Everything the replacements need is ready before the first jump is written.
   if (dlsym(RTLD_DEFAULT, "LWLockAcquire") != nullptr) {
