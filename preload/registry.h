@@ -52,7 +52,9 @@
 #define LOCKSWAP_LWLOCK_VARIANTS(X)                                                                       \
   X(off, "off", LwlockOff, "PostgreSQL's own LWLocks, nothing redirected (default)")                      \
   X(pg, "pg", LwlockPg, "a port of PostgreSQL 15's own LWLock (the control beside the unpreloaded server)") \
-  X(futex, "futex", LwlockFutex, "reference reader-preferring futex rwlock in the LWLock's state word")
+  X(futex, "futex", LwlockFutex, "reference reader-preferring futex rwlock in the LWLock's state word")       \
+  X(rwsem, "rwsem", LwlockRwsemSteal, "Linux v5.11+ rw_semaphore, process-shared: reader lock stealing")  \
+  X(rwsem_rspin, "rwsem-rspin", LwlockRwsemRspin, "Linux v5.10 rw_semaphore, process-shared: reader optimistic spinning")
 
 // WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
 // asked; the adapters are in preload/wtlock/variants.h. No percid: its words

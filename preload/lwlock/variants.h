@@ -152,6 +152,13 @@ struct LwlockFutex {
   static WaitCtx ctx() { return WaitCtx::blocking(kLwlockWaits); }
 };
 
+}  // namespace lockswap::lwlock
+
+// The process-shared rw_semaphore adapters (LwlockRwsemSteal, LwlockRwsemRspin).
+#include "preload/lwlock/variants_rwsem.h"
+
+namespace lockswap::lwlock {
+
 // Unselected tranches of a redirected server run PostgreSQL's algorithm.
 using LwlockOff = LwlockPg;
 
