@@ -51,13 +51,16 @@ if [[ ! -f $gtest_prefix/.done ]]; then
   touch "$gtest_prefix/.done"
 fi
 
-# 2. lockswap for aarch64 (configure once; CMake re-runs itself when a
-#    CMakeLists.txt changes).
+# 2. lockswap for aarch64 (configured once, then regenerated before each
+#    build: a target of a test directory added since would be unknown to
+#    the old Makefiles).
 proj=$build/lockswap
 if [[ ! -f $proj/CMakeCache.txt ]]; then
   cmake -S "$src" -B "$proj" "${common[@]}" -DCMAKE_PREFIX_PATH="$gtest_prefix" \
         -DLOCKSWAP_TESTS=ON -DLOCKSWAP_EXAMPLES=OFF >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log"; exit 1; }
+else
+  cmake "$proj" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 fi
 IFS=, read -r -a tlist <<<"$targets"
 echo "aarch64: building ${tlist[*]}"
