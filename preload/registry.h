@@ -58,7 +58,7 @@
 
 // WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
 // asked; the adapters are in preload/wtlock/variants.h. No percid: its words
-// do not fit the 28 bytes a WT_RWLOCK leaves free (docs/wtlock.md).
+// do not fit the 30 bytes a WT_RWLOCK leaves free (docs/wtlock.md).
 #define LOCKSWAP_WTLOCK_VARIANTS(X)                                                                   \
   X(off, "off", WtlockOff, "WiredTiger's own rwlock, untouched (default)")                            \
   X(wt, "wt", WtlockWt, "WiredTiger's own rwlock through lockswap's dispatch (the control)")          \

@@ -31,7 +31,7 @@
 //                 condition pointers. Nothing is allocated: init zeroes the
 //                 words, destroy zeroes them again.
 // percid has no adapter: it needs 40 bytes of lock words (core/percid_rwlock.h)
-// and WT_RWLOCK has 28 free to an algorithm (docs/wtlock.md).
+// and WT_RWLOCK has 30 free to an algorithm (docs/wtlock.md).
 //
 // Readers use the kernel's rules (rwsem::kReadPlain): WiredTiger's ticket
 // lock already queues a reader behind a waiting writer, so its code never
