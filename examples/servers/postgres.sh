@@ -3,13 +3,19 @@
 # variant, driven by sysbench (pgsql driver): oltp_read_only in the shape of
 # the original reproducer (16 tables x 10,000 rows, shared_buffers=80MB,
 # max_connections=250, 8 client threads per CPU) and oltp_read_write.
-# PostgreSQL's processes take no pthread lock: they sleep on POSIX
-# semaphores, so LOCKSWAP_SEM is what changes (glibc, futex, lockref).
+# PostgreSQL's processes take no pthread lock: their LWLocks sleep on POSIX
+# semaphores, so LOCKSWAP_SEM changes the sleep; LOCKSWAP_LWLOCK (--lwlock)
+# swaps the LWLock algorithm itself (docs/lwlock.md).
 #
 #   postgres.sh [options]
 # options (and the common ones below):
 #   --workload W     read_only | read_write | both [both]
 #   --tables N       sysbench tables [16]      --rows N   rows per table [10000]
+#   --lwlock V[,V..] one more variant per LOCKSWAP_LWLOCK value V (pg, futex, rwsem,
+#                    rwsem-rspin; docs/lwlock.md): glibc's locks with PostgreSQL's
+#                    LWLocks on V, the --variants spec glibc:LOCKSWAP_LWLOCK=V; one
+#                    tranche alone, the others on pg:
+#                    --select 'procarray=lwlock=rwsem@tranche:ProcArrayLock'
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)
@@ -49,7 +55,7 @@ SRV_VARIANTS=$(matrix_column_lines | awk '$3 ~ /(^|,)bench(,|$)/ && $2 ~ /LOCKSW
 [[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench chooses a semaphore variant in preload/variant_columns.def"
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1
+TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1 LWLOCKS=''
 while [[ $# -gt 0 ]]; do
   srv_parse_common "$@" && { shift "$SRV_SHIFT"; continue; }
   attr_parse_common "$@" && { shift "$ATTR_SHIFT"; continue; }
@@ -58,9 +64,11 @@ while [[ $# -gt 0 ]]; do
     --tables) TABLES=${2:?}; shift 2 ;;
     --rows) ROWS=${2:?}; shift 2 ;;
     --no-fsync) DURABLE=0; shift ;;
+    --lwlock) LWLOCKS=${2:?}; shift 2 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ -z "$LWLOCKS" ]] || srv_add_family_values --lwlock LOCKSWAP_LWLOCK "$LWLOCKS"
 srv_need_number --tables "$TABLES" 1
 srv_need_number --rows "$ROWS" 1
 if [[ -z "$SRV_THREADS" ]]; then

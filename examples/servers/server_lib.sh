@@ -137,6 +137,19 @@ srv_parse_common() {
   esac
 }
 
+# srv_add_family_values OPTION VAR VALUES: one more variant per value V of a
+# family only some servers have (--lwlock, --wtlock): glibc's locks with
+# VAR=V, the --variants spec glibc:VAR=V. The library refuses a bad V itself,
+# before main, with the valid values.
+srv_add_family_values() {
+  local option=$1 var=$2 v values
+  IFS=', ' read -r -a values <<<"$3"
+  for v in "${values[@]}"; do
+    [[ "$v" =~ ^[a-z][a-z-]*$ ]] || { echo "error: $option: '$v' is not a $var value" >&2; exit 2; }
+    SRV_VARIANTS+=",glibc:$var=$v"
+  done
+}
+
 srv_need_number() {  # srv_need_number NAME VALUE MIN
   [[ "$2" =~ ^[0-9]+$ ]] && (($2 >= $3)) || { echo "error: $1 must be a number >= $3 (got '$2')" >&2; exit 2; }
 }

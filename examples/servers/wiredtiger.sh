@@ -40,15 +40,7 @@ while [[ $# -gt 0 ]]; do
 done
 for n in RECORDS VALUE_BYTES CACHE_MB; do srv_need_number "--${n,,}" "${!n}" 1; done
 srv_need_number --read-pct "$READ_PCT" 0
-# --wtlock: each value the variant glibc:LOCKSWAP_WTLOCK=V (the library
-# refuses a bad V itself, before main, with the valid values).
-if [[ -n "$WTLOCKS" ]]; then
-  IFS=', ' read -r -a wtlock_values <<<"$WTLOCKS"
-  for v in "${wtlock_values[@]}"; do
-    [[ "$v" =~ ^[a-z][a-z-]*$ ]] || { echo "error: --wtlock: '$v' is not a LOCKSWAP_WTLOCK value" >&2; exit 2; }
-    SRV_VARIANTS+=",glibc:LOCKSWAP_WTLOCK=$v"
-  done
-fi
+[[ -z "$WTLOCKS" ]] || srv_add_family_values --wtlock LOCKSWAP_WTLOCK "$WTLOCKS"
 if [[ -z "$SRV_THREADS" ]]; then
   SRV_THREADS=$(( $(nproc) * 4 )); ((SRV_THREADS >= 4)) || SRV_THREADS=4; ((SRV_THREADS <= 64)) || SRV_THREADS=64
 fi
