@@ -116,7 +116,8 @@ ensure() {
   (cd "$CACHE/src" && timeout 600 apt-get "${apt[@]}" source --download-only "postgresql-15=$VERSION") >>"$log" 2>&1 ||
     fail "apt-get source postgresql-15=$VERSION failed: see $log"
   (cd "$CACHE/src" && dpkg-source --no-check -x ./*.dsc "$TREE") >>"$log" 2>&1 || fail "dpkg-source -x failed: see $log"
-  rm -rf "$CACHE/src" "$CACHE/apt/cache" "$CACHE/apt/lists"   # the tree is all that is kept
+  # The tree is all that is kept (dpkg-source also links the upstream tarball beside it).
+  rm -rf "$CACHE/src" "$CACHE/apt/cache" "$CACHE/apt/lists" "$CACHE"/*.orig.tar.*
   [[ -f $SUITE/parallel_schedule && -f $SUITE/regress.c ]] || fail "no src/test/regress in the source package"
   echo "pg_regress: configuring the tree for regress.so (the server's headers)" >&2
   (cd "$TREE" && ./configure --without-readline --without-zlib --without-icu --without-llvm --without-openssl) \

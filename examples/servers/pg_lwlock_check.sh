@@ -288,8 +288,11 @@ check_cancel() {
     pids+=($!)
     sleep 0.$((3 + k % 6))
     # (how often the statement sat in an LWLock wait as it was cancelled)
-    w=$(q -c "SELECT count(*) FILTER (WHERE wait_event_type = 'LWLock') FROM pg_stat_activity
-                WHERE application_name = 'lockswap-cancel' AND state = 'active' AND pg_cancel_backend(pid)" 2>/dev/null || true)
+    # pg_cancel_backend in the select list: only on the rows the WHERE kept
+    # (in a qual the planner may call it first, on any backend)
+    w=$(q -F ' ' -c "SELECT count(*) FILTER (WHERE wait_event_type = 'LWLock'), count(pg_cancel_backend(pid)) FROM pg_stat_activity
+                WHERE application_name = 'lockswap-cancel' AND state = 'active'" 2>/dev/null || true)
+    w=${w%% *}
     in_lwlock=$((in_lwlock + ${w:-0}))
     wait "${pids[@]}" 2>/dev/null || true
     pids=()
