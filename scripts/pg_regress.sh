@@ -21,8 +21,8 @@
 # them changes the module ABI the server checks), its generated headers made,
 # and regress.c compiled alone. The suite's other two modules, autoinc and
 # refint, are the installed server's (linked into the same directory, which
-# pg_regress's --dlpath names). About 45 s once on a loaded 2-CPU machine;
-# 120 MB in the cache.
+# pg_regress's --dlpath names). About 50 s once on a quiet 2-CPU machine;
+# 166 MB in the cache.
 #
 # Exit status 77 (ctest's "skipped") with the reason on stderr where the
 # suite cannot be had: postgresql-15 or pg_regress not installed, the cache
