@@ -38,7 +38,8 @@
 #   --dir D     logs and results [build/servers/pg_lwlock/<date-time>]
 #   --scale N   pgbench scale factor [10]
 #   --stats yes LOCKSWAP_STATS=counts with a statistics file per run, copied
-#               to D/stats-<variant>-<check>.txt
+#               to D/stats-<variant>-<check>.txt; a variant other than off
+#               then fails a check in which it took no LWLock (not in effect)
 #   --fallback F  a variant the library does not act on yet (it does not
 #               mention LWLockAcquire: the setting parses, nothing is
 #               redirected) runs as F instead, said so in its line (`pg->off`):
@@ -404,7 +405,18 @@ run_check() {
     else
       rc=1 detail="the server did not start (see $CUR_SERVER_LOG)"
     fi
-    [[ -z "$stats_tmp" ]] || detail="$detail; stats $(srv_stats "$CUR_TAG" "$CUR_SERVER_LOG")"
+    if [[ -n "$stats_tmp" ]]; then
+      local file acq
+      file=$(srv_stats "$CUR_TAG" "$CUR_SERVER_LOG")
+      # The proof that V ran: its per-tranche LWLock acquisitions, summed over the processes.
+      acq=$(awk -v v="$v" '$2 == "lwlock" && $0 ~ (" variant=" v " ") { for (i = 3; i <= NF; i++) if ($i ~ /^acq=/) n += substr($i, 5) }
+                          END { print n + 0 }' "$file")
+      detail="$detail; stats $file"
+      if [[ "$v" != none && "$v" != off ]]; then
+        detail="$detail ($acq LWLock acquisitions under $v)"
+        ((acq > 0 || rc != 0)) || { rc=1; detail="$detail: the variant was not in effect"; }
+      fi
+    fi
   fi
   case "$rc" in 0) status=PASS ;; 77) status=SKIP ;; *) status=FAIL ;; esac
   report "$status" "$label" "$c" $(( $(date +%s) - t0 )) "$detail"
