@@ -78,13 +78,6 @@ inline WtlockVariant wtlock_variant() {
   return g_config.wtlock;
 }
 
-// For statistics and error messages.
-const char* variant_name(MutexVariant v);
-const char* variant_name(RwlockVariant v);
-const char* variant_name(SemVariant v);
-const char* variant_name(LwlockVariant v);
-const char* variant_name(WtlockVariant v);
-const char* variant_name(CidMode m);
-const char* variant_name(OncpuMode m);
+// variant_name(): preload/registry.h.
 
 }  // namespace lockswap

@@ -149,6 +149,16 @@ inline void variants_after_fork_in_child() {
 #undef X
 }
 
+// The name users type, for statistics and error messages (generated in
+// preload/config.cpp from the lists above).
+const char* variant_name(MutexVariant v);
+const char* variant_name(RwlockVariant v);
+const char* variant_name(SemVariant v);
+const char* variant_name(LwlockVariant v);
+const char* variant_name(WtlockVariant v);
+const char* variant_name(CidMode m);
+const char* variant_name(OncpuMode m);
+
 struct VariantColumn {
   const char* name;
   const char* settings;  // SETTING=value,SETTING=value

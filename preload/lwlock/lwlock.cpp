@@ -29,7 +29,7 @@
 #include <cstring>
 
 #include "arch/clock.h"
-#include "preload/config.h"
+#include "preload/registry.h"
 #include "preload/diag.h"
 #include "preload/lwlock/lwlock.h"
 #include "preload/lwlock/redirect.h"

@@ -375,11 +375,35 @@ class ReportTest(CliTestCase):
             self.assertEqual(out, fh.read())
         rep = json.loads(self.ok("report", "--json", *args).stdout.replace(here, "@FIXTURES@/"))
         self.assertIsNone(rep.pop("reach"))   # dumps without wait records: no reach model (reach_test.py)
+        self.assertEqual(rep.pop("lwlocks"), [])   # no PostgreSQL LWLock records in these dumps
         self.assertEqual(rep["totals"].pop("not_collected"), {})
         for p in rep["processes"]:
             self.assertEqual(p.pop("not_collected"), [])
         with open(FULL_MODE_JSON) as fh:
             self.assertEqual(rep, json.load(fh))
+
+    def test_lwlock_tranches_summed_over_processes(self):
+        """LOCKSWAP_LWLOCK: each process's lwlock records are summed per tranche and variant,
+        the most waiting first; the share counts waits over every attempt."""
+        def dump(pid, rows):
+            lines = [f"lockswap-v1 begin pid={pid} seq=1 start_ns={pid} now_ns=9 mutex=glibc rwlock=glibc "
+                     "sem=glibc cid=rseq wtlock=off lwlock=rwsem stats=counts exe=postgres"]
+            lines += [f"lockswap-v1 lwlock id={i} tranche={name} variant={v} acq={acq} missed={missed} waits={w} "
+                      f"wait_ns={ns} hold_samples=1 hold_ns=100" for i, name, v, acq, missed, w, ns in rows]
+            lines.append(f"lockswap-v1 end pid={pid} seq=1")
+            path = os.path.join(self.tmp, f"pg.{pid}")
+            with open(path, "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+            return path
+        a = dump(11, [(4, "ProcArray", "rwsem", 1000, 0, 10, 5000), (8, "WALWrite", "rwsem", 10, 30, 40, 900000)])
+        b = dump(12, [(4, "ProcArray", "rwsem", 3000, 0, 30, 15000)])
+        rep = json.loads(self.ok("report", "--json", a, b).stdout)
+        self.assertEqual([(r["tranche"], r["acq"], r["waits"], r["wait_ns"]) for r in rep["lwlocks"]],
+                         [("WALWrite", 10, 40, 900000), ("ProcArray", 4000, 40, 20000)])
+        text = self.ok("report", a, b).stdout
+        self.assertIn("PostgreSQL LWLock tranches", text)
+        self.assertRegex(text, r"WALWrite +rwsem +10 +40 +100\.00%")   # 40 waits over 10 + 30 attempts
+        self.assertRegex(text, r"ProcArray +rwsem +4000 +40 +1\.00%")
 
     def test_malformed_records_warn_and_continue(self):
         path = os.path.join(self.tmp, "bad.stats")
