@@ -129,9 +129,8 @@ srv_log_ok() {
 # db_start LOG: the server on a free port with SRV_ENV.
 db_start() {
   PORT=$(free_port "$SRV_PORT_BASE")
-  srv_start postgres "$1" pg_ready 90 -- "$PGBIN/postgres" -D "$DATA" -c port="$PORT" "${PGOPTS[@]}" "${EXTRA_OPTS[@]}"
+  srv_start postgres "$1" pg_ready 90 -- "$PGBIN/postgres" -D "$DATA" -c port="$PORT" "${PGOPTS[@]}"
 }
-EXTRA_OPTS=()
 
 # amcheck_all: bt_index_check(index, heapallindexed) on every btree index
 # and verify_heapam on every table and materialised view of the database;
