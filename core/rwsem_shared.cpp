@@ -167,14 +167,16 @@ bool asleep(const Records& rs, int32_t proc) {
 
 // ------------------------------------------------------------ sleeping
 
-void Sleeper::until_woken(Waiter& self) {
+bool Sleeper::until_woken(Waiter& self) {
+  bool now_slept = false;
   while (self.wait.load(std::memory_order_acquire) != 0) {
     if (!slept && first_sleep != nullptr) first_sleep(arg);
-    slept = true;
+    slept = now_slept = true;
     self.sleeping.store(1, arch::mo_hint);
     ctx.sleep(&self.wait, 1, /*shared=*/true);  // a signal ends it early: re-check
     self.sleeping.store(0, arch::mo_hint);
   }
+  return now_slept;
 }
 
 uint32_t max_spinners() {
@@ -339,22 +341,16 @@ struct Slow {
     mark_wake(w, rs, WakeType::any, wl);
   }
 
-  static void wake(Words& w, const Records& rs) {
+  // rwsem_wake() (WAKE_ANY); WAKE_READ_OWNED: a reader that got in
+  // bypassing the queue brings queued readers along.
+  static void wake(Words& w, const Records& rs, WakeType type = WakeType::any) {
     WakeList wl;
     wait_lock(w);
-    if (!list_empty(w)) mark_wake(w, rs, WakeType::any, wl);
+    if (!list_empty(w)) mark_wake(w, rs, type, wl);
     wait_unlock(w);
     wl.flush(rs);
   }
-
-  // A reader that got in bypassing the queue brings queued readers along.
-  static void bring_readers(Words& w, const Records& rs) {
-    WakeList wl;
-    wait_lock(w);
-    if (!list_empty(w)) mark_wake(w, rs, WakeType::read_owned, wl);
-    wait_unlock(w);
-    wl.flush(rs);
-  }
+  static void bring_readers(Words& w, const Records& rs) { wake(w, rs, WakeType::read_owned); }
 
   // ------------------------------------------------ optimistic spinning
 
@@ -476,10 +472,7 @@ struct Slow {
       // HANDOFF is ours: spin on a running owner, retry when it lets go.
       const bool retry = self.handoff_set &&
                          spin_on_owner(w, rs, kWrNonspin, now() + tun().owner_spin_ns) == kOwnerNull;
-      if (!retry) {
-        s.until_woken(self);
-        lockevent_inc(LockEvent::rwsem_sleep_writer);
-      }
+      if (!retry && s.until_woken(self)) lockevent_inc(LockEvent::rwsem_sleep_writer);
       wait_lock(w);
     }
     wait_unlock(w);
@@ -552,8 +545,7 @@ struct Slow {
     cond_wake(w, rs, c, wl);
     wait_unlock(w);
     wl.flush(rs);
-    s.until_woken(self);
-    if (s.slept) lockevent_inc(LockEvent::rwsem_sleep_reader);
+    if (s.until_woken(self)) lockevent_inc(LockEvent::rwsem_sleep_reader);
     lockevent_inc(LockEvent::rwsem_rlock);
   }
 

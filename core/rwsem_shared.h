@@ -197,7 +197,8 @@ struct Sleeper {
   void (*first_sleep)(void*) = nullptr;
   void* arg = nullptr;
   bool slept = false;
-  void until_woken(Waiter& self);
+  // Sleep until the record's `wait` is 0; true if this call slept.
+  bool until_woken(Waiter& self);
 };
 
 template <class Policy>

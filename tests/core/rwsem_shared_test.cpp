@@ -104,11 +104,11 @@ class RwsemSharedTest : public ::testing::Test {
  protected:
   using S = SharedRwsem<P>;
   SharedArea area;
+  Area& a = *area;
+  Records rs = area.records();
 
   // Mixed readers and writers on lock `which`; every 8th operation writes.
   void stress(int procs, int iters, int which, milliseconds limit) {
-    Area& a = *area;
-    Records rs = area.records();
     Words& w = a.lock[which].words;
     ASSERT_TRUE(run_children(procs, limit, [&](int me) {
       for (int i = 0; i < iters; ++i) {
@@ -145,7 +145,13 @@ class RwsemSharedTest : public ::testing::Test {
   void expect_free(Words& w) {
     EXPECT_EQ(w.count.load() & ~kSpinnerMask, kInitCount) << std::hex << w.count.load();
     EXPECT_EQ(w.waitq.load(), kInitWord);
-    EXPECT_EQ(queued(w, area.records()), 0u);
+    EXPECT_EQ(queued(w, rs), 0u);
+  }
+
+  static void expect_clean_exit(pid_t pid) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   }
 };
 
@@ -156,18 +162,18 @@ TYPED_TEST_SUITE(RwsemSharedTest, SharedPolicies, SharedPolicyNames);
 
 TYPED_TEST(RwsemSharedTest, PostgresInitialStateIsFree) {
   using S = typename TestFixture::S;
-  Words& w = this->area->lock[0].words;
+  Words& w = this->a.lock[0].words;
   EXPECT_EQ(S::owner(w), 0u);
   EXPECT_TRUE(S::read_trylock(w, 3));
   EXPECT_TRUE(S::read_trylock(w, 4));
   EXPECT_EQ(S::readers(w), 2u);
   EXPECT_FALSE(S::write_trylock(w, 5));
-  S::read_unlock(w, this->area.records());
-  S::read_unlock(w, this->area.records());
+  S::read_unlock(w, this->rs);
+  S::read_unlock(w, this->rs);
   EXPECT_TRUE(S::write_trylock(w, 5));
   EXPECT_EQ(owner_proc(S::owner(w)), 5);
   EXPECT_FALSE(S::read_trylock(w, 3));
-  S::write_unlock(w, this->area.records());
+  S::write_unlock(w, this->rs);
   this->expect_free(w);
 }
 
@@ -178,8 +184,8 @@ TYPED_TEST(RwsemSharedTest, WritersExclusiveReadersConcurrent) {
 // Every operation sleeps at least once now and then: the wake paths run.
 TYPED_TEST(RwsemSharedTest, NoLostWakeupWithWritersOnly) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[1].words;
   constexpr int kIters = 2000;
   ASSERT_TRUE(run_children(6, milliseconds(60000), [&](int me) {
@@ -200,8 +206,8 @@ TYPED_TEST(RwsemSharedTest, NoLostWakeupWithWritersOnly) {
 // bound: HANDOFF stops the stealers and the fast paths.
 TYPED_TEST(RwsemSharedTest, HandoffBoundsWriterStarvation) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[0].words;
   constexpr int kReaders = 4;
   std::atomic<uint64_t>* waited_ns = reinterpret_cast<std::atomic<uint64_t>*>(&a.var);
@@ -234,8 +240,8 @@ TYPED_TEST(RwsemSharedTest, HandoffBoundsWriterStarvation) {
 
 TYPED_TEST(RwsemSharedTest, WaitUntilFree) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[0].words;
   Sleeper s0 = sleeper();
   EXPECT_TRUE(S::acquire_or_wait(w, rs, 0, true, s0)) << "a free lock is taken";
@@ -257,18 +263,14 @@ TYPED_TEST(RwsemSharedTest, WaitUntilFree) {
   usleep(20000);
   a.stop.store(1);
   S::write_unlock(w, rs);
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  }
+  for (pid_t pid : pids) this->expect_clean_exit(pid);
   this->expect_free(w);
 }
 
 TYPED_TEST(RwsemSharedTest, VariableWait) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[0].words;
   a.var = 0;
   Sleeper s0 = sleeper();
@@ -291,9 +293,7 @@ TYPED_TEST(RwsemSharedTest, VariableWait) {
   a.stop.store(1);
   S::set_var(w, &a.var, 7);  // LWLockReleaseClearVar: set, then release
   S::write_unlock(w, rs);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  this->expect_clean_exit(pid);
   this->expect_free(w);
 }
 
@@ -301,8 +301,8 @@ TYPED_TEST(RwsemSharedTest, VariableWait) {
 // sleeping (each ends within the time limit).
 TYPED_TEST(RwsemSharedTest, VariableWaitStress) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[1].words;
   ASSERT_TRUE(run_children(5, milliseconds(30000), [&](int me) {
     Sleeper s = sleeper();
@@ -327,8 +327,8 @@ TYPED_TEST(RwsemSharedTest, VariableWaitStress) {
 // owner re-creates it), nothing else is: the other lock and the records work.
 TYPED_TEST(RwsemSharedTest, KilledHolderOrWaiterLeavesOthersIntact) {
   using S = typename TestFixture::S;
-  Area& a = *this->area;
-  Records rs = this->area.records();
+  Area& a = this->a;
+  const Records& rs = this->rs;
   Words& w = a.lock[0].words;
   pid_t holder = coretest::fork_stopped_inside([&](int fd) {
     Sleeper s = sleeper();
