@@ -12,7 +12,8 @@
 #   --checks    [regress,pgbench,parallel,crash,cancel,refuse]
 #     regress   pg_regress --use-existing with the parallel schedule (the
 #               suite of scripts/pg_regress.sh ensure): every test passes;
-#               its summary line is shown
+#               its summary line is shown, and must be none's when none ran
+#               before
 #     pgbench   pgbench -i -s SCALE, 64 clients x 4 jobs for --time s, no
 #               failed transaction; then amcheck: bt_index_check(i, true) on
 #               every btree index and verify_heapam on every table, clean
@@ -178,9 +179,13 @@ check_regress() {
     --host="$SRV_TMP" --port="$PORT" --user=postgres --max-connections=20 >"$CUR_LOG" 2>&1 || rc=$?
   summary=$(grep -E '^ *(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests (failed|passed))' "$CUR_LOG" | sed 's/^ *//; s/ *$//' | head -1)
   srv_user cat "$out/regression.diffs" >"$SRV_DIR/regression-$CUR_TAG.diffs" 2>/dev/null || rm -f "$SRV_DIR/regression-$CUR_TAG.diffs"
+  if [[ "$1" != none && -n "$REGRESS_NONE" && "$summary" != "$REGRESS_NONE" ]]; then
+    echo "${summary:-no summary line} (none: $REGRESS_NONE)"; return 1
+  fi
   echo "${summary:-no summary line (pg_regress status $rc)}"
   ((rc == 0)) && [[ "$summary" == All*passed* ]]
 }
+REGRESS_NONE=''   # none's summary line, when none ran before (run_check sets it)
 
 check_pgbench() {
   local init=$SRV_DIR/pgbench-init-$CUR_TAG.log
@@ -396,6 +401,7 @@ run_check() {
     : >"$CUR_SERVER_LOG"
     if db_start "$CUR_SERVER_LOG"; then
       detail=$("check_$c" "$v") || rc=$?
+      [[ "$v/$c" != none/regress ]] || REGRESS_NONE=$detail
       srv_stop INT "$CUR_SERVER_LOG" 90
       if [[ "$SRV_VERDICT" != clean ]]; then
         ((rc == 0 || rc == 77)) && rc=1
