@@ -402,7 +402,7 @@ struct Slow {
       if (!(state & kOwnerSpinnable)) break;
       taken = kWrite ? try_write_unqueued(w, me) : try_read_unqueued(w, rs, me);
       if (taken) break;
-      if (state == kOwnerReader) {
+      if (kWrite && state == kOwnerReader) {  // v5.10 too: only writers have the rspin threshold
         if (prev != kOwnerReader) {
           if (R::owner(w) & nonspinnable) break;
           rspin_end = now() + rwsem::rspin_budget_ns(R::readers(w));
@@ -412,7 +412,7 @@ struct Slow {
           lockevent_inc(LockEvent::rwsem_opt_nospin);
           break;
         }
-      } else if (state == kOwnerNull && ++loop % kClockEvery == 0 && now() > budget_end) {
+      } else if (state != kOwnerWriter && ++loop % kClockEvery == 0 && now() > budget_end) {
         lockevent_inc(LockEvent::rwsem_opt_budget);  // need_resched()
         break;
       }
