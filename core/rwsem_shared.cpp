@@ -567,7 +567,9 @@ struct Slow {
       if (exclusive ? try_write_unqueued(w, me) : try_read_if_clear(w, me, kWriterLocked | kHandoff)) return true;
       arm(self, Kind::until_free);
       wait_lock(w);
-      const bool queued = queue_if_held(w, rs, me, kLockMask);
+      // HANDOFF with the lock free: the first waiter is about to take it, and
+      // its release will wake us; retrying now would only spin on the list.
+      const bool queued = queue_if_held(w, rs, me, kLockMask | kHandoff);
       wait_unlock(w);
       if (queued) break;
     }

@@ -58,12 +58,15 @@
 //                (tunables handoff_ns), sets HANDOFF under WL: fast paths,
 //                stealers and spinners fail, and only it may take the lock.
 //   spin         writers (v5.10: readers too) spin while the owner is a
-//                writer not asleep in lockswap, at most owner_spin_ns; on a
-//                reader-owned lock the kernel's rspin threshold, then
-//                NONSPINNABLE.
+//                writer not asleep in lockswap, at most owner_spin_ns; a
+//                writer on a reader-owned lock the kernel's rspin threshold,
+//                then NONSPINNABLE. A waiter that owns HANDOFF spins on a
+//                running writer owner before it sleeps, and retries when the
+//                owner lets go.
 //   until_free   under WL: try to take the lock (ignoring WAITERS, as a
 //                spinner); else queue, set WAITERS, and sleep unless that
-//                RMW's result shows the lock was freed meanwhile.
+//                RMW's result shows the lock free and no HANDOFF (a lock
+//                owed to the first waiter will be released later: a wake).
 //   var wait     under WL: lock not write-held -> free; variable (read under
 //                WL) changed -> its value; else queue as var_wait and sleep.
 //   update var   under WL: store the variable, take every var_wait waiter
@@ -94,9 +97,11 @@
 //   * owner_on_cpu() is "the owner's record is not asleep in lockswap"
 //     (`sleeping`, kept around every futex sleep); need_resched() is a time
 //     budget (owner_spin_ns) per spin on a writer or on no owner.
-//   * A reader that backs its bias out (a failed v5.10 spin attempt, a lost
-//     grant) does it like up_read(): if that leaves only WAITERS, it wakes,
-//     so no backed-out bias can hide a release from the wait list.
+//   * A v5.10 reader that backs its bias out (before it spins, or after a
+//     failed attempt while spinning) does it like up_read(): if that leaves
+//     only WAITERS, it wakes, so no backed-out bias hides a release from the
+//     wait list. (A waker's grant bias backed out because a writer got in
+//     needs no wake: that writer's release sees WAITERS.)
 //   * HANDOFF is set only by the first lock-taking waiter (v5.19's rule), on
 //     its deadline; no rt_task(). The deadline does not stretch with
 //     oversubscription (core/rwsem does); the kernel's 4 ms.
