@@ -230,6 +230,10 @@ struct SharedRwsem {
       }
     return false;
   }
+  // A read lock for a caller that holds one already (not in the kernel):
+  // no writer can hold the lock, so the bias goes in past WAITERS and
+  // HANDOFF. Queueing behind a waiting writer would wait for ourselves.
+  static void read_again(Words& w) { w.count.fetch_add(kReaderBias, arch::mo_lock); }
   // down_read / down_write (me: this process's record, >= 0).
   static void read_lock(Words& w, const Records& rs, int32_t me, Sleeper& s) {
     uint32_t c = w.count.fetch_add(kReaderBias, arch::mo_lock) + kReaderBias;

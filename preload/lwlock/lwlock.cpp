@@ -166,13 +166,35 @@ __attribute__((always_inline)) inline Held forget(PgLwlock* l) {
 
 // ------------------------------------------------------------ the API
 
+bool lw_held_by_me_in_mode(PgLwlock* l, Mode m);
+
 template <class D>
 struct Api {
   __attribute__((always_inline)) static bool try_acquire(PgLwlock* l, Mode m) {
     return D::run(*l, [&](auto a) { return a.try_acquire(*l, m); });
   }
 
+  // A process that holds `l` shared and asks for it shared again gets it
+  // at once under PostgreSQL's own lock (a shared request waits only for an
+  // exclusive holder); a variant whose readers queue behind waiting writers
+  // (the rwsem) would make it wait for itself. Such a variant says so with
+  // enter_shared_again(); the held list tells a repeat from a first request.
+  // Checked only after the fast path failed.
+  static bool again_shared(PgLwlock* l, Mode m) {
+    if (m != pglw::kShared || !lw_held_by_me_in_mode(l, pglw::kShared)) return false;
+    return D::run(*l, [&](auto a) {
+      if constexpr (requires { a.enter_shared_again(*l); })
+        return a.enter_shared_again(*l);
+      else
+        return false;
+    });
+  }
+
   __attribute__((noinline)) static bool acquire_contended(PgLwlock* l, Mode m) {
+    if (again_shared(l, m)) {
+      remember(l, m);
+      return true;
+    }
     bool slept;
     {
       WaitAccount account{*l};
@@ -193,7 +215,7 @@ struct Api {
   static bool conditional_acquire(PgLwlock* l, Mode m) {
     room_for_one_more();
     hold_interrupts();
-    if (__builtin_expect(!try_acquire(l, m), 0)) return conditional_failed(l);
+    if (__builtin_expect(!try_acquire(l, m), 0) && !again_shared(l, m)) return conditional_failed(l);
     remember(l, m);
     return true;
   }

@@ -45,6 +45,12 @@ struct LwlockRwsem {
     finish(s);
     return free;
   }
+  // A shared holder asking again (lwlock.cpp checks the held list): the
+  // kernel's fairness would queue it behind a writer that waits for it.
+  static bool enter_shared_again(PgLwlock& l) {
+    S::read_again(at(l));
+    return true;
+  }
   static void update_var(PgLwlock& l, uint64_t* var, uint64_t v) { S::update_var(at(l), records(), var, v); }
   static void set_var(PgLwlock& l, uint64_t* var, uint64_t v) { S::set_var(at(l), var, v); }
   static void release(PgLwlock& l, Mode m) {

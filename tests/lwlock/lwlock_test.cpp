@@ -309,6 +309,26 @@ TEST_F(LwlockTest, VariableWaitReturnsOnUpdateAndOnRelease) {
   EXPECT_TRUE(LWLockWaitForVar(l, &s_->var, 0, &now)) << "free: returns at once";
 }
 
+TEST_F(LwlockTest, ASharedHolderAsksAgainPastAWaitingWriter) {
+  // PostgreSQL lets a shared request in whenever no exclusive holder is
+  // there; a queued writer (past its handoff deadline) must not make a
+  // shared holder wait for itself.
+  FakeLwlock* l = lock(9);
+  pid_t kid = start_child([&] {
+    become(1);
+    wait_for_parent_to_hold();
+    CHILD_CHECK(!LWLockAcquire(l, LW_EXCLUSIVE));
+    LWLockRelease(l);
+  });
+  hold_then_tell(l, LW_SHARED);
+  EXPECT_TRUE(lstest::eventually([&] { return s_->wait_event[1] != 0; })) << "the writer never queued";
+  usleep(20'000);  // past the rwsem's 4 ms handoff deadline
+  EXPECT_TRUE(LWLockAcquire(l, LW_SHARED));
+  EXPECT_TRUE(LWLockConditionalAcquire(l, LW_SHARED));
+  for (int i = 0; i < 3; ++i) LWLockRelease(l);
+  EXPECT_EQ(finish_child(kid), 0);
+}
+
 TEST_F(LwlockTest, AProcessWithoutPgprocNeverWaits) {
   FakeLwlock* l = lock(8);
   MyProc = nullptr;
