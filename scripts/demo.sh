@@ -15,14 +15,17 @@
 #                   [--only "postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"]
 #                   [--repeat N] [--time S] [--oversub N] [--sysbench-threads "2 16 64"]
 #                   [--profile] [--strict-steady] [--no-setup]
+#                   [--lwlock "pg,rwsem"] [--wtlock rwsem]
 #
 #   postgres   PostgreSQL 15 + sysbench oltp_read_only (16 tables x 10,000 rows,
 #              shared_buffers=80MB, max_connections=250, 8 threads per CPU);
 #              only the variants that change LOCKSWAP_SEM (PostgreSQL's
 #              processes take no pthread lock: they sleep on semaphores), or
-#              all chosen ones if none does;
+#              all chosen ones if none does; and its LWLocks on each
+#              --lwlock value (default pg,rwsem; "" for none);
 #   mariadb    MariaDB 10.11 + sysbench oltp_read_write at 8 threads;
 #   wiredtiger WiredTiger (mongod's engine), YCSB workload A by ycsb_wt.c;
+#              and its rwlocks on each --wtlock value (default rwsem);
 #   mongod     mongod + YCSB-style workload A, only when mongod is on PATH;
 #   memcached  memcached + memcaslap;
 #   rocksdb    RocksDB db_bench readwhilewriting;
@@ -58,6 +61,10 @@ source "$ROOT/examples/servers/server_lib.sh"
 
 PARTS="postgres mariadb wiredtiger mongod memcached rocksdb sysbench jemalloc"
 QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0 STRICT=0
+# The servers' own locks: PostgreSQL's LWLocks under the port of its own
+# algorithm (the control) and the kernel's rw_semaphore; WiredTiger's
+# rwlocks under the rw_semaphore (docs/lwlock.md, docs/wtlock.md).
+LWLOCKS=pg,rwsem WTLOCKS=rwsem
 DEMO_ARGV=("$0" "$@")
 # The default variants: the columns tagged `bench` in
 # preload/variant_columns.def (as the server runners' default).
@@ -75,6 +82,8 @@ while [[ $# -gt 0 ]]; do
     --repeat) REPEAT=${2:?}; shift 2 ;;
     --time) TIME=${2:?}; shift 2 ;;
     --oversub) OVERSUB=${2:?}; shift 2 ;;
+    --lwlock) LWLOCKS=${2?}; shift 2 ;;
+    --wtlock) WTLOCKS=${2?}; shift 2 ;;
     --sysbench-threads) SB_THREADS=${2:?}; shift 2 ;;
     --no-setup) SETUP=0; shift ;;
     --profile) PROFILE=1; shift ;;
@@ -203,10 +212,10 @@ COMMON=(--repeat "$REPEAT" --time "$TIME" --warmup "$WARMUP")
 VLIST=$(IFS=,; echo "${ALL[*]}")
 S=$ROOT/examples/servers
 wants postgres && run_part postgres bash "$S/postgres.sh" --dir "$OUT/postgres" "${COMMON[@]}" \
-  --variants "$(IFS=,; echo "${PG_VARIANTS[*]}")" "${PG[@]}"
+  --variants "$(IFS=,; echo "${PG_VARIANTS[*]}")" ${LWLOCKS:+--lwlock "$LWLOCKS"} "${PG[@]}"
 wants mariadb && run_part mariadb bash "$S/mariadb.sh" --dir "$OUT/mariadb" "${COMMON[@]}" --variants "$VLIST" "${MARIA[@]}"
 wants wiredtiger && run_part wiredtiger bash "$S/wiredtiger.sh" --dir "$OUT/wiredtiger" "${COMMON[@]}" \
-  --variants "$VLIST" ${WT[@]+"${WT[@]}"}
+  --variants "$VLIST" ${WTLOCKS:+--wtlock "$WTLOCKS"} ${WT[@]+"${WT[@]}"}
 wants mongod && run_part mongod bash "$S/mongod.sh" --dir "$OUT/mongod" "${COMMON[@]}" --variants "$VLIST"
 wants memcached && run_part memcached bash "$S/memcached.sh" --dir "$OUT/memcached" "${COMMON[@]}" \
   --variants "$VLIST" ${MC[@]+"${MC[@]}"}

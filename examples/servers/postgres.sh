@@ -106,7 +106,7 @@ srv_log_ok() {
   local ok=0
   grep -q 'database system is shut down' "$1" || { log "postgres: no 'database system is shut down' in $1"; ok=1; }
   if grep -E '(PANIC|FATAL):' "$1" |
-      grep -vqE 'terminating connection due to administrator command|the database system is (starting up|shutting down)'; then
+      grep -vqE 'terminating (connection|autovacuum process) due to administrator command|the database system is (starting up|shutting down)'; then
     log "postgres: errors in $1:"; grep -E '(PANIC|FATAL):' "$1" | head -5 >&2; ok=1
   fi
   return "$ok"

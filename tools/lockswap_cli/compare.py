@@ -26,6 +26,8 @@ COMPARE_EPILOG = f"""\
 Rows: `none` (COMMAND run as it is: no LD_PRELOAD, no LOCKSWAP_* variable; the
 reference unless --baseline names another row), `glibc` (through lockswap with
 glibc's own locks: what the interposition alone costs), the listed variants and
+a row lwlock=V or wtlock=V per server family value (glibc's locks, PostgreSQL's
+LWLocks or WiredTiger's rwlocks on V: `{PROG} --variant glibc --lwlock V`), and
 one row per --select LABEL=RULES (glibc everywhere but the locks RULES name:
 `{PROG} --variant glibc --select RULES`, LOCKSWAP_SELECT, docs/select.md); none
 and glibc are added when not listed (--no-glibc leaves glibc out).
@@ -143,8 +145,17 @@ def compare_parser(make=argparse.ArgumentParser):
     return p
 
 
+# Families only some programs have (PostgreSQL's LWLocks, WiredTiger's rwlocks): a row
+# FAMILY=V is glibc's locks with that family on V.
+SERVER_FAMILIES = ("lwlock", "wtlock")
+
+
 def variant_options(v):
-    """A MUTEX/RWLOCK pair, or a column of the library's matrix (the wrapper looks it up)."""
+    """A MUTEX/RWLOCK pair, FAMILY=V of a server family, or a column of the library's matrix
+    (the wrapper looks it up)."""
+    family, eq, value = v.partition("=")
+    if eq and family in SERVER_FAMILIES:
+        return ["--variant", "glibc", f"--{family}", value]
     if "/" in v:
         mutex, rwlock = v.split("/", 1)
         return ["--mutex", mutex, "--rwlock", rwlock]
