@@ -105,6 +105,12 @@ inline ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) { return :
 namespace lockswap::select {
 void load() {}
 }  // namespace lockswap::select
+// LOCKSWAP_LWLOCK's redirection (preload/lwlock/) looks for a PostgreSQL in
+// the process, not at the environment: tested by tests/lwlock and
+// tests/pg_lwlock. load_config() hands it the parsed choice.
+namespace lockswap::lwlock {
+void start(LwlockVariant) {}
+}  // namespace lockswap::lwlock
 // The start-up self-check (preload/self_check.cpp) looks at glibc, not at the
 // environment: tested by tests/glibc_tier. Not linked here either.
 namespace lockswap::self_check {
@@ -140,6 +146,8 @@ const char* const kMutexNames[] = {LOCKSWAP_MUTEX_VARIANTS(VARIANT_NAME)};
 const char* const kRwlockNames[] = {LOCKSWAP_RWLOCK_VARIANTS(VARIANT_NAME)};
 const char* const kSemNames[] = {LOCKSWAP_SEM_VARIANTS(VARIANT_NAME)};
 const char* const kCidNames[] = {LOCKSWAP_CID_VARIANTS(VARIANT_NAME)};
+const char* const kLwlockNames[] = {LOCKSWAP_LWLOCK_VARIANTS(VARIANT_NAME)};  // off first: the default
+const char* const kWtlockNames[] = {LOCKSWAP_WTLOCK_VARIANTS(VARIANT_NAME)};  // off first: the default
 const char* const kOncpuNames[] = {LOCKSWAP_ONCPU_VARIANTS(VARIANT_NAME)};  // auto first: unset means auto
 #undef VARIANT_NAME
 
@@ -165,7 +173,8 @@ bool number_ok(const std::string& v, uint64_t lo, uint64_t hi) {
   return n >= lo && n <= hi;
 }
 
-// Index+1 of the variant named `v` ("" = glibc = index 1), or 0 if unknown.
+// Index+1 of the variant named `v` ("" = the list's first, its default:
+// glibc, or off for the server families), or 0 if unknown.
 template <size_t N>
 int variant_index(const char* const (&names)[N], const std::string* v) {
   if (v == nullptr || v->empty()) return 1;  // unset or empty: glibc, the first
@@ -192,6 +201,7 @@ bool oncpu_ok(const std::vector<std::string>& env, bool* degraded) {
 bool known_name(std::string_view name) {
   if (name == "LOCKSWAP_LIST" || name == "LOCKSWAP_STATS" || name == "LOCKSWAP_STATS_FILE" || name == "LOCKSWAP_STATS_SIGNAL" ||
       name == "LOCKSWAP_MUTEX" || name == "LOCKSWAP_RWLOCK" || name == "LOCKSWAP_SEM" || name == "LOCKSWAP_CID" ||
+      name == "LOCKSWAP_LWLOCK" || name == "LOCKSWAP_WTLOCK" ||
       name == "LOCKSWAP_LIB" || name == "LOCKSWAP_ONCPU" || name == ONCPU_FD_ENV || name == "LOCKSWAP_ONCPU_LOADER" ||
       name == "LOCKSWAP_ROOT" || name == "LOCKSWAP_OVERSUB_STARTED_LOADER" ||
       name == "LOCKSWAP_SELECT")  // its value is select.cpp's (the stand-in above accepts any)
@@ -290,8 +300,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int im = variant_index(kMutexNames, first_value(env, "LOCKSWAP_MUTEX", &vm));
   int ir = variant_index(kRwlockNames, first_value(env, "LOCKSWAP_RWLOCK", &vr));
   int is = variant_index(kSemNames, first_value(env, "LOCKSWAP_SEM", &vs));
-  std::string vc;
+  std::string vc, vl, vw;
   if (im == 0 || ir == 0 || is == 0 || variant_index(kCidNames, first_value(env, "LOCKSWAP_CID", &vc)) == 0)
+    expect_ok = false;
+  if (variant_index(kLwlockNames, first_value(env, "LOCKSWAP_LWLOCK", &vl)) == 0 ||
+      variant_index(kWtlockNames, first_value(env, "LOCKSWAP_WTLOCK", &vw)) == 0)
     expect_ok = false;
   bool oncpu_degraded = false;
   if (!oncpu_ok(env, &oncpu_degraded)) expect_ok = false;
