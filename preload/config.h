@@ -42,41 +42,21 @@ extern Config g_config;
 // An invalid setting prints the valid choices on stderr and exits with 2.
 void load_config();
 
-inline MutexVariant mutex_variant() {
-  MutexVariant v = std::atomic_ref<MutexVariant>(g_config.mutex).load(std::memory_order_acquire);
-  if (__builtin_expect(v != MutexVariant::unset, 1)) return v;
+// A family's choice: parsed on first use, then one acquire load.
+template <class Enum>
+inline Enum chosen(Enum& field) {
+  Enum v = std::atomic_ref<Enum>(field).load(std::memory_order_acquire);
+  if (__builtin_expect(v != Enum::unset, 1)) return v;
   load_config();
-  return g_config.mutex;
+  return field;
 }
 
-inline RwlockVariant rwlock_variant() {
-  RwlockVariant v = std::atomic_ref<RwlockVariant>(g_config.rwlock).load(std::memory_order_acquire);
-  if (__builtin_expect(v != RwlockVariant::unset, 1)) return v;
-  load_config();
-  return g_config.rwlock;
-}
-
-inline SemVariant sem_variant() {
-  SemVariant v = std::atomic_ref<SemVariant>(g_config.sem).load(std::memory_order_acquire);
-  if (__builtin_expect(v != SemVariant::unset, 1)) return v;
-  load_config();
-  return g_config.sem;
-}
-
-// Read after load_config() (the library's constructor runs it before main).
-inline LwlockVariant lwlock_variant() {
-  LwlockVariant v = std::atomic_ref<LwlockVariant>(g_config.lwlock).load(std::memory_order_acquire);
-  if (__builtin_expect(v != LwlockVariant::unset, 1)) return v;
-  load_config();
-  return g_config.lwlock;
-}
-
-inline WtlockVariant wtlock_variant() {
-  WtlockVariant v = std::atomic_ref<WtlockVariant>(g_config.wtlock).load(std::memory_order_acquire);
-  if (__builtin_expect(v != WtlockVariant::unset, 1)) return v;
-  load_config();
-  return g_config.wtlock;
-}
+inline MutexVariant mutex_variant() { return chosen(g_config.mutex); }
+inline RwlockVariant rwlock_variant() { return chosen(g_config.rwlock); }
+inline SemVariant sem_variant() { return chosen(g_config.sem); }
+inline WtlockVariant wtlock_variant() { return chosen(g_config.wtlock); }
+// LOCKSWAP_LWLOCK has no accessor: load_config hands the choice to
+// lwlock::start, before main, and nothing reads it later on a lock path.
 
 // variant_name(): preload/registry.h.
 
