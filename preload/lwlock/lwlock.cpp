@@ -35,7 +35,6 @@
 #include "preload/lwlock/redirect.h"
 #include "preload/lwlock/variants.h"
 #include "preload/select.h"
-#include "preload/stats.h"
 
 namespace lockswap::lwlock {
 
