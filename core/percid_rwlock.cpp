@@ -11,6 +11,7 @@ namespace lockswap {
 namespace percid {
 
 Geometry g_geometry;
+DrainWord g_drain[kMaxLocks];
 
 namespace {
 
@@ -67,6 +68,7 @@ ReaderSlot* block_of(uint32_t index) { return g_geometry.base + (std::size_t{ind
 void zero_block(uint32_t index) {
   ReaderSlot* block = block_of(index);
   for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) block[i].readers.store(0, arch::mo_hint);
+  drain_word(index).store(kDrainAwake, arch::mo_hint);
 }
 
 }  // namespace

@@ -25,20 +25,28 @@
 //   state (u64)  bit 0 WRITER_PENDING  set under the rwsem write lock: new
 //                                      fast-path readers back off
 //                bit 1 WRITER_OWNS     the counters drained: write-held
-//                bit 2 WRITER_SLEEPS   the writer futex-waits on the low
-//                                      half (which holds every flag);
-//                                      a leaving reader clears it and wakes
-//                bit 3 READERS_WAIT    readers held off by a pending writer
-//                                      futex-wait on the low half; the writer's
+//                bit 2 READERS_WAIT    readers held off by a pending writer
+//                                      futex-wait on the low half (which
+//                                      holds every flag); the writer's
 //                                      release wakes them all
-//                bit 4 PREF_BATCH      rule (b) below let a batch of readers
+//                bit 3 PREF_BATCH      rule (b) below let a batch of readers
 //                                      in during this writer's drain
-//                bits 5-63 epoch       bumped by readers entering past a
-//                                      pending writer and by wakers, so a
-//                                      writer's "drained" CAS fails if either
-//                                      came in meanwhile
+//                bits 4-63 epoch       bumped by readers entering past a
+//                                      pending writer, so a writer's
+//                                      "drained" CAS fails if one came in
+//                                      meanwhile
 //
-// Why 59 bits: between the writer's load of `state` and its CAS, the epoch
+// The drain word (one u32 per block, its own cache line, in lockswap's
+// memory, outside the lock): a writer that sleeps while readers drain sets
+// it to kDrainSleeps and futex-waits on it; the last look of a leaving
+// reader is at this word, never at the lock. A reader's decrement may be the
+// lock's last hold: the writer then owns, releases and destroys the lock
+// and may free or unmap its memory at once, so the reader must not touch
+// the lock after it. The word's memory stays mapped; if the block was
+// handed to another lock meanwhile, the reader's wake-up is a spurious one
+// for that lock's writer, which re-counts and sleeps again.
+//
+// Why 60 bits: between the writer's load of `state` and its CAS, the epoch
 // must not come back to the same value. Every bump is a successful RMW of
 // this one cache line, which takes well over a nanosecond; 2^59 ns is 18
 // years, so no preemption of the writer, however long, sees a wrap. (A u32
@@ -98,14 +106,14 @@
 //                 be let in past it. Other kinds (writer-nonrecursive) and
 //                 non-blocking calls: rwsem read lock (waits while a writer
 //                 holds the rwsem), slot += 1, rwsem read unlock -> read-held.
-//   read unlock   slot -= 1 (seq_cst); if SLEEPS: CAS it off with epoch += 1
-//                 and FUTEX_WAKE the writer.
+//   read unlock   slot -= 1 (seq_cst); if the block's drain word says a
+//                 writer sleeps: exchange it to 0 and FUTEX_WAKE it.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
 //                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
 //                 kDrainPolls sums and, with spinning on, on until the
 //                 kernel's reader-phase budget (rwsem_rspin_threshold(),
-//                 rwsem::rspin_budget_ns()) has passed, then CAS SLEEPS on,
-//                 re-sum, futex-wait; a wake-up spins anew. The kernel's
+//                 rwsem::rspin_budget_ns()) has passed, then set the
+//                 drain word, re-sum, futex-wait on it; a wake-up spins anew. The kernel's
 //                 percpu_down_write() sleeps at once; here a sleep and
 //                 wake-up cost more than a reader's critical section while
 //                 every new reader waits behind the pending writer
@@ -133,8 +141,9 @@
 // decrement is a release that the writer's sum (seq_cst loads) acquires; the
 // writer's release of `state` orders its critical section before readers
 // whose seq_cst state load sees it clear, and the rwsem orders it before
-// slow readers. The writer's SLEEPS CAS precedes its re-sum and a reader's
-// decrement precedes its SLEEPS check (seq_cst), so a wake is never lost.
+// slow readers. The writer's store to the drain word precedes its re-sum
+// and a reader's decrement precedes its load of the drain word (seq_cst),
+// so a wake is never lost.
 //
 // Destroy: glibc's destroy of a private rwlock does nothing, so a lock is
 // often destroyed (or re-initialised) while held or waited on and used on.
@@ -177,13 +186,15 @@ inline constexpr uint32_t kMaxLocks = 1024;
 // --- state word (u64; the futex is its low half) ---
 inline constexpr uint64_t kWriterPending = 1u << 0;
 inline constexpr uint64_t kWriterOwns = 1u << 1;
-inline constexpr uint64_t kWriterSleeps = 1u << 2;
-inline constexpr uint64_t kReadersWait = 1u << 3;
-inline constexpr uint64_t kPrefBatch = 1u << 4;
-inline constexpr uint64_t kWriterBits = kWriterPending | kWriterOwns | kWriterSleeps;
+inline constexpr uint64_t kReadersWait = 1u << 2;
+inline constexpr uint64_t kPrefBatch = 1u << 3;
+inline constexpr uint64_t kWriterBits = kWriterPending | kWriterOwns;
 // Everything a writer's release clears.
 inline constexpr uint64_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
-inline constexpr uint64_t kEpochOne = uint64_t{1} << 5;
+inline constexpr uint64_t kEpochOne = uint64_t{1} << 4;
+// --- drain word (u32 per block, outside the lock) ---
+inline constexpr uint32_t kDrainAwake = 0;
+inline constexpr uint32_t kDrainSleeps = 1;
 inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
 // --- arena ---
 inline constexpr uint32_t kMinSlotsPerLock = 8;
@@ -208,6 +219,7 @@ static_assert(kPlainRwsem - 1 >= kMaxLocks, "has_block() rejects both kNoBlock a
 static_assert((kWriterPhaseBits & (kEpochOne - 1)) == kWriterPhaseBits, "the epoch counts above the writer bits");
 static_assert(kEpochOne < (uint64_t{1} << 32), "every flag is in the futex half of `state`");
 static_assert(64 - std::countr_zero(kEpochOne) >= 59, "a 59-bit epoch cannot wrap (design block)");
+static_assert(kDrainAwake == 0, "a zero-filled drain word: no writer sleeps");
 static_assert((kMinSlotsPerLock & (kMinSlotsPerLock - 1)) == 0 && (kMaxSlotsPerLock & (kMaxSlotsPerLock - 1)) == 0);
 static_assert(kMinSlotsPerLock >= 2, "spread() rotates within at least two slots");
 static_assert(kMaxSlotsPerLock <= cid::kMaxCids, "every slot is reachable by some id");
@@ -216,6 +228,15 @@ struct alignas(64) ReaderSlot {
   std::atomic<uint64_t> readers;
 };
 static_assert(sizeof(ReaderSlot) == 64, "one cache line per slot");
+
+// A block's drain word (design block), on a line of its own: leaving readers
+// read it, only a draining writer and its waker write it.
+struct alignas(64) DrainWord {
+  std::atomic<uint32_t> word;
+};
+static_assert(sizeof(DrainWord) == 64, "one cache line per drain word");
+extern DrainWord g_drain[kMaxLocks];
+__attribute__((always_inline)) inline std::atomic<uint32_t>& drain_word(uint32_t index) { return g_drain[index - 1].word; }
 
 // Written once, under the arena lock, before the first block index is
 // published (release); readers reach it only through an acquired index.
@@ -257,6 +278,23 @@ void release_block(std::atomic<uint32_t>& index, const void* lock);
 uint32_t slots_per_lock();
 uint32_t blocks_in_use();
 void after_fork_in_child();
+
+// A writer's drain: kDrainPolls sums, then (spinning on) until rwsem::rspin_budget_ns() of
+// the holders first counted has passed; the clock is read every
+// kClockEvery polls. `holders` is a racy sum: a wrapped (huge) one only
+// takes the budget's maximum.
+struct DrainSpin {
+  unsigned polls = 0;
+  uint64_t deadline = 0;
+  bool goes_on(uint64_t holders) {
+    ++polls;
+    if (polls <= percid::kDrainPolls) return true;
+    if (!g_rwsem_tunables.writer_spin) return false;
+    if (deadline == 0) deadline = arch::monotonic_ns() + rwsem::rspin_budget_ns(holders);
+    return polls % kClockEvery != 0 || arch::monotonic_ns() < deadline;
+  }
+};
+
 }  // namespace percid
 
 // S: the rwsem's words (count, owner, waitq, osq) plus `index` and `state`.
@@ -273,7 +311,7 @@ struct PercidRwlock {
     percid::ReaderSlot& slot = percid::my_slot(index);
     slot.readers.fetch_add(1, arch::mo_dekker);
     if (__builtin_expect((s.state.load(arch::mo_dekker) & percid::kReadersBackOff) == 0, 1)) return true;
-    leave(s, slot);
+    leave(index, slot);
     return false;
   }
 
@@ -304,7 +342,7 @@ struct PercidRwlock {
   __attribute__((always_inline)) static void read_unlock(S& s) {
     uint32_t index = s.index.load(arch::mo_hint);  // our lock call acquired it
     if (__builtin_expect(!percid::has_block(index), 0)) return Sem::read_unlock(s);
-    leave(s, percid::my_slot(index));
+    leave(index, percid::my_slot(index));
   }
 
   __attribute__((noinline)) static int write_lock(S& s, const WaitCtx& ctx) {
@@ -350,21 +388,16 @@ struct PercidRwlock {
   }
 
  private:
-  __attribute__((always_inline)) static void leave(S& s, percid::ReaderSlot& slot) {
+  // Gives up a read hold. After the decrement the lock may already be gone
+  // (design block, "The drain word"): only the block's memory is touched.
+  __attribute__((always_inline)) static void leave(uint32_t index, percid::ReaderSlot& slot) {
     slot.readers.fetch_sub(1, arch::mo_dekker);
-    if (__builtin_expect((s.state.load(arch::mo_dekker) & percid::kWriterSleeps) != 0, 0)) wake_writer(s);
+    std::atomic<uint32_t>& drain = percid::drain_word(index);
+    if (__builtin_expect(drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(drain);
   }
 
-  __attribute__((noinline)) static void wake_writer(S& s) {
-    uint64_t st = s.state.load(arch::mo_dekker);
-    while (st & percid::kWriterSleeps) {
-      if (s.state.compare_exchange_weak(st, (st & ~percid::kWriterSleeps) + percid::kEpochOne, arch::mo_dekker)) {
-        // Readers may sleep on the same word: wake them too, or the one
-        // wake-up could go to a reader and leave the writer asleep.
-        arch::futex_wake(percid::futex_word(s.state), (st & percid::kReadersWait) ? arch::futex_wake_all : 1);
-        return;
-      }
-    }
+  __attribute__((noinline)) static void wake_writer(std::atomic<uint32_t>& drain) {
+    if (drain.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&drain, 1);
   }
 
   // Read-slow case (c): we hold read locks, a writer is pending but cannot
@@ -376,7 +409,7 @@ struct PercidRwlock {
     uint64_t st = s.state.load(arch::mo_dekker);
     do {
       if (st & percid::kWriterOwns) {
-        leave(s, slot);
+        leave(index, slot);
         return false;
       }
     } while (!s.state.compare_exchange_weak(st, st + percid::kEpochOne, arch::mo_dekker));
@@ -487,15 +520,14 @@ struct PercidRwlock {
   // The sum was zero after `st` was read: OWNS, unless a recursive reader or
   // a waker changed `state` meanwhile (then sum again).
   static bool own_drained(S& s, uint64_t st) {
-    uint64_t owned = (st | percid::kWriterOwns) & ~percid::kWriterSleeps;
-    return s.state.compare_exchange_strong(st, owned, arch::mo_dekker);
+    return s.state.compare_exchange_strong(st, st | percid::kWriterOwns, arch::mo_dekker);
   }
 
   // Spin, then sleep, until the readers are gone. Each sleep starts a new
   // spin, as the kernel's writer spins again once woken. Out of line: the
   // idle write pair does not pay for the spin's state.
   __attribute__((noinline)) static int wait_for_readers(S& s, uint32_t index, const WaitCtx& ctx) {
-    DrainSpin spin;
+    percid::DrainSpin spin;
     for (;;) {
       uint64_t st = s.state.load(arch::mo_dekker);
       const uint64_t holders = percid::readers(index);
@@ -508,36 +540,29 @@ struct PercidRwlock {
         arch::cpu_relax();
         continue;
       }
-      if (sleep_while_readers(s, index, st, ctx) == ETIMEDOUT) return ETIMEDOUT;
-      spin = DrainSpin{};
+      if (sleep_while_readers(index, ctx) == ETIMEDOUT) return ETIMEDOUT;
+      spin = percid::DrainSpin{};
     }
   }
 
-  // kDrainPolls sums, then (spinning on) until rwsem::rspin_budget_ns() of
-  // the holders first counted has passed; the clock is read every
-  // kClockEvery polls. `holders` is a racy sum: a wrapped (huge) one only
-  // takes the budget's maximum.
-  struct DrainSpin {
-    unsigned polls = 0;
-    uint64_t deadline = 0;
-    bool goes_on(uint64_t holders) {
-      ++polls;
-      if (polls <= percid::kDrainPolls) return true;
-      if (!g_rwsem_tunables.writer_spin) return false;
-      if (deadline == 0) deadline = arch::monotonic_ns() + rwsem::rspin_budget_ns(holders);
-      return polls % kClockEvery != 0 || arch::monotonic_ns() < deadline;
-    }
-  };
-
-  // Announce the sleep, re-check (Dekker with leave()), sleep on `state`.
-  static int sleep_while_readers(S& s, uint32_t index, uint64_t st, const WaitCtx& ctx) {
-    uint64_t sleeping = st | percid::kWriterSleeps;
-    if (st != sleeping && !s.state.compare_exchange_strong(st, sleeping, arch::mo_dekker)) return 0;
+  // Announce the sleep on the drain word, re-check (Dekker with leave()),
+  // sleep on it. The word is cleared on the way out, woken or not, so
+  // later readers do not try to wake a writer that no longer sleeps.
+  static int sleep_while_readers(uint32_t index, const WaitCtx& ctx) {
+    std::atomic<uint32_t>& drain = percid::drain_word(index);
+    DrainWordClear clear{drain};
+    drain.store(percid::kDrainSleeps, arch::mo_dekker);
     if (percid::readers(index) == 0) return 0;
     lockevent_inc(LockEvent::percid_wlock_sleep);
     read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
-    return ctx.sleep(percid::futex_word(s.state), percid::futex_value(sleeping));
+    return ctx.sleep(&drain, percid::kDrainSleeps);
   }
+
+  // Every way out of the drain sleep, a cancellation's unwinding included.
+  struct DrainWordClear {
+    std::atomic<uint32_t>& drain;
+    ~DrainWordClear() { drain.store(percid::kDrainAwake, arch::mo_hint); }
+  };
 
   static void release_writer(S& s) {
     uint64_t st = s.state.fetch_and(~percid::kWriterPhaseBits, arch::mo_unlock);
