@@ -7,11 +7,16 @@ Reads the GNU build-id, the address of every redirected LWLock function
 (.dynsym) and the first 16 bytes at each entry, and the offset of
 PGPROC.pgprocno, which must be given (--pgprocno-offset) or is found by
 compiling offsetof(PGPROC, pgprocno) against the server headers
-(postgresql-server-dev-15) when they are installed. docs/lwlock.md, "Adding a
-build", says how to check the result.
+(postgresql-server-dev-15) when they are installed and the binary is of this
+machine's instruction set. In the disassembly the offset is the 32-bit load
+from MyProc in LWLockQueueSelf (static, called from LWLockAcquire's wait
+path), after lwWaiting and lwWaitMode are stored: `movslq OFF(%rax)` on
+x86-64, `ldr wN, [xM, #OFF]` (or `ldrsw xN, ...`) on arm64. docs/lwlock.md,
+"Adding a build", says how to check the result (tools/lwlock/check_entries.py).
 """
 import argparse
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -62,7 +67,9 @@ def file_offset(path, vaddr):
     sys.exit(f"{path}: address {vaddr:#x} is in no loaded segment")
 
 
-def pgprocno_offset():
+def pgprocno_offset(isa):
+    if isa != {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine()):
+        sys.exit(f"give --pgprocno-offset: the server headers here are not for {isa} (read it in the disassembly)")
     inc = subprocess.run(["pg_config", "--includedir-server"], capture_output=True, text=True).stdout.strip()
     if not inc or not os.path.exists(os.path.join(inc, "storage", "proc.h")):
         sys.exit("give --pgprocno-offset (no server headers: install postgresql-server-dev-15)")
@@ -71,6 +78,9 @@ def pgprocno_offset():
     with tempfile.TemporaryDirectory() as d:
         open(os.path.join(d, "p.c"), "w").write(src)
         subprocess.run(["cc", "-I", inc, "-o", os.path.join(d, "p"), os.path.join(d, "p.c")], check=True)
+        version = subprocess.run(["pg_config", "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"pgprocno offset from the headers of {version}: check it in the disassembly for another release",
+              file=sys.stderr)
         return int(subprocess.run([os.path.join(d, "p")], check=True, capture_output=True, text=True).stdout)
 
 
@@ -82,8 +92,9 @@ def main():
     a = ap.parse_args()
     syms = symbols(a.binary)
     data = open(a.binary, "rb").read()
-    off = a.pgprocno_offset if a.pgprocno_offset is not None else pgprocno_offset()
-    print(f'  {{"{build_id(a.binary)}", "{a.label}", Isa::{machine(a.binary)}, {off:#x},')
+    isa = machine(a.binary)
+    off = a.pgprocno_offset if a.pgprocno_offset is not None else pgprocno_offset(isa)
+    print(f'  {{"{build_id(a.binary)}", "{a.label}", Isa::{isa}, {off:#x},')
     print("   {")
     for name in FUNCTIONS:
         addr, size = syms[name]
