@@ -54,7 +54,8 @@
   X(pg, "pg", LwlockPg, "a port of PostgreSQL 15's own LWLock (the control beside the unpreloaded server)") \
   X(futex, "futex", LwlockFutex, "reference reader-preferring futex rwlock in the LWLock's state word")       \
   X(rwsem, "rwsem", LwlockRwsemSteal, "Linux v5.11+ rw_semaphore, process-shared: reader lock stealing")  \
-  X(rwsem_rspin, "rwsem-rspin", LwlockRwsemRspin, "Linux v5.10 rw_semaphore, process-shared: reader optimistic spinning")
+  X(rwsem_rspin, "rwsem-rspin", LwlockRwsemRspin, "Linux v5.10 rw_semaphore, process-shared: reader optimistic spinning") \
+  X(percid, "percid", LwlockPercid, "readers counted per concurrency id (LOCKSWAP_CID) on the main array's locks, the rwsem elsewhere")
 
 // WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
 // asked; the adapters are in preload/wtlock/variants.h. No percid: its words

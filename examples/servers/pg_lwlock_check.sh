@@ -7,7 +7,7 @@
 #   pg_lwlock_check.sh [--variants V[,V...]] [--checks C[,C...]] [--time S]
 #                      [--dir D] [--scale N] [--stats yes] [--fallback off]
 #
-#   --variants  none (no preload), off, pg, futex, rwsem, rwsem-rspin, ...
+#   --variants  none (no preload), off, pg, futex, rwsem, rwsem-rspin, percid
 #               (any value LOCKSWAP_LWLOCK takes) [none,off]
 #   --checks    [regress,pgbench,parallel,crash,cancel,refuse]
 #     regress   pg_regress --use-existing with the parallel schedule (the

@@ -12,10 +12,10 @@
 #   --workload W     read_only | read_write | both [both]
 #   --tables N       sysbench tables [16]      --rows N   rows per table [10000]
 #   --lwlock V[,V..] one more variant per LOCKSWAP_LWLOCK value V (pg, futex, rwsem,
-#                    rwsem-rspin; docs/lwlock.md): glibc's locks with PostgreSQL's
+#                    rwsem-rspin, percid; docs/lwlock.md): glibc's locks with PostgreSQL's
 #                    LWLocks on V, the --variants spec glibc:LOCKSWAP_LWLOCK=V; one
 #                    tranche alone, the others on pg:
-#                    --select 'procarray=lwlock=rwsem@tranche:ProcArrayLock'
+#                    --select 'procarray=lwlock=percid@tranche:ProcArrayLock'
 #   --no-fsync       fsync, synchronous_commit and full_page_writes off (default:
 #                    PostgreSQL's own settings, under which commits wait for the
 #                    WAL flush and backends sleep on their semaphores more often)

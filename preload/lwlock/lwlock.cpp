@@ -39,6 +39,10 @@
 namespace lockswap::lwlock {
 
 Host g_host;
+PercidArea g_percid;
+void** g_main_array;
+uint32_t g_last_key, g_proc_key;
+void* g_keyed_proc;
 
 namespace {
 
@@ -170,7 +174,7 @@ bool lw_held_by_me_in_mode(PgLwlock* l, Mode m);
 template <class D>
 struct Api {
   __attribute__((always_inline)) static bool try_acquire(PgLwlock* l, Mode m) {
-    return D::run(*l, [&](auto a) { return a.try_acquire(*l, m); });
+    return D::run(*l, [&](auto a) __attribute__((always_inline)) { return a.try_acquire(*l, m); });
   }
 
   // A process that holds `l` shared and asks for it shared again gets it
@@ -267,7 +271,7 @@ struct Api {
   __attribute__((noinline)) static void release_older(PgLwlock* l) { release_held(l, forget(l)); }
   __attribute__((always_inline)) static void release_held(PgLwlock* l, const Held& h) {
     if (__builtin_expect(h.since_ns != 0, 0)) return release_sampled(l, h.mode, h.since_ns);
-    D::run(*l, [&](auto a) { a.release(*l, h.mode); });
+    D::run(*l, [&](auto a) __attribute__((always_inline)) { a.release(*l, h.mode); });
   }
 
   static void release_clear_var(PgLwlock* l, uint64_t* var, uint64_t v) {
@@ -371,6 +375,8 @@ void resolve_host(uint32_t pgprocno_offset) {
   g_host.errmsg_internal = resolve<int (*)(const char*, ...)>("errmsg_internal");
   g_host.errfinish = resolve<void (*)(const char*, int, const char*)>("errfinish");
   g_host.lwlock_identifier = resolve<const char* (*)(uint32_t, uint16_t)>("GetLWLockIdentifier");
+  // Optional: without it every lock of the percid variant runs the rwsem.
+  g_main_array = static_cast<void**>(dlsym(RTLD_DEFAULT, "MainLWLockArray"));
   g_host.pgprocno_offset = pgprocno_offset;
 }
 
@@ -389,6 +395,8 @@ void map_side_area() {
   g_host.waiters = {static_cast<pglw::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(pglw::Waiter)))};
   static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number has an rwsem record");
   g_host.rwsem_records = {static_cast<rwshared::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(rwshared::Waiter)))};
+  g_percid.set_slots(percid::slots_per_lock());
+  g_percid.base = static_cast<std::byte*>(map_records(PercidArea::kBlocks * g_percid.block_bytes));
 }
 
 // Built-in tranches: GetLWLockIdentifier names them in every process alike;

@@ -154,8 +154,10 @@ struct LwlockFutex {
 
 }  // namespace lockswap::lwlock
 
-// The process-shared rw_semaphore adapters (LwlockRwsemSteal, LwlockRwsemRspin).
+// The process-shared rw_semaphore adapters (LwlockRwsemSteal, LwlockRwsemRspin)
+// and percid on the same rwsem (LwlockPercid).
 #include "preload/lwlock/variants_rwsem.h"
+#include "preload/lwlock/variants_percid.h"
 
 namespace lockswap::lwlock {
 

@@ -12,8 +12,25 @@ namespace lockswap::lwlock {
 static_assert(rwshared::kFreeCount == kFreeState, "PostgreSQL's initial state is the free count");
 static_assert(static_cast<uint32_t>(kFreeWord) == rwshared::kStoredXor, "its +8 and +12 decode to no owner, no waiter");
 
+// What every variant on core/rwsem_shared.h needs of the host: the waiter
+// records, the owner hint, a sleeper that publishes the wait event.
+struct SharedWaits {
+  static const rwshared::Records& records() { return g_host.rwsem_records; }
+  // The owner hint of a fast path: the postmaster (no PGPROC) takes locks
+  // too, as no one.
+  static int32_t owner_proc() { return *g_host.my_proc == nullptr ? rwshared::kNoProc : my_procno(); }
+  static void started_waiting(void* l) { wait_start(*static_cast<const PgLwlock*>(l)); }
+  static rwshared::Sleeper sleeper(PgLwlock& l) {
+    return {WaitCtx::blocking(kLwlockWaits), &started_waiting, &l};
+  }
+  static bool finish(const rwshared::Sleeper& s) {
+    if (s.slept) wait_end();
+    return s.slept;
+  }
+};
+
 template <class Policy>
-struct LwlockRwsem {
+struct LwlockRwsem : SharedWaits {
   using S = rwshared::SharedRwsem<Policy>;
   static rwshared::Words& at(PgLwlock& l) { return *reinterpret_cast<rwshared::Words*>(&l.state); }
 
@@ -38,10 +55,15 @@ struct LwlockRwsem {
     return taken;
   }
   static bool wait_for_var(PgLwlock& l, uint64_t* var, uint64_t old, uint64_t* newval) {
-    if (!S::write_locked(at(l))) return true;
+    return wait_for_var_on(at(l), l, var, old, newval);
+  }
+  // The variable protocol on rwsem words `w` that stand for `l` (the lock's
+  // own, or percid's inner rwsem: variants_percid.h).
+  static bool wait_for_var_on(rwshared::Words& w, PgLwlock& l, uint64_t* var, uint64_t old, uint64_t* newval) {
+    if (!S::write_locked(w)) return true;
     const int32_t me = my_procno();
     rwshared::Sleeper s = sleeper(l);
-    const bool free = S::wait_for_var(at(l), records(), me, var, old, newval, s);
+    const bool free = S::wait_for_var(w, records(), me, var, old, newval, s);
     finish(s);
     return free;
   }
@@ -60,19 +82,6 @@ struct LwlockRwsem {
       S::read_unlock(at(l), records());
   }
 
- private:
-  static const rwshared::Records& records() { return g_host.rwsem_records; }
-  // The owner hint of a fast path: the postmaster (no PGPROC) takes locks
-  // too, as no one.
-  static int32_t owner_proc() { return *g_host.my_proc == nullptr ? rwshared::kNoProc : my_procno(); }
-  static void started_waiting(void* l) { wait_start(*static_cast<const PgLwlock*>(l)); }
-  static rwshared::Sleeper sleeper(PgLwlock& l) {
-    return {WaitCtx::blocking(kLwlockWaits), &started_waiting, &l};
-  }
-  static bool finish(const rwshared::Sleeper& s) {
-    if (s.slept) wait_end();
-    return s.slept;
-  }
 };
 
 using LwlockRwsemSteal = LwlockRwsem<RwsemSteal>;

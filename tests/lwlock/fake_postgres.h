@@ -32,6 +32,12 @@ enum { LW_EXCLUSIVE = 0, LW_SHARED = 1, LW_WAIT_UNTIL_FREE = 2 };
 enum { FAKE_ERROR = 21, FAKE_PANIC = 23, FAKE_PANIC_EXIT = 42 };
 #define FAKE_WAIT_LWLOCK 0x01000000u
 
+/* LWLockPadded: MainLWLockArray's element, one 128-byte line each. */
+typedef struct {
+  FakeLwlock lock;
+  char pad[128 - sizeof(FakeLwlock)];
+} FakeLwlockPadded;
+
 static inline void fake_lwlock_init(FakeLwlock* l, uint16_t tranche) {
   l->tranche = tranche;
   l->state = 1u << 29;
@@ -47,6 +53,8 @@ extern __attribute__((visibility("default"))) const uint32_t lockswap_lwlock_syn
 const uint32_t lockswap_lwlock_synthetic_target = offsetof(FakeProc, procno);
 
 __attribute__((visibility("default"))) void* MyProc;
+/* The main array (a test points it at its own FakeLwlockPadded array). */
+__attribute__((visibility("default"))) FakeLwlockPadded* MainLWLockArray;
 __attribute__((visibility("default"))) volatile uint32_t InterruptHoldoffCount;
 static uint32_t fake_local_wait_event;
 __attribute__((visibility("default"))) uint32_t* my_wait_event_info = &fake_local_wait_event;

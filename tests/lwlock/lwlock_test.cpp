@@ -24,11 +24,11 @@ using lstest::finish_child;
 constexpr int kLocks = 256;
 constexpr int kChildren = 4;
 
-// Shared memory as PostgreSQL's: locks at 0 mod 8 and, as buffer content
-// locks sit, at 4 mod 8; a variable, counters, each process's PGPROC and
-// wait-event word.
+// Shared memory as PostgreSQL's: the main array (locks at 0 mod 128) and,
+// as buffer content locks sit, locks at 4 mod 8 elsewhere; a variable,
+// counters, each process's PGPROC and wait-event word.
 struct Shared {
-  FakeLwlock locks[kLocks];
+  FakeLwlockPadded locks[kLocks];
   char shift[4];
   FakeLwlock odd[2];
   uint64_t var;
@@ -44,7 +44,8 @@ class LwlockTest : public ::testing::Test {
     void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
     s_ = static_cast<Shared*>(p);
-    for (int i = 0; i < kLocks; ++i) fake_lwlock_init(&s_->locks[i], static_cast<uint16_t>(i % 4));
+    for (int i = 0; i < kLocks; ++i) fake_lwlock_init(&s_->locks[i].lock, static_cast<uint16_t>(i % 4));
+    MainLWLockArray = s_->locks;
     for (FakeLwlock& l : s_->odd) fake_lwlock_init(&l, 0);
     ASSERT_EQ(reinterpret_cast<uintptr_t>(&s_->odd[0]) % 8, 4u);
     become(0);
@@ -52,6 +53,7 @@ class LwlockTest : public ::testing::Test {
   }
   void TearDown() override {
     MyProc = nullptr;
+    MainLWLockArray = nullptr;
     munmap(s_, sizeof(Shared));
   }
   // This process is backend `n`: its PGPROC and its wait-event word.
@@ -60,13 +62,14 @@ class LwlockTest : public ::testing::Test {
     MyProc = &s_->procs[n];
     my_wait_event_info = &s_->wait_event[n];
   }
-  FakeLwlock* lock(int i) { return &s_->locks[i]; }
+  FakeLwlock* lock(int i) { return &s_->locks[i].lock; }
   // A backend is forked holding nothing (as from the postmaster): the
   // parent takes its lock after the fork, then says so.
   void hold_then_tell(FakeLwlock* l, int mode) {
     LWLockAcquire(l, mode);
     s_->ready.store(1);
   }
+  void exclude_one_another(FakeLwlock* l);
   void wait_for_parent_to_hold() {
     while (s_->ready.load() == 0) usleep(1000);
   }
@@ -140,13 +143,13 @@ TEST_F(LwlockTest, HeldLocksAreReleasedInAnyOrderAndListed) {
   EXPECT_EQ(v.modes[0], LW_SHARED);
   EXPECT_EQ(v.seen[2], lock(14));
   EXPECT_EQ(v.modes[2], LW_EXCLUSIVE);
-  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 4, sizeof(FakeLwlock)));
-  EXPECT_FALSE(LWLockAnyHeldByMe(lock(10), 1, sizeof(FakeLwlock)));
-  EXPECT_FALSE(LWLockAnyHeldByMe(lock(12), 1, 2 * sizeof(FakeLwlock))) << "12 is free";
-  EXPECT_TRUE(LWLockAnyHeldByMe(lock(12), 2, 2 * sizeof(FakeLwlock))) << "14 is held";
-  EXPECT_FALSE(LWLockAnyHeldByMe(lock(15), 3, sizeof(FakeLwlock))) << "15, 16 and 17 are free";
-  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 3, 2 * sizeof(FakeLwlock))) << "10, 12, 14: 14 is held";
-  EXPECT_TRUE(LWLockAnyHeldByMe(lock(11), 2, 3 * sizeof(FakeLwlock))) << "11 and 14 are held";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 4, sizeof(FakeLwlockPadded)));
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(10), 1, sizeof(FakeLwlockPadded)));
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(12), 1, 2 * sizeof(FakeLwlockPadded))) << "12 is free";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(12), 2, 2 * sizeof(FakeLwlockPadded))) << "14 is held";
+  EXPECT_FALSE(LWLockAnyHeldByMe(lock(15), 3, sizeof(FakeLwlockPadded))) << "15, 16 and 17 are free";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(10), 3, 2 * sizeof(FakeLwlockPadded))) << "10, 12, 14: 14 is held";
+  EXPECT_TRUE(LWLockAnyHeldByMe(lock(11), 2, 3 * sizeof(FakeLwlockPadded))) << "11 and 14 are held";
   EXPECT_EQ(InterruptHoldoffCount, 3u);
   // Error recovery sets the holdoff itself; LWLockReleaseAll leaves it so.
   InterruptHoldoffCount = 7;
@@ -186,7 +189,8 @@ TEST_F(LwlockTest, TwoHundredAndOneLocksIsPostgresError) {
 TEST_F(LwlockTest, EachTrancheRunsItsVariant) {
   // Exclusively held, each algorithm leaves its own state word: PostgreSQL's
   // (and the pg port's) adds the exclusive value to RELEASE_OK; the futex
-  // lock's count is all ones; the rwsem keeps bit 29 and sets bit 0.
+  // lock's count is all ones; the rwsem keeps bit 29 and sets bit 0; percid
+  // marks a main-array lock's word as using its side block.
   for (int t = 0; t < 3; ++t) {
     FakeLwlock* l = lock(t);
     LWLockAcquire(l, LW_EXCLUSIVE);
@@ -196,20 +200,22 @@ TEST_F(LwlockTest, EachTrancheRunsItsVariant) {
       EXPECT_EQ(state, (1u << 29) | (1u << 24)) << "tranche " << t;
     else if (want == "futex")
       EXPECT_EQ(state, 0x7fffffffu) << "tranche " << t;
+    else if (want == "percid")  // a main-array lock: the word says its side block is in use
+      EXPECT_EQ(state, 0x7c1d0002u) << "tranche " << t;
     else
       EXPECT_NE(state, (1u << 29) | (1u << 24)) << "tranche " << t << " runs PostgreSQL's algorithm, not " << want;
     LWLockRelease(l);
   }
 }
 
-TEST_F(LwlockTest, ProcessesExcludeOneAnother) {
+// Readers and writers of several processes on `l`: a writer is alone.
+void LwlockTest::exclude_one_another(FakeLwlock* l) {
   constexpr int kRounds = 20000;
   pid_t kids[kChildren];
   for (int c = 0; c < kChildren; ++c) {
     kids[c] = start_child([&, c] {
       become(c + 1);
       for (int i = 0; i < kRounds; ++i) {
-        FakeLwlock* l = &s_->odd[0];
         if (i % 3 == 0) {
           LWLockAcquire(l, LW_SHARED);
           s_->inside_readers.fetch_add(1);
@@ -230,6 +236,32 @@ TEST_F(LwlockTest, ProcessesExcludeOneAnother) {
   }
   for (pid_t k : kids) EXPECT_EQ(finish_child(k, 150'000), 0);
   EXPECT_EQ(s_->counter, long{kChildren} * (kRounds - (kRounds + 2) / 3));
+}
+
+// A lock outside the main array (at 4 mod 8, as buffer content locks are)
+// and one in it: the percid variant runs its rwsem on the first and its
+// reader slots on the second.
+TEST_F(LwlockTest, ProcessesExcludeOneAnother) { exclude_one_another(&s_->odd[0]); }
+TEST_F(LwlockTest, ProcessesExcludeOneAnotherOnAMainArrayLock) { exclude_one_another(lock(3)); }
+
+// A backend killed while it holds a lock shared leaves it held; PostgreSQL
+// then re-creates its shared memory, every LWLock in the initial state, and
+// the lock must be free again, whatever the variant keeps outside the lock.
+TEST_F(LwlockTest, ALockReinitialisedAfterACrashForgetsItsKilledHolders) {
+  for (FakeLwlock* l : {lock(4), &s_->odd[1]}) {
+    int rc = run_in_child([&] {
+      become(1);
+      LWLockAcquire(l, LW_SHARED);
+      _exit(0);  // as SIGKILL: nothing released
+    });
+    ASSERT_EQ(rc, 0);
+    EXPECT_FALSE(LWLockConditionalAcquire(l, LW_EXCLUSIVE)) << "the killed reader still holds it";
+    fake_lwlock_init(l, l->tranche);
+    EXPECT_TRUE(LWLockConditionalAcquire(l, LW_EXCLUSIVE)) << "re-created shared memory: the lock is free";
+    LWLockRelease(l);
+    EXPECT_TRUE(LWLockAcquire(l, LW_SHARED));
+    LWLockRelease(l);
+  }
 }
 
 TEST_F(LwlockTest, OneLockCountsExactly) {

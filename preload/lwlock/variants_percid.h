@@ -1,0 +1,198 @@
+// preload/lwlock/variants_percid.h — LOCKSWAP_LWLOCK=percid: readers counted
+// per concurrency id (core/percid_shared.h) for the locks of PostgreSQL's
+// main LWLock array; every other LWLock runs the process-shared rwsem.
+//
+// Which locks. The per-lock state (an inner rwsem, a flag, a drain word and
+// S reader slots of 64 bytes) cannot live in the LWLock's 12 bytes, and no
+// pointer may be stored in a lock; a lock needs a block of the side area
+// that every process finds by itself. The locks of MainLWLockArray (the
+// individual locks such as ProcArrayLock, XidGenLock and WALWriteLock, the
+// buffer-mapping, lock-manager and predicate-lock partitions, the named
+// tranches of extensions) are at the same address in every process, each
+// in a 128-byte slot (LWLOCK_PADDED_SIZE): block = (lock - array) / 128, for
+// the first kBlocks slots. Buffer content locks, WAL insertion locks and the
+// locks in dynamic shared memory (parallel query, dshash) are elsewhere:
+// they run LOCKSWAP_LWLOCK=rwsem on their own words (the same inner
+// algorithm, without the reader slots). `lockswap report` shows per tranche
+// which locks those are.
+//
+// When a block is reset. PostgreSQL re-creates its shared memory after a
+// backend crash, with every LWLock in its initial free state, while the
+// side area (made before the postmaster forked) lives on with the counts of
+// killed readers. So the lock's state word (+4) says whether its block
+// belongs to this incarnation of the lock: PostgreSQL's free value = not
+// yet (the first user CASes it to kSettingUp, resets the block and stores
+// kLive; others wait for kLive), kLive = in use. The block's own words never
+// are in the lock; the lock's +8 and +12 are unused.
+//
+// The reader's slot. Concurrency ids are per process under `percpu`,
+// `rseq` and `thread`, as the kernel's mm_cid is per mm: every
+// single-threaded backend would have id 0 and all readers would share one
+// counter. So the slot key is the id plus the process number (PGPROC's
+// pgprocno), spreading backends over the slots as the 2025 read-biased
+// ProcArrayLock patch spread them by process; under `global` (one id space
+// for the whole process tree, core/cid.h) the id alone. The postmaster (no
+// PGPROC) uses the id. A deviation from core/percid_rwlock.h, which keys by
+// the id alone.
+#pragma once
+#include <sched.h>
+
+#include <cstring>
+
+#include "core/cid.h"
+#include "core/percid_shared.h"
+#include "preload/lwlock/host.h"
+#include "preload/lwlock/pg15.h"
+#include "preload/lwlock/variants_rwsem.h"
+
+namespace lockswap::lwlock {
+
+inline constexpr uint32_t kPaddedSize = 128;  // LWLOCK_PADDED_SIZE (PG_CACHE_LINE_SIZE)
+inline constexpr uint32_t kSettingUp = 0x7c1d0001u;
+inline constexpr uint32_t kLive = 0x7c1d0002u;
+static_assert(kSettingUp != kFreeState && kLive != kFreeState && kSettingUp != kLive,
+              "the three states of a main-array lock's word are distinct");
+
+// The side area's percid blocks (preload/lwlock/lwlock.cpp maps them).
+struct PercidArea {
+  std::byte* base = nullptr;  // kBlocks blocks of (1 + slots) cache lines
+  uint32_t slot_mask = 0;
+  std::size_t block_bytes = 0;
+  static constexpr uint32_t kBlocks = 512;  // MainLWLockArray has ~210 built-in locks
+  void set_slots(uint32_t slots) {
+    slot_mask = slots - 1;
+    block_bytes = (std::size_t{slots} + 1) * 64;
+  }
+  percid_shared::Block block(uint32_t i) const {
+    std::byte* b = base + i * block_bytes;
+    return {reinterpret_cast<percid_shared::Control*>(b), reinterpret_cast<percid::ReaderSlot*>(b + 64), slot_mask};
+  }
+};
+extern PercidArea g_percid;
+extern void** g_main_array;  // &MainLWLockArray (null where the program has none)
+// Per process (PostgreSQL's processes are single-threaded): the last reader
+// key, and the process number of the PGPROC it was read from.
+extern uint32_t g_last_key, g_proc_key;
+extern void* g_keyed_proc;
+
+struct LwlockPercid : SharedWaits {
+  using P = percid_shared::Lock<RwsemSteal>;
+  using Plain = LwlockRwsemSteal;
+
+  // The fast paths inline (the idle pair is the cost every LWLock call
+  // pays); the writer's and everything that may wait out of line.
+  __attribute__((always_inline)) static bool try_acquire(PgLwlock& l, Mode m) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::try_acquire(l, m);
+    if (m == pglw::kExclusive) return write_try(l);
+    return P::read_try(b, reader_key());
+  }
+  static bool acquire_slow(PgLwlock& l, Mode m) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::acquire_slow(l, m);
+    const int32_t me = my_procno();
+    rwshared::Sleeper s = sleeper(l);
+    if (m == pglw::kExclusive)
+      P::write_lock(b, records(), me, s);
+    else
+      P::read_slow(b, reader_key(), records(), me, s);
+    return finish(s);
+  }
+  static bool acquire_or_wait_slow(PgLwlock& l, Mode m) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::acquire_or_wait_slow(l, m);
+    if (m != pglw::kExclusive) return acquire_slow(l, m), true;
+    const int32_t me = my_procno();
+    rwshared::Sleeper s = sleeper(l);
+    const bool taken = P::write_or_wait(b, records(), me, s);
+    finish(s);
+    return taken;
+  }
+  static bool enter_shared_again(PgLwlock& l) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::enter_shared_again(l);
+    P::read_again(b, reader_key());
+    return true;
+  }
+  // The variable protocol is the inner rwsem's: the exclusive holder holds
+  // it for writing for as long as it holds the lock.
+  static bool wait_for_var(PgLwlock& l, uint64_t* var, uint64_t old, uint64_t* newval) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::wait_for_var(l, var, old, newval);
+    return Plain::wait_for_var_on(b.control->sem, l, var, old, newval);
+  }
+  static void update_var(PgLwlock& l, uint64_t* var, uint64_t v) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::update_var(l, var, v);
+    P::Sem::update_var(b.control->sem, records(), var, v);
+  }
+  static void set_var(PgLwlock& l, uint64_t* var, uint64_t v) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::set_var(l, var, v);
+    P::Sem::set_var(b.control->sem, var, v);
+  }
+  __attribute__((always_inline)) static void release(PgLwlock& l, Mode m) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::release(l, m);
+    if (m == pglw::kExclusive) return write_unlock(l);
+    P::read_unlock(b, g_last_key);
+  }
+
+ private:
+  // The lock's block, reset first if this incarnation of the lock has not
+  // used it yet (header comment). False: not a main-array lock.
+  __attribute__((always_inline)) static bool block_of(PgLwlock& l, percid_shared::Block& b) {
+    if (g_main_array == nullptr) return false;
+    const uintptr_t off = reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_main_array);
+    if (off >= uintptr_t{PercidArea::kBlocks} * kPaddedSize || off % kPaddedSize != 0) return false;
+    const auto index = static_cast<uint32_t>(off / kPaddedSize);
+    if (__builtin_expect(l.state.load(arch::mo_lock) != kLive, 0)) set_up(l, index);
+    b = g_percid.block(index);
+    return true;
+  }
+  __attribute__((noinline)) static void set_up(PgLwlock& l, uint32_t index) {
+    uint32_t v = kFreeState;
+    if (l.state.compare_exchange_strong(v, kSettingUp, arch::mo_dekker)) {
+      g_percid.block(index).reset();
+      l.state.store(kLive, arch::mo_unlock);
+      return;
+    }
+    while (l.state.load(arch::mo_lock) != kLive) sched_yield();  // another process resets it
+  }
+  // The slot a reader counts itself in (header comment). A release may use
+  // any slot (only the sum means anything): it uses the process's last
+  // reader key, so it costs no second look at the id.
+  __attribute__((always_inline)) static uint32_t reader_key() {
+    uint32_t k = cid::current();
+    if (cid::mode() != CidMode::global) k += process_key();
+    g_last_key = k;
+    return k;
+  }
+  // The process number, read once per PGPROC (a backend keeps its PGPROC
+  // for life; the postmaster has none: 0).
+  __attribute__((always_inline)) static uint32_t process_key() {
+    void* proc = *g_host.my_proc;
+    if (__builtin_expect(proc != g_keyed_proc, 0)) rekey(proc);
+    return g_proc_key;
+  }
+  __attribute__((noinline)) static void rekey(void* proc) {
+    int32_t procno = 0;
+    if (proc != nullptr) memcpy(&procno, static_cast<char*>(proc) + g_host.pgprocno_offset, sizeof procno);
+    g_proc_key = static_cast<uint32_t>(procno);
+    g_keyed_proc = proc;
+  }
+  // Out of line, and given the lock rather than its block: a block whose
+  // address escapes would live on the readers' stack frame too.
+  __attribute__((noinline)) static bool write_try(PgLwlock& l) {
+    percid_shared::Block b;
+    block_of(l, b);
+    return P::write_try(b, records(), owner_proc());
+  }
+  __attribute__((noinline)) static void write_unlock(PgLwlock& l) {
+    percid_shared::Block b;
+    block_of(l, b);
+    P::write_unlock(b, records());
+  }
+};
+
+}  // namespace lockswap::lwlock
