@@ -19,6 +19,10 @@
 //   lwlock  | id tranche variant acq missed waits wait_ns hold_samples
 //           | hold_ns — per PostgreSQL LWLock tranche, counts mode and up
 //           | (preload/lwlock/; id -1: every extension tranche)
+//   wtlock  | addr kind(=wtlock) variant [first_ip] acq rd_acq contended
+//           | rd_contended wait_ns wait_max_ns hold_samples hold_ns — per
+//           | WiredTiger rwlock, counts mode (preload/wtlock/; profile has
+//           | lock records of kind wtlock instead)
 //   event   | name count — non-zero lock events (core/lock_events_list.h)
 //   rule    | index text unattributed — a LOCKSWAP_SELECT rule ('=' as %3D)
 //           | and how many locks it chose found no event counters of their own
@@ -41,10 +45,10 @@
 //   end     | pid seq
 //
 // stats=counts (LOCKSWAP_STATS=1|counts, or a bare LOCKSWAP_STATS_FILE) has
-// begin, event, wait, dropped and end: calls, lock and site records come
-// from the profiler, which counts does not install. map records are written
-// by the profiler and, in counts, whenever a wait record is (readers
-// symbolize a wait's ip through them).
+// begin, event, wait, lwlock, wtlock, dropped and end: calls, lock and site
+// records come from the profiler, which counts does not install. map records
+// are written by the profiler and, in counts, whenever a wait or wtlock
+// record is (readers symbolize a wait's ip and a lock's first_ip through them).
 //
 // Before the machine records, one human line per wait kind that has sites:
 // "lockswap: waits <kind> sites=N n=N ns=NS".
@@ -78,6 +82,7 @@
 #include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/lwlock/lwlock.h"
+#include "preload/wtlock/wtlock.h"
 #include "preload/stats_table.h"
 #include "preload/waits.h"
 
@@ -463,6 +468,35 @@ void lwlock_record(const lwlock::TrancheRow& r, void* out) {
   o.put("\n");
 }
 
+// ------------------------------------------------------- wtlock records
+
+struct WtlockOut {
+  Out& o;
+  uint64_t written, unwritten;
+};
+bool room(const Out& o);
+
+void wtlock_record(const wtlock::LockRow& r, void* out) {
+  auto& w = *static_cast<WtlockOut*>(out);
+  Out& o = w.o;
+  if (!room(o)) return void(++w.unwritten);
+  ++w.written;
+  record_start(o, "wtlock");
+  o.key_hex("addr", r.addr);
+  o.put(" kind=wtlock variant=");
+  o.put(r.variant);
+  if (r.first_ip != 0) o.key_hex("first_ip", r.first_ip);
+  o.key_dec("acq", r.acq);
+  o.key_dec("rd_acq", r.rd_acq);
+  o.key_dec("contended", r.contended);
+  o.key_dec("rd_contended", r.rd_contended);
+  o.key_dec("wait_ns", r.wait_ns);
+  o.key_dec("wait_max_ns", r.wait_max_ns);
+  o.key_dec("hold_samples", r.hold_samples);
+  o.key_dec("hold_ns", r.hold_ns);
+  o.put("\n");
+}
+
 // --------------------------------------------------------- wait records
 
 bool used(const waits::Site& s) {
@@ -532,7 +566,7 @@ size_t records_bound() {
     for (const LockEntry& e : t->locks) entries += used(e);
     for (const SiteEntry& e : t->sites) entries += used(e);
   }
-  entries += used_waits();
+  entries += used_waits() + wtlock::counted_locks();
   constexpr size_t kLwlockBound = 257 * 512;  // a record per tranche slot (preload/lwlock/lwlock.cpp)
   return kFixedBound + entries * kRecordBound + (lwlock::redirected() ? kLwlockBound : 0);
 }
@@ -556,6 +590,8 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
   event_records(o);
   selected_records(o);
   lwlock::for_each_tranche(lwlock_record, &o);
+  WtlockOut wt{o, 0, 0};
+  wtlock::for_each_counted_lock(wtlock_record, &wt);
   const Tables* t = h.profile ? g_tables : nullptr;
   uint64_t unwritten_locks = 0, unwritten_sites = 0;
   if (t != nullptr) {
@@ -575,9 +611,9 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
       unwritten_waits += s.n.load(std::memory_order_relaxed);
     }
   }
-  if (h.profile || wait_sites != 0) map_records(o, scratch);
+  if (h.profile || wait_sites != 0 || wt.written != 0) map_records(o, scratch);
   record_start(o, "dropped");
-  o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks);
+  o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks + wt.unwritten);
   o.key_dec("sites", untracked(LockEvent::stats_site_untracked) + unwritten_sites);
   o.key_dec("signals", h.signals_dropped);
   o.key_dec("waits", waits::dropped() + unwritten_waits);

@@ -129,6 +129,13 @@ struct WtlockForward {
   static void writelock(Session* s, Rwlock* l) { real().writelock(s, l); }
   static int try_writelock(Session* s, Rwlock* l) { return real().try_writelock(s, l); }
   static void writeunlock(Session* s, Rwlock* l) { real().writeunlock(s, l); }
+  // The counts-mode split of an acquisition (wtlock.cpp, Counted): a first
+  // attempt that never waits, then the rest of the call. WiredTiger's own
+  // functions have no such split: its try function, then its blocking one.
+  static bool read_first(Session* s, Rwlock* l, uint64_t&) { return real().try_readlock(s, l) == 0; }
+  static void read_rest(Session* s, Rwlock* l, uint64_t) { real().readlock(s, l); }
+  static bool write_first(Session* s, Rwlock* l) { return real().try_writelock(s, l) == 0; }
+  static void write_rest(Session* s, Rwlock* l) { real().writelock(s, l); }
 };
 using WtlockOff = WtlockForward<false>;
 using WtlockWt = WtlockForward<true>;
@@ -168,6 +175,13 @@ struct WtlockRwsem {
     return busy_counted(Sem::write_lock(at(l), WaitCtx::try_once(WaitFamily::rwlock)));
   }
   static void writeunlock(Session*, Rwlock* l) { Sem::write_unlock(at(l)); }
+
+  // The counts-mode split (wtlock.cpp, Counted): the fast path, then the
+  // slow path it falls into (a reader's count `c` is already raised).
+  static bool read_first(Session*, Rwlock* l, uint64_t& c) { return Sem::read_fast(at(l), c); }
+  static void read_rest(Session*, Rwlock* l, uint64_t c) { read_slow(at(l), c); }
+  static bool write_first(Session*, Rwlock* l) { return Sem::write_fast(at(l)); }
+  static void write_rest(Session*, Rwlock* l) { write_slow(at(l)); }
 
  private:
   static void zero_words(WtRwsemWords& w) {

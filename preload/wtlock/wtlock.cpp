@@ -23,6 +23,18 @@
 //                wrappers that time the adapter's functions through
 //                preload/stats.h's outside_* calls (try first, then the
 //                blocking call, as the rwlock wrappers do).
+//   counts       (LOCKSWAP_STATS=counts, any variant but off) the slots hold
+//                Counted<adapter>: per-lock counters in a table of this file
+//                ("counts mode" below), found by the lock's address. An
+//                acquisition is the adapter's first attempt (rwsem: its fast
+//                path; wt: WiredTiger's try function) and, only when that
+//                failed, the rest of the call, timed: contention and wait.
+//                One write hold in 64 per lock is timed. The dump writes
+//                them as `wtlock` records (preload/wtlock/wtlock.h,
+//                preload/stats_dump.cpp); `lockswap report` shows them in a
+//                "WiredTiger rwlocks" section. The pthread families have no
+//                per-lock figures in this mode; the LWLock family's
+//                per-tranche counters are the model (docs/wtlock.md).
 //
 // Version check: the layout in variants.h is WiredTiger 3.2's. Every variant
 // but off asks wiredtiger_version() (dlsym RTLD_DEFAULT, the first
@@ -31,12 +43,14 @@
 // __wt_rwlock_islocked reads the lock word): before main when WiredTiger is
 // loaded with the program, else at the first interposed call.
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <type_traits>
 
+#include "arch/clock.h"
 #include "core/nocancel_io.h"
 #include "preload/config.h"
 #include "preload/diag.h"
@@ -45,6 +59,7 @@
 #include "preload/stats.h"
 #include "preload/stats_table.h"
 #include "preload/wtlock/variants.h"
+#include "preload/wtlock/wtlock.h"
 
 namespace lockswap::wtlock {
 namespace {
@@ -163,15 +178,21 @@ constexpr Table table_of() {
           A::writeunlock};
 }
 
-Table chosen_table(WtlockVariant v) {
+template <class A>
+struct Adapter {
+  using type = A;
+};
+// `make(Adapter<the variant's adapter>{})`: a table of that adapter.
+template <class Make>
+Table chosen_table(WtlockVariant v, Make&& make) {
   switch (v) {
 #define X(id, name, type, desc) \
   case WtlockVariant::id:       \
-    return table_of<type>();
+    return make(Adapter<type>{});
     LOCKSWAP_WTLOCK_VARIANTS(X)
 #undef X
     default:
-      return table_of<WtlockOff>();
+      return make(Adapter<WtlockOff>{});
   }
 }
 
@@ -243,6 +264,176 @@ Table wrapped(const Table& inner) {
   return {w_init, w_destroy, w_readlock, w_try_readlock, w_readunlock, w_writelock, w_try_writelock, w_writeunlock};
 }
 
+// ------------------------------------------------------------- counts mode
+//
+// LOCKSWAP_STATS=counts: one entry per lock in a fixed table mapped at
+// install (kCountSlots, open-addressed by the lock's address, an entry never
+// freed or moved), found from the lock's home slot without any thread-local
+// cache; nothing allocates. Per lock: read and write acquisitions
+// (successful try calls included), contended ones (the first attempt
+// failed), the time in the rest of a contended call, and the hold of one
+// write acquisition in kHoldSample (the sampling of the LWLock family's
+// counts, preload/lwlock/lwlock.cpp), its start kept by the writing thread
+// (WiredTiger's writer unlocks what it locked); reads have no hold time, as
+// in the profiler. Entries are updated after the acquisition: readers
+// atomically, a writer, holding the lock, with plain stores
+// (preload/stats_table.h's rule).
+
+constexpr unsigned kCountBits = 14;
+constexpr uint32_t kCountSlots = 1u << kCountBits;
+constexpr uint32_t kCountProbes = 64;
+constexpr uint64_t kHoldSample = 64;
+
+// One lock's counters; an idle pair touches the first cache line only.
+struct alignas(64) LockCounts {
+  std::atomic<uintptr_t> addr{0};  // the key; 0: free (claimed by CAS)
+  stats::Counter rd_acq{0}, wr_acq{0};
+  stats::Counter rd_contended{0}, wr_contended{0}, wait_ns{0}, wait_max_ns{0};
+  stats::Counter hold_samples{0}, hold_ns{0};
+  std::atomic<uintptr_t> first_ip{0};
+};
+static_assert(sizeof(LockCounts) == 128);
+
+LockCounts* g_counts;  // mapped by table_for_process under counts; else null
+
+// This thread's sampled write hold (the writer unlocks what it locked):
+// the write unlock tests one thread-local word and looks nothing up.
+struct SampledHold {
+  LockCounts* e;
+  uint64_t start;
+};
+__thread SampledHold t_hold __attribute__((tls_model("initial-exec")));
+
+uint32_t home(uintptr_t key) { return static_cast<uint32_t>((key * 0x9e3779b97f4a7c15ull) >> (64 - kCountBits)); }
+
+// The entry of `key` past its home slot, a free slot claimed for it
+// (first_ip: `ip`). Null when the probe window is full (counted as the
+// profiler's stats_lock_untracked).
+__attribute__((noinline)) LockCounts* probe(uintptr_t key, uintptr_t ip) {
+  for (uint32_t n = 0, i = home(key); n < kCountProbes; ++n, i = (i + 1) & (kCountSlots - 1)) {
+    LockCounts& e = g_counts[i];
+    uintptr_t at = e.addr.load(std::memory_order_relaxed);
+    if (at == 0 && e.addr.compare_exchange_strong(at, key, std::memory_order_relaxed)) {
+      e.first_ip.store(ip, std::memory_order_relaxed);
+      return &e;
+    }
+    if (at == key) return &e;
+  }
+  lockevent_inc(LockEvent::stats_lock_untracked);
+  return nullptr;
+}
+
+// `f(entry)` for the lock `l`, found at its home slot or by probe().
+template <class F>
+__attribute__((always_inline)) inline void with_counts(Rwlock* l, void* ra, F&& f) {
+  auto key = reinterpret_cast<uintptr_t>(l);
+  LockCounts& e = g_counts[home(key)];
+  if (__builtin_expect(e.addr.load(std::memory_order_relaxed) == key, 1)) return f(e);
+  if (LockCounts* p = probe(key, reinterpret_cast<uintptr_t>(ra))) f(*p);
+}
+
+__attribute__((noinline)) void begin_hold(LockCounts& e) { t_hold = {&e, arch::monotonic_ns()}; }
+// At a write unlock while this thread has a sampled hold: closes it when it
+// is this lock's (the writer holds it: plain stores).
+__attribute__((noinline)) void end_hold(Rwlock* l) {
+  LockCounts* e = t_hold.e;
+  if (e->addr.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(l)) return;
+  constexpr auto x = stats::Access::exclusive;
+  stats::bump(e->hold_ns, arch::monotonic_ns() - t_hold.start, x);
+  stats::bump(e->hold_samples, 1, x);
+  t_hold.e = nullptr;
+}
+// A write acquisition, by the holder.
+__attribute__((always_inline)) inline void wrote(LockCounts& e) {
+  uint64_t n = e.wr_acq.load(std::memory_order_relaxed) + 1;
+  e.wr_acq.store(n, std::memory_order_relaxed);
+  if (__builtin_expect(n % kHoldSample == 0, 0)) begin_hold(e);
+}
+void read_once(LockCounts& e) { e.rd_acq.fetch_add(1, std::memory_order_relaxed); }
+
+// The adapter `A` with its acquisitions counted; the unlocks of readers and
+// destroy are A's own (nothing to count).
+template <class A>
+struct Counted {
+  static int init(Session* s, Rwlock* l) {
+    uintptr_t ip = LOCKSWAP_WT_CALLER();
+    int rc = A::init(s, l);
+    // Initialised again (memory reused): the lock's site is the new one.
+    if (rc == 0)
+      if (LockCounts* e = probe(reinterpret_cast<uintptr_t>(l), ip)) e->first_ip.store(ip, std::memory_order_relaxed);
+    return rc;
+  }
+  static void readlock(Session* s, Rwlock* l) {
+    uint64_t c;
+    if (__builtin_expect(A::read_first(s, l, c), 1)) return with_counts(l, __builtin_return_address(0), read_once);
+    read_contended(s, l, c, __builtin_return_address(0));
+  }
+  static int try_readlock(Session* s, Rwlock* l) {
+    int rc = A::try_readlock(s, l);
+    if (rc == 0) with_counts(l, __builtin_return_address(0), read_once);
+    return rc;
+  }
+  static void writelock(Session* s, Rwlock* l) {
+    if (__builtin_expect(A::write_first(s, l), 1)) return with_counts(l, __builtin_return_address(0), wrote);
+    write_contended(s, l, __builtin_return_address(0));
+  }
+  static int try_writelock(Session* s, Rwlock* l) {
+    int rc = A::try_writelock(s, l);
+    if (rc == 0) with_counts(l, __builtin_return_address(0), wrote);
+    return rc;
+  }
+  static void writeunlock(Session* s, Rwlock* l) {
+    if (__builtin_expect(t_hold.e != nullptr, 0)) end_hold(l);
+    A::writeunlock(s, l);
+  }
+
+ private:
+  // The rest of a call whose first attempt failed, timed.
+  __attribute__((noinline)) static void read_contended(Session* s, Rwlock* l, uint64_t c, void* ra) {
+    uint64_t t0 = arch::monotonic_ns();
+    A::read_rest(s, l, c);
+    uint64_t waited = arch::monotonic_ns() - t0;
+    with_counts(l, ra, [waited](LockCounts& e) {
+      constexpr auto sh = stats::Access::shared;
+      stats::bump(e.rd_acq, 1, sh);
+      stats::bump(e.rd_contended, 1, sh);
+      stats::bump(e.wait_ns, waited, sh);
+      stats::raise_to(e.wait_max_ns, waited, sh);
+    });
+  }
+  __attribute__((noinline)) static void write_contended(Session* s, Rwlock* l, void* ra) {
+    uint64_t t0 = arch::monotonic_ns();
+    A::write_rest(s, l);
+    uint64_t waited = arch::monotonic_ns() - t0;
+    with_counts(l, ra, [waited](LockCounts& e) {
+      constexpr auto x = stats::Access::exclusive;  // held now: no reader is inside
+      stats::bump(e.wr_contended, 1, x);
+      stats::bump(e.wait_ns, waited, x);
+      stats::raise_to(e.wait_max_ns, waited, x);
+      wrote(e);
+    });
+  }
+};
+
+template <class A>
+constexpr Table counted_table_of() {
+  using C = Counted<A>;
+  return {C::init, A::destroy, C::readlock, C::try_readlock, A::readunlock, C::writelock, C::try_writelock,
+          C::writeunlock};
+}
+
+// The counting table, once (install_once runs this once per process).
+bool map_counts() {
+  void* p = mmap(nullptr, sizeof(LockCounts) * kCountSlots, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    say("lockswap: LOCKSWAP_WTLOCK: cannot map the per-lock counters; WiredTiger's locks are not counted\n");
+    return false;
+  }
+  g_counts = static_cast<LockCounts*>(p);  // zero pages are free entries
+  return true;
+}
+
 // ------------------------------------------------------- install, dispatch
 
 std::atomic<int> g_install{0};  // 0 not yet, 1 running, 2 done
@@ -252,8 +443,11 @@ Table table_for_process() {
   if (v != WtlockVariant::off && !version_checked()) refuse(nullptr, 0, 0, 0);
   if (v == WtlockVariant::off || v == WtlockVariant::wt) resolve_real();
   if (v == WtlockVariant::off) return g_real;  // WiredTiger's own functions, unwrapped
-  Table t = chosen_table(v);
-  return stats::outside_ready() ? wrapped(t) : t;
+  auto plain = [](auto a) { return table_of<typename decltype(a)::type>(); };
+  if (stats::outside_ready()) return wrapped(chosen_table(v, plain));
+  if (g_config.stats_mode == StatsMode::counts && map_counts())
+    return chosen_table(v, [](auto a) { return counted_table_of<typename decltype(a)::type>(); });
+  return chosen_table(v, plain);
 }
 
 // The table the exports jump through.
@@ -303,6 +497,28 @@ __attribute__((constructor)) void install_at_start() {
 }  // namespace
 
 const RealFunctions& real() { return g_real; }
+
+size_t counted_locks() {
+  size_t n = 0;
+  for_each_counted_lock([](const LockRow&, void* p) { ++*static_cast<size_t*>(p); }, &n);
+  return n;
+}
+
+void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context) {
+  const LockCounts* t = g_counts;
+  if (t == nullptr) return;
+  auto get = [](const stats::Counter& c) { return c.load(std::memory_order_relaxed); };
+  for (uint32_t i = 0; i < kCountSlots; ++i) {
+    const LockCounts& e = t[i];
+    uintptr_t addr = e.addr.load(std::memory_order_relaxed);
+    uint64_t rd = get(e.rd_acq), wr = get(e.wr_acq);
+    if (addr == 0 || rd + wr == 0) continue;  // initialised, never taken
+    visit({addr, e.first_ip.load(std::memory_order_relaxed), variant_name(wtlock_variant()), rd + wr, rd,
+           get(e.rd_contended) + get(e.wr_contended), get(e.rd_contended), get(e.wait_ns), get(e.wait_max_ns),
+           get(e.hold_samples), get(e.hold_ns)},
+          context);
+  }
+}
 
 }  // namespace lockswap::wtlock
 

@@ -376,6 +376,7 @@ class ReportTest(CliTestCase):
         rep = json.loads(self.ok("report", "--json", *args).stdout.replace(here, "@FIXTURES@/"))
         self.assertIsNone(rep.pop("reach"))   # dumps without wait records: no reach model (reach_test.py)
         self.assertEqual(rep.pop("lwlocks"), [])   # no PostgreSQL LWLock records in these dumps
+        self.assertEqual(rep.pop("wtlocks"), [])   # nor counts-mode WiredTiger rwlock records
         self.assertEqual(rep["totals"].pop("not_collected"), {})
         for p in rep["processes"]:
             self.assertEqual(p.pop("not_collected"), [])
@@ -404,6 +405,27 @@ class ReportTest(CliTestCase):
         self.assertIn("PostgreSQL LWLock tranches", text)
         self.assertRegex(text, r"WALWrite +rwsem +10 +40 +100\.00%")   # 40 waits over 10 + 30 attempts
         self.assertRegex(text, r"ProcArray +rwsem +4000 +40 +1\.00%")
+
+    def test_wtlock_counts_records(self):
+        """LOCKSWAP_WTLOCK in the counts mode: wtlock records are a section of their own (kind
+        wtlock), the most waiting first; the dump stays a counts-only one."""
+        path = os.path.join(self.tmp, "wt.1")
+        with open(path, "w") as fh:
+            fh.write("lockswap-v1 begin pid=1 seq=1 start_ns=1 now_ns=9 mutex=glibc rwlock=glibc sem=glibc "
+                     "cid=rseq wtlock=rwsem stats=counts exe=mongod\n"
+                     "lockswap-v1 wtlock addr=0x10 kind=wtlock variant=rwsem acq=5 rd_acq=5 contended=0 "
+                     "rd_contended=0 wait_ns=0 wait_max_ns=0 hold_samples=0 hold_ns=0\n"
+                     "lockswap-v1 wtlock addr=0x20 kind=wtlock variant=rwsem first_ip=0x1234 acq=128 rd_acq=0 "
+                     "contended=2 rd_contended=0 wait_ns=3000 wait_max_ns=2000 hold_samples=2 hold_ns=400\n"
+                     "lockswap-v1 end pid=1 seq=1\n")
+        rep = json.loads(self.ok("report", "--json", path).stdout)
+        self.assertFalse(rep["profiled"])
+        self.assertIsNone(rep["locks"])
+        self.assertEqual([(r["addr"], r["kind"], r["acq"], r["contended"], r["wait_ns"]) for r in rep["wtlocks"]],
+                         [(0x20, "wtlock", 128, 2, 3000), (0x10, "wtlock", 5, 0, 0)])
+        text = self.ok("report", path).stdout
+        self.assertIn("WiredTiger rwlocks", text)
+        self.assertRegex(text, r"0x20 +wtlock +rwsem +1 +128 +0 +2 +1\.56% +3us +1\.5us +2us +200ns")
 
     def test_malformed_records_warn_and_continue(self):
         path = os.path.join(self.tmp, "bad.stats")

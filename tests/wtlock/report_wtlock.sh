@@ -10,6 +10,12 @@
 #                    swapped
 #   wt, profile:     the same lock counted through the dispatch (the control)
 #   wt, counts:      a glibc column (WiredTiger's own lock runs)
+#   wt, rwsem, rwsem-rspin, counts:
+#                    the per-lock counters (wtlock records): a lock with its
+#                    80000 acquisitions and sampled write holds, one with a
+#                    contended acquisition that waited, in the JSON and in
+#                    the text report's "WiredTiger rwlocks" section (kind
+#                    wtlock); the dump is still not a profiled one
 # PYTHONPATH (the lockswap_cli package) comes from ctest's environment.
 set -u
 lib=${1:?} api=${2:?}
@@ -27,6 +33,7 @@ report() {
 # check VALUE MODE PYTHON-EXPRESSION-ON-r DESCRIPTION
 check() {
   if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); w=[l for l in (r['locks'] or []) if l['kind']=='wtlock']
+c=r.get('wtlocks') or []
 sys.exit(0 if ($3) else 1)" "$dir/$1-$2.json"; then
     echo "ok: $1 $2: $4"
   else
@@ -44,10 +51,28 @@ report wt profile || exit 1
 check wt profile "any(l['acq'] >= 80000 for l in w)" "WiredTiger's own lock profiled through the dispatch"
 report wt counts || exit 1
 check wt counts "r['reach']['column'] == 'glibc'" "reach: WiredTiger's own lock, a glibc column"
+for v in wt rwsem rwsem-rspin; do
+  [[ $v == wt ]] || report "$v" counts || exit 1
+  check "$v" counts "any(l['kind'] == 'wtlock' and l['acq'] >= 80000 and l['hold_samples'] > 0 and l['hold_ns'] > 0 for l in c)" \
+    "a counted wtlock lock with its 80000 acquisitions and sampled write holds"
+  check "$v" counts "any(l['contended'] > 0 and l['wait_ns'] >= 10**7 and l['wait_max_ns'] >= 10**7 for l in c)" \
+    "a counted wtlock lock with a contended acquisition that waited"
+  check "$v" counts "not r['profiled'] and r['locks'] is None" "still a counts-only dump (no profiler tables)"
+  if python3 -m lockswap_cli report --symbol-budget 0 "$dir/$v-counts.txt" | grep -A3 '^WiredTiger rwlocks' | grep -q ' wtlock '; then
+    echo "ok: $v counts: the text report's WiredTiger rwlocks section"
+  else
+    echo "FAIL: $v counts: no WiredTiger rwlocks section with a wtlock row"; failures=$((failures + 1))
+  fi
+done
 if ((failures)); then
   python3 -c "import json,sys; r=json.load(open(sys.argv[1]))
 for l in r['locks'] or []: print(l['kind'], l['acq'], l['contended'], l['wait']['total_ns'], l['hold']['total_ns'])" \
     "$dir/rwsem-profile.json"
+  for v in wt rwsem rwsem-rspin; do
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1]))
+for l in r.get('wtlocks') or []: print(sys.argv[2], l['acq'], l['contended'], l['wait_ns'], l['hold_samples'], l['hold_ns'])" \
+      "$dir/$v-counts.json" "$v" 2>/dev/null
+  done
   exit 1
 fi
 echo "all cases passed"

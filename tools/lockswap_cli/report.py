@@ -8,9 +8,9 @@ import textwrap
 from .common import PROG, fmt_ns, import_pyplot, shown, table, warn
 from . import reach as reach_model
 from .merge import merge, site_frames, sort_key
-from .statsfile import (COUNTERS, FAMILIES, HIST_BUCKETS, LWLOCK_COUNTERS, OPTIONAL_VARIANT_KEYS, VARIANT_KEYS, last_dump_per_process,
+from .statsfile import (COUNTERS, FAMILIES, HIST_BUCKETS, LWLOCK_COUNTERS, OPTIONAL_VARIANT_KEYS, WTLOCK_COUNTERS, VARIANT_KEYS, last_dump_per_process,
                         read_dumps_and_loose)
-from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text
+from .symbolize import ADDR2LINE_TIMEOUT_S, MAX_ADDRS_PER_RUN, MAX_SYMBOLIZED_FILES, SYMBOLIZE_BUDGET_S, Symbolizer, frame_text, locate
 
 
 SORT_KEYS = ("wait", "contended", "hold", "acq")
@@ -56,6 +56,9 @@ warning below 50%; condition, idle and other timed waits apart.
 share, note}}], reach_pct, reach_algorithm_pct, reach_why, warning, futex_sites[],
 spin_delay_sites[], cond_sites[], probes[], apart{{cond, idle, sleep}}, ...}}); files; percentile_method;
 profiled (false: counts-only dumps, no per-lock data);
+wtlocks[] (WiredTiger's rwlocks counted in the counts mode, wtlock records) {{addr, kind (wtlock),
+variant, pid, first_module, first_offset, first, acq, rd_acq, contended, rd_contended, wait_ns,
+wait_max_ns, hold_samples, hold_ns}};
 processes[] {{pid, start_ns, seq, complete, file, exe, variants{{mutex,rwlock,sem,cid}},
 stats (counts|profile), calls{{family: n}}, events{{name: n}}, dropped{{locks, sites}}, acq, contended,
   selected[{{addr, family, variant, rule, rule_text, events{{name: n}}}}: LOCKSWAP_SELECT's locks],
@@ -135,7 +138,13 @@ def build_report(args):
         for _, mod, off in s["bt"]:
             symbolizer.want(mod, off)
         symbolizer.want(s["first_module"], s["first_offset"])
+    wtlocks = wtlock_rows(dumps)
+    for r in wtlocks[:20]:
+        symbolizer.want(r["first_module"], r["first_offset"])
     symbolizer.resolve()
+    for r in wtlocks:
+        r["first"] = frame_text(symbolizer.get(r["first_module"], r["first_offset"])) \
+            if r["first_module"] is not None and (r["first_module"], r["first_offset"]) in symbolizer.done else None
     procs = [process_entry(d) for d in dumps]
     totals.update(processes=len(procs), acq=collected_sum(procs, "acq"),
                   contended=collected_sum(procs, "contended"), not_collected=lacking_pids(procs))
@@ -143,7 +152,7 @@ def build_report(args):
     profiled = any(d.profiled for d in dumps)
     counted = lambda items: len(items) if profiled else None   # no tables: no count of entries
     lwlocks = merge_lwlocks(dumps)
-    return {"schema": "lockswap-report-v1", "reach": reach, "lwlocks": lwlocks, "files": args.files, "percentile_method": PERCENTILE_NOTE,
+    return {"schema": "lockswap-report-v1", "reach": reach, "lwlocks": lwlocks, "wtlocks": wtlocks, "files": args.files, "percentile_method": PERCENTILE_NOTE,
             "sort": args.sort, "profiled": profiled, "processes": procs, "totals": totals,
             "locks_total": counted(locks), "sites_total": counted(sites),
             "cond_locks_total": counted(cond_locks), "cond_sites_total": counted(cond_sites),
@@ -179,6 +188,39 @@ def lwlock_lines(rep, top):
     more = [f"  ... {len(rows) - top} more tranches (--top)"] if top and len(rows) > top else []
     return ["", "PostgreSQL LWLock tranches (LOCKSWAP_LWLOCK; every process, most waiting first; hold: 1 in 64 sampled):"] + \
         table(head + body, right_from=2) + more
+
+
+def wtlock_rows(dumps):
+    """WiredTiger's rwlocks counted in the counts mode (wtlock records), one row per process and
+    lock, most waiting first; [] when no dump carries any. first_*: where the lock was
+    initialised (else first taken), as (file, offset) of ip-1."""
+    rows = []
+    for d in dumps:
+        for r in d.wtlocks:
+            module, offset = locate(d.maps, r["first_ip"] - 1) if r["first_ip"] else (None, None)
+            rows.append({"addr": r["addr"], "kind": "wtlock", "variant": r["variant"], "pid": d.pid,
+                         "first_module": module, "first_offset": offset,
+                         **{k: r[k] for k in WTLOCK_COUNTERS}})
+    return sorted(rows, key=lambda r: (-r["wait_ns"], -r["contended"], -r["acq"], r["pid"], r["addr"]))
+
+
+def wtlock_lines(rep, top):
+    rows = rep.get("wtlocks") or []
+    if not rows:
+        return []
+    body = []
+    for r in rows[:top]:
+        first = r.get("first") or (f"{os.path.basename(r['first_module'])}+{r['first_offset']:#x}"
+                                   if r["first_module"] else "?")
+        body.append([f"{r['addr']:#x}", "wtlock", r["variant"], r["pid"], r["acq"], r["rd_acq"], r["contended"],
+                     f"{100 * r['contended'] / max(r['acq'], 1):.2f}%", fmt_ns(r["wait_ns"]),
+                     fmt_ns(r["wait_ns"] // r["contended"]) if r["contended"] else "-", fmt_ns(r["wait_max_ns"]),
+                     fmt_ns(r["hold_ns"] // r["hold_samples"]) if r["hold_samples"] else "-", first[:60]])
+    head = [["addr", "kind", "variant", "pid", "acq", "rd_acq", "contended", "%cont", "wait total", "wait avg",
+             "wait max", "hold avg", "initialised at"]]
+    more = [f"  ... {len(rows) - top} more locks (--top)"] if top and len(rows) > top else []
+    return ["", "WiredTiger rwlocks (LOCKSWAP_WTLOCK, counts mode; most waiting first; hold: write holds, "
+                "1 in 64 sampled):"] + table(head + body, right_from=3) + more
 
 
 def shown_if(profiled, items):
@@ -478,7 +520,7 @@ def text_report(rep, per_process):
     out = reach + [""] + header_lines(rep) if reach else header_lines(rep)
     if per_process or len(rep["processes"]) <= 16:
         out += process_lines(rep)
-    out += lwlock_lines(rep, 20) + event_lines(rep) + selected_lines(rep)
+    out += lwlock_lines(rep, 20) + wtlock_lines(rep, 20) + event_lines(rep) + selected_lines(rep)
     if rep["profiled"]:
         out += lock_lines(rep) + site_lines(rep) + cond_lines(rep)
     else:

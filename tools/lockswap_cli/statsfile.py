@@ -19,6 +19,8 @@ COUNTERS = ("acq", "contended", "rd_acq", "rd_contended")
 PROFILE_FIGURES = ("acq", "contended", "dropped", "locks", "sites")
 # Per PostgreSQL LWLock tranche (preload/lwlock/), in every mode.
 LWLOCK_COUNTERS = ("acq", "missed", "waits", "wait_ns", "hold_samples", "hold_ns")
+# Per WiredTiger rwlock (preload/wtlock/), counts mode: wtlock records.
+WTLOCK_COUNTERS = ("acq", "rd_acq", "contended", "rd_contended", "wait_ns", "wait_max_ns", "hold_samples", "hold_ns")
 
 # Input is untrusted: any file may be truncated, corrupted or hostile. Every
 # number must be a u64 (anything else: the record is skipped with a warning
@@ -173,6 +175,7 @@ class Dump:
         self.waits = []               # wait records: waits per call site by kind (reach.py)
         self.probes = []              # probe records: an application's own wait names (eBPF)
         self.lwlocks = []             # lwlock records: PostgreSQL LWLock tranches (LOCKSWAP_LWLOCK)
+        self.wtlocks = []             # wtlock records: WiredTiger rwlocks, counts mode (LOCKSWAP_WTLOCK)
         self.dropped_waits = None     # dropped waits=: None from a library without wait records
 
     @property
@@ -231,6 +234,10 @@ class Dump:
         elif rtype == "lwlock" and "tranche" in f:
             self.lwlocks.append({"tranche": unescape_path(f["tranche"]), "variant": f.get("variant", "?"),
                                  **{k: need_u64(f, k) for k in LWLOCK_COUNTERS}})
+        elif rtype == "wtlock" and "addr" in f:
+            self.wtlocks.append({"addr": need_u64(f, "addr"), "variant": f.get("variant", "?"),
+                                 "first_ip": need_u64(f, "first_ip") if "first_ip" in f else None,
+                                 **{k: need_u64(f, k) for k in WTLOCK_COUNTERS}})
         # anything else: a newer writer's record, ignored by contract
 
 
