@@ -8,10 +8,12 @@
 #
 # Exit 77 (ctest SKIP_RETURN_CODE) with a printed reason when the cross
 # compiler, qemu or googletest's sources are missing. The cross build
-# directory is reused: googletest is built and installed into it once, the
-# project is configured once, and later runs rebuild only what changed.
+# directory is reused: the project is configured once, and later runs
+# rebuild only what changed. googletest for aarch64 is built once per
+# machine (see 1. below), not once per clone.
 # Environment: JOBS (default nproc), AARCH64_GTEST_SRC (default
-# /usr/src/googletest, from Debian's `googletest` package).
+# /usr/src/googletest, from Debian's `googletest` package),
+# AARCH64_GTEST_CACHE (default /var/cache/lockswap/aarch64-gtest).
 set -euo pipefail
 
 # shellcheck source=../common/options.sh
@@ -39,28 +41,53 @@ toolchain=$src/cmake/aarch64-linux-gnu.cmake
 common=(-DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release
         -DCMAKE_CXX_FLAGS_RELEASE=-O2 -DCMAKE_C_FLAGS_RELEASE=-O2)
 
-# 1. googletest for aarch64, once per build directory.
-gtest_prefix=$build/gtest-install
+# 1. googletest for aarch64, built once per machine: CI runs in a fresh
+#    clone, whose build directory would compile it again every time (about
+#    15 s of CPU, in a test that already takes the longest). Cached outside
+#    the clone, as scripts/pg_regress.sh's suite, under a key of everything
+#    the objects depend on: googletest's sources, the cross compilers, the
+#    toolchain file, the flags and CMake. Where the cache cannot be written
+#    (not root), in the build directory as before.
+gtest_opts=("${common[@]:1}" -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON)  # all but the toolchain's path
+gtest_key=$( { cmake --version | sed -n 1p; ${triple}-g++ --version | sed -n 1p; ${triple}-gcc --version | sed -n 1p
+               sha256sum <"$toolchain"; printf '%s\n' "${gtest_opts[@]}"
+               (cd "$gtest_src" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-16)
+gtest_cache=${AARCH64_GTEST_CACHE:-/var/cache/lockswap/aarch64-gtest}
+if mkdir -p "$gtest_cache" 2>/dev/null && [[ -w $gtest_cache ]]; then
+  gtest_prefix=$gtest_cache/$gtest_key
+  # One builder at a time (two CI runs on one machine); held until built.
+  if command -v flock >/dev/null; then exec 9>"$gtest_prefix.lock" && flock 9; fi
+else
+  gtest_prefix=$build/gtest-install
+fi
 if [[ ! -f $gtest_prefix/.done ]]; then
-  echo "aarch64: building googletest for aarch64"
+  echo "aarch64: building googletest for aarch64 into $gtest_prefix"
+  rm -rf "$gtest_prefix" "$build/gtest-build"  # a half-built one
   cmake -S "$gtest_src" -B "$build/gtest-build" "${common[@]}" -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON \
         -DCMAKE_INSTALL_PREFIX="$gtest_prefix" >"$build/gtest-configure.log" 2>&1 ||
     { cat "$build/gtest-configure.log"; exit 1; }
   cmake --build "$build/gtest-build" -j"$jobs" >"$build/gtest-build.log" 2>&1 || { tail -50 "$build/gtest-build.log"; exit 1; }
   cmake --install "$build/gtest-build" >/dev/null
-  touch "$gtest_prefix/.done"
+  touch "$gtest_prefix/.done"  # written last: a complete install
+else
+  echo "aarch64: googletest for aarch64 from $gtest_prefix"
 fi
+exec 9>&-
+# The project finds it there (CMAKE_PREFIX_PATH at the first configure;
+# GTest_DIR every time, so that a build directory follows a new key).
+gtest_dir=$(find "$gtest_prefix" -name GTestConfig.cmake -printf '%h\n' -quit)
+[[ -n $gtest_dir ]] || { echo "aarch64: no GTestConfig.cmake under $gtest_prefix" >&2; exit 1; }
 
 # 2. lockswap for aarch64 (configured once, then regenerated before each
 #    build: a target of a test directory added since would be unknown to
 #    the old Makefiles).
 proj=$build/lockswap
 if [[ ! -f $proj/CMakeCache.txt ]]; then
-  cmake -S "$src" -B "$proj" "${common[@]}" -DCMAKE_PREFIX_PATH="$gtest_prefix" \
+  cmake -S "$src" -B "$proj" "${common[@]}" -DCMAKE_PREFIX_PATH="$gtest_prefix" -DGTest_DIR="$gtest_dir" \
         -DLOCKSWAP_TESTS=ON -DLOCKSWAP_EXAMPLES=OFF >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log"; exit 1; }
 else
-  cmake "$proj" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
+  cmake "$proj" -DGTest_DIR="$gtest_dir" >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 fi
 IFS=, read -r -a tlist <<<"$targets"
 echo "aarch64: building ${tlist[*]}"
