@@ -364,7 +364,7 @@ struct Counted {
     return rc;
   }
   static void readlock(Session* s, Rwlock* l) {
-    uint64_t c;
+    uint64_t c = 0;  // the rwsem count read_first saw; wt does not set it (nor read it)
     if (__builtin_expect(A::read_first(s, l, c), 1)) return with_counts(l, __builtin_return_address(0), read_once);
     read_contended(s, l, c, __builtin_return_address(0));
   }
