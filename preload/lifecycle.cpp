@@ -32,6 +32,7 @@
 #include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/stats_backtrace.h"
+#include "preload/wtlock/wtlock.h"
 
 namespace lockswap {
 namespace {
@@ -46,6 +47,7 @@ void on_fork_child() {
   after_fork_in_child();
   cid::after_fork_in_child();
   variants_after_fork_in_child();
+  wtlock::after_fork_in_child();
   stats::after_fork_in_child();
   stats::clear_selected_events();
 }

@@ -58,13 +58,14 @@
   X(percid, "percid", LwlockPercid, "readers counted per concurrency id (LOCKSWAP_CID) on the main array's locks, the rwsem elsewhere")
 
 // WiredTiger's rwlocks (__wt_readlock & co., preload/wtlock/): off unless
-// asked; the adapters are in preload/wtlock/variants.h. No percid: its words
-// do not fit the 30 bytes a WT_RWLOCK leaves free (docs/wtlock.md).
+// asked; the adapters are in preload/wtlock/variants.h (percid's, whose words
+// live in a side record, in variants_percid.h).
 #define LOCKSWAP_WTLOCK_VARIANTS(X)                                                                   \
   X(off, "off", WtlockOff, "WiredTiger's own rwlock, untouched (default)")                            \
   X(wt, "wt", WtlockWt, "WiredTiger's own rwlock through lockswap's dispatch (the control)")          \
   X(rwsem, "rwsem", WtlockRwsemSteal, "Linux v5.11+ rw_semaphore: reader lock stealing")              \
-  X(rwsem_rspin, "rwsem-rspin", WtlockRwsemRspin, "Linux v5.10 rw_semaphore: reader optimistic spinning")
+  X(rwsem_rspin, "rwsem-rspin", WtlockRwsemRspin, "Linux v5.10 rw_semaphore: reader optimistic spinning") \
+  X(percid, "percid", WtlockPercid, "readers counted per concurrency id (LOCKSWAP_CID), writers drain them")
 
 // Concurrency-id allocators (core/cid.h), used by LOCKSWAP_RWLOCK=percid. The
 // "type" field is the core allocator; the identifier is CidMode's.

@@ -10,7 +10,7 @@
 #   --records N      records [100000]            --value-bytes N  [1000]
 #   --cache-mb N     WiredTiger cache [128]      --read-pct N     reads in the mix [50]
 #   --wtlock V[,V..] one more variant per LOCKSWAP_WTLOCK value V (off, wt, rwsem,
-#                    rwsem-rspin; docs/wtlock.md): glibc's locks with WiredTiger's
+#                    rwsem-rspin, percid; docs/wtlock.md): glibc's locks with WiredTiger's
 #                    own rwlocks swapped, the --variants spec glibc:LOCKSWAP_WTLOCK=V
 # defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 4 x CPUs (4..64) --user lockswap-srv

@@ -30,8 +30,9 @@
 //                 osq in the free padding word, owner and waitq over the two
 //                 condition pointers. Nothing is allocated: init zeroes the
 //                 words, destroy zeroes them again.
-// percid has no adapter: it needs 40 bytes of lock words (core/percid_rwlock.h)
-// and WT_RWLOCK has 30 free to an algorithm (docs/wtlock.md).
+//   WtlockPercid  core/percid_rwlock.h, its 40 bytes of words in a record of
+//                 lockswap's table: WT_RWLOCK has 30 free to an algorithm
+//                 (variants_percid.h)
 //
 // Readers use the kernel's rules (rwsem::kReadPlain): WiredTiger's ticket
 // lock already queues a reader behind a waiting writer, so its code never
@@ -140,6 +141,12 @@ struct WtlockForward {
 using WtlockOff = WtlockForward<false>;
 using WtlockWt = WtlockForward<true>;
 
+// 0 or EBUSY, as WiredTiger's try functions return.
+inline int wt_busy(int rc) {
+  if (rc != 0) lockevent_inc(LockEvent::wtlock_try_busy);
+  return rc == 0 ? 0 : EBUSY;
+}
+
 template <class Policy>
 struct WtlockRwsem {
   static constexpr bool kThrough = true;
@@ -165,14 +172,14 @@ struct WtlockRwsem {
     if (__builtin_expect(Sem::read_fast(at(l), c), 1)) return;
     read_slow(at(l), c);
   }
-  static int try_readlock(Session*, Rwlock* l) { return busy_counted(Sem::read_try(at(l))); }
+  static int try_readlock(Session*, Rwlock* l) { return wt_busy(Sem::read_try(at(l))); }
   static void readunlock(Session*, Rwlock* l) { Sem::read_unlock(at(l)); }
   static void writelock(Session*, Rwlock* l) {
     if (__builtin_expect(Sem::write_fast(at(l)), 1)) return;
     write_slow(at(l));
   }
   static int try_writelock(Session*, Rwlock* l) {
-    return busy_counted(Sem::write_lock(at(l), WaitCtx::try_once(WaitFamily::rwlock)));
+    return wt_busy(Sem::write_lock(at(l), WaitCtx::try_once(WaitFamily::rwlock)));
   }
   static void writeunlock(Session*, Rwlock* l) { Sem::write_unlock(at(l)); }
 
@@ -199,11 +206,6 @@ struct WtlockRwsem {
   __attribute__((noinline)) static void write_slow(WtRwsemWords& w) {
     lockevent_inc(LockEvent::wtlock_write_slow);
     Sem::write_lock(w, WaitCtx::blocking(WaitFamily::rwlock));
-  }
-  // 0 or EBUSY, as WiredTiger's try functions return.
-  static int busy_counted(int rc) {
-    if (rc != 0) lockevent_inc(LockEvent::wtlock_try_busy);
-    return rc == 0 ? 0 : EBUSY;
   }
 };
 using WtlockRwsemSteal = WtlockRwsem<RwsemSteal>;

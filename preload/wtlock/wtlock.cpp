@@ -58,7 +58,7 @@
 #include "preload/select.h"
 #include "preload/stats.h"
 #include "preload/stats_table.h"
-#include "preload/wtlock/variants.h"
+#include "preload/wtlock/variants_percid.h"
 #include "preload/wtlock/wtlock.h"
 
 namespace lockswap::wtlock {
@@ -518,6 +518,12 @@ void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context) 
            get(e.hold_samples), get(e.hold_ns)},
           context);
   }
+}
+
+void after_fork_in_child() {
+#define X(id, name, type, desc) adapter_after_fork_in_child<type>();
+  LOCKSWAP_WTLOCK_VARIANTS(X)
+#undef X
 }
 
 }  // namespace lockswap::wtlock

@@ -24,4 +24,8 @@ size_t counted_locks();
 // Each such lock, in table order; async-signal-safe (relaxed loads only).
 void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context);
 
+// After fork(), in the child: the WiredTiger adapters' fork hooks (as
+// registry.h's variants_after_fork_in_child for the pthread families).
+void after_fork_in_child();
+
 }  // namespace lockswap::wtlock

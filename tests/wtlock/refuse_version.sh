@@ -33,7 +33,7 @@ expect() {
 }
 
 refusal='LOCKSWAP_WTLOCK=[a-z-]+: WiredTiger 3\.3\.0 is not a version .*\(checked: 3\.2\.x\)'
-for v in wt rwsem rwsem-rspin; do
+for v in wt rwsem rwsem-rspin percid; do
   expect "linked, $v, 3.3.0: refused before main" 2 no "$refusal" -- \
     env LD_PRELOAD="$lib:$fake" LOCKSWAP_WTLOCK=$v "$linked"
   expect "dlopen, $v, 3.3.0: refused at the first call" 2 yes "$refusal" -- \
@@ -48,8 +48,8 @@ expect "linked, off, 3.3.0: never checked" 0 yes - -- env LD_PRELOAD="$lib:$fake
 expect "dlopen, off, 3.3.0: never checked" 0 yes - -- \
   env LD_PRELOAD="$lib" LOCKSWAP_WTLOCK=off "$dlopened" "$fake" libwiredtiger.so.0
 expect "unset (off), 3.3.0: never checked" 0 yes - -- env LD_PRELOAD="$lib:$fake" "$linked"
-expect "misspelt variant: the valid ones listed" 2 no 'LOCKSWAP_WTLOCK = off wt rwsem rwsem-rspin' -- \
-  env LD_PRELOAD="$lib" LOCKSWAP_WTLOCK=percid "$linked"
+expect "misspelt variant: the valid ones listed" 2 no 'LOCKSWAP_WTLOCK = off wt rwsem rwsem-rspin percid' -- \
+  env LD_PRELOAD="$lib" LOCKSWAP_WTLOCK=percpu "$linked"
 
 if ((failures)); then
   echo "$failures case(s) failed"

@@ -10,7 +10,7 @@
 #                    swapped
 #   wt, profile:     the same lock counted through the dispatch (the control)
 #   wt, counts:      a glibc column (WiredTiger's own lock runs)
-#   wt, rwsem, rwsem-rspin, counts:
+#   wt, rwsem, rwsem-rspin, percid, counts:
 #                    the per-lock counters (wtlock records): a lock with its
 #                    80000 acquisitions and sampled write holds, one with a
 #                    contended acquisition that waited, in the JSON and in
@@ -51,7 +51,7 @@ report wt profile || exit 1
 check wt profile "any(l['acq'] >= 80000 for l in w)" "WiredTiger's own lock profiled through the dispatch"
 report wt counts || exit 1
 check wt counts "r['reach']['column'] == 'glibc'" "reach: WiredTiger's own lock, a glibc column"
-for v in wt rwsem rwsem-rspin; do
+for v in wt rwsem rwsem-rspin percid; do
   [[ $v == wt ]] || report "$v" counts || exit 1
   check "$v" counts "any(l['kind'] == 'wtlock' and l['acq'] >= 80000 and l['hold_samples'] > 0 and l['hold_ns'] > 0 for l in c)" \
     "a counted wtlock lock with its 80000 acquisitions and sampled write holds"
@@ -68,7 +68,7 @@ if ((failures)); then
   python3 -c "import json,sys; r=json.load(open(sys.argv[1]))
 for l in r['locks'] or []: print(l['kind'], l['acq'], l['contended'], l['wait']['total_ns'], l['hold']['total_ns'])" \
     "$dir/rwsem-profile.json"
-  for v in wt rwsem rwsem-rspin; do
+  for v in wt rwsem rwsem-rspin percid; do
     python3 -c "import json,sys; r=json.load(open(sys.argv[1]))
 for l in r.get('wtlocks') or []: print(sys.argv[2], l['acq'], l['contended'], l['wait_ns'], l['hold_samples'], l['hold_ns'])" \
       "$dir/$v-counts.json" "$v" 2>/dev/null

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/wtlock/ycsb_runner.sh OUTDIR — examples/servers/wiredtiger.sh with
-# --wtlock off,wt,rwsem,rwsem-rspin for one short round (YCSB-A, 5000
+# --wtlock off,wt,rwsem,rwsem-rspin,percid for one short round (YCSB-A, 5000
 # records, 1 s per variant, --check): passes when the runner exits 0 and
 # every run, none and glibc included, verified every record (verify=ok in
 # runs.tsv: WT_SESSION::verify and a full scan of the table). About 30 s.
@@ -8,7 +8,7 @@
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: ycsb_runner.sh OUTDIR}
-values=(off wt rwsem rwsem-rspin)
+values=(off wt rwsem rwsem-rspin percid)
 rm -rf "$out"
 rc=0
 bash "$here/../../examples/servers/wiredtiger.sh" --variants glibc --wtlock "$(IFS=,; echo "${values[*]}")" \
