@@ -36,15 +36,16 @@
 //                                      "drained" CAS fails if one came in
 //                                      meanwhile
 //
-// The drain word (one u32 per block, its own cache line, in lockswap's
-// memory, outside the lock): a writer that sleeps while readers drain sets
-// it to kDrainSleeps and futex-waits on it; the last look of a leaving
-// reader is at this word, never at the lock. A reader's decrement may be the
-// lock's last hold: the writer then owns, releases and destroys the lock
-// and may free or unmap its memory at once, so the reader must not touch
-// the lock after it. The word's memory stays mapped; if the block was
-// handed to another lock meanwhile, the reader's wake-up is a spurious one
-// for that lock's writer, which re-counts and sleeps again.
+// The drain flag (a u32 in every reader slot of the block, beside its
+// counter): a writer that sleeps while readers drain sets it in every slot
+// and futex-waits on the first slot's; a leaving reader, after its
+// decrement, reads the flag in its own slot (the line it just wrote) and,
+// if set, clears the first slot's and wakes the writer. Never the lock: a
+// reader's decrement may be the lock's last hold, after which the writer
+// may own, release and destroy the lock and free or unmap its memory. The
+// block's memory stays mapped; if the block was handed to another lock
+// meanwhile, the reader's wake-up is a spurious one for that lock's writer,
+// which counts again and sleeps again.
 //
 // Why 60 bits: between the writer's load of `state` and its CAS, the epoch
 // must not come back to the same value. Every bump is a successful RMW of
@@ -106,14 +107,14 @@
 //                 be let in past it. Other kinds (writer-nonrecursive) and
 //                 non-blocking calls: rwsem read lock (waits while a writer
 //                 holds the rwsem), slot += 1, rwsem read unlock -> read-held.
-//   read unlock   slot -= 1 (seq_cst); if the block's drain word says a
-//                 writer sleeps: exchange it to 0 and FUTEX_WAKE it.
+//   read unlock   slot -= 1 (seq_cst); if the slot's drain flag says a
+//                 writer sleeps: exchange the first slot's to 0, FUTEX_WAKE.
 //   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
 //                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
 //                 kDrainPolls sums and, with spinning on, on until the
 //                 kernel's reader-phase budget (rwsem_rspin_threshold(),
 //                 rwsem::rspin_budget_ns()) has passed, then set the
-//                 drain word, re-sum, futex-wait on it; a wake-up spins anew. The kernel's
+//                 drain flags, re-sum, futex-wait on the first; a wake-up spins anew. The kernel's
 //                 percpu_down_write() sleeps at once; here a sleep and
 //                 wake-up cost more than a reader's critical section while
 //                 every new reader waits behind the pending writer
@@ -141,8 +142,8 @@
 // decrement is a release that the writer's sum (seq_cst loads) acquires; the
 // writer's release of `state` orders its critical section before readers
 // whose seq_cst state load sees it clear, and the rwsem orders it before
-// slow readers. The writer's store to the drain word precedes its re-sum
-// and a reader's decrement precedes its load of the drain word (seq_cst),
+// slow readers. The writer's stores of the drain flags precede its re-sum
+// and a reader's decrement precedes its load of its slot's flag (seq_cst),
 // so a wake is never lost.
 //
 // Destroy: glibc's destroy of a private rwlock does nothing, so a lock is
@@ -192,7 +193,7 @@ inline constexpr uint64_t kWriterBits = kWriterPending | kWriterOwns;
 // Everything a writer's release clears.
 inline constexpr uint64_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
 inline constexpr uint64_t kEpochOne = uint64_t{1} << 4;
-// --- drain word (u32 per block, outside the lock) ---
+// --- drain flag (ReaderSlot::drain, outside the lock) ---
 inline constexpr uint32_t kDrainAwake = 0;
 inline constexpr uint32_t kDrainSleeps = 1;
 inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
@@ -219,24 +220,18 @@ static_assert(kPlainRwsem - 1 >= kMaxLocks, "has_block() rejects both kNoBlock a
 static_assert((kWriterPhaseBits & (kEpochOne - 1)) == kWriterPhaseBits, "the epoch counts above the writer bits");
 static_assert(kEpochOne < (uint64_t{1} << 32), "every flag is in the futex half of `state`");
 static_assert(64 - std::countr_zero(kEpochOne) >= 59, "a 59-bit epoch cannot wrap (design block)");
-static_assert(kDrainAwake == 0, "a zero-filled drain word: no writer sleeps");
+static_assert(kDrainAwake == 0, "a zero-filled drain flag: no writer sleeps");
 static_assert((kMinSlotsPerLock & (kMinSlotsPerLock - 1)) == 0 && (kMaxSlotsPerLock & (kMaxSlotsPerLock - 1)) == 0);
 static_assert(kMinSlotsPerLock >= 2, "spread() rotates within at least two slots");
 static_assert(kMaxSlotsPerLock <= cid::kMaxCids, "every slot is reachable by some id");
 
+// `drain`: the writer-sleeps flag, in every slot of a block (design block,
+// "The drain flag"); the block's first slot's is also the futex word.
 struct alignas(64) ReaderSlot {
   std::atomic<uint64_t> readers;
+  std::atomic<uint32_t> drain;
 };
 static_assert(sizeof(ReaderSlot) == 64, "one cache line per slot");
-
-// A block's drain word (design block), on a line of its own: leaving readers
-// read it, only a draining writer and its waker write it.
-struct alignas(64) DrainWord {
-  std::atomic<uint32_t> word;
-};
-static_assert(sizeof(DrainWord) == 64, "one cache line per drain word");
-extern DrainWord g_drain[kMaxLocks];
-__attribute__((always_inline)) inline std::atomic<uint32_t>& drain_word(uint32_t index) { return g_drain[index - 1].word; }
 
 // Written once, under the arena lock, before the first block index is
 // published (release); readers reach it only through an acquired index.
@@ -270,6 +265,11 @@ __attribute__((always_inline)) inline ReaderSlot& slot_of(uint32_t index, uint32
   return g_geometry.base[((index - 1) << g_geometry.lock_shift) + spread(cid)];
 }
 __attribute__((always_inline)) inline ReaderSlot& my_slot(uint32_t index) { return slot_of(index, cid::current()); }
+inline ReaderSlot* block_of(uint32_t index) { return g_geometry.base + (std::size_t{index - 1} << g_geometry.lock_shift); }
+// The futex word a draining writer sleeps on.
+inline std::atomic<uint32_t>& drain_futex(uint32_t index) { return block_of(index)[0].drain; }
+// Sets (a writer about to sleep) or clears the flag in every slot of the block.
+void set_drain(uint32_t index, uint32_t value);
 
 uint64_t readers(uint32_t index);  // the sum (seq_cst loads)
 // Under the arena lock: the block already in `index`, a new one, or kPlainRwsem.
@@ -389,15 +389,16 @@ struct PercidRwlock {
 
  private:
   // Gives up a read hold. After the decrement the lock may already be gone
-  // (design block, "The drain word"): only the block's memory is touched.
+  // (design block, "The drain flag"): only the block's memory is touched.
+  // The flag is read in the reader's own slot, the line its decrement holds.
   __attribute__((always_inline)) static void leave(uint32_t index, percid::ReaderSlot& slot) {
     slot.readers.fetch_sub(1, arch::mo_dekker);
-    std::atomic<uint32_t>& drain = percid::drain_word(index);
-    if (__builtin_expect(drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(drain);
+    if (__builtin_expect(slot.drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(index);
   }
 
-  __attribute__((noinline)) static void wake_writer(std::atomic<uint32_t>& drain) {
-    if (drain.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&drain, 1);
+  __attribute__((noinline)) static void wake_writer(uint32_t index) {
+    std::atomic<uint32_t>& futex = percid::drain_futex(index);
+    if (futex.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&futex, 1);
   }
 
   // Read-slow case (c): we hold read locks, a writer is pending but cannot
@@ -545,23 +546,23 @@ struct PercidRwlock {
     }
   }
 
-  // Announce the sleep on the drain word, re-check (Dekker with leave()),
-  // sleep on it. The word is cleared on the way out, woken or not, so
-  // later readers do not try to wake a writer that no longer sleeps.
+  // Announce the sleep in every slot's drain flag, re-check (Dekker with
+  // leave()), sleep on the first slot's. The flags are cleared on the way
+  // out, woken or not, so later readers do not wake a writer that no longer
+  // sleeps.
   static int sleep_while_readers(uint32_t index, const WaitCtx& ctx) {
-    std::atomic<uint32_t>& drain = percid::drain_word(index);
-    DrainWordClear clear{drain};
-    drain.store(percid::kDrainSleeps, arch::mo_dekker);
+    DrainClear clear{index};
+    percid::set_drain(index, percid::kDrainSleeps);
     if (percid::readers(index) == 0) return 0;
     lockevent_inc(LockEvent::percid_wlock_sleep);
     read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
-    return ctx.sleep(&drain, percid::kDrainSleeps);
+    return ctx.sleep(&percid::drain_futex(index), percid::kDrainSleeps);
   }
 
   // Every way out of the drain sleep, a cancellation's unwinding included.
-  struct DrainWordClear {
-    std::atomic<uint32_t>& drain;
-    ~DrainWordClear() { drain.store(percid::kDrainAwake, arch::mo_hint); }
+  struct DrainClear {
+    uint32_t index;
+    ~DrainClear() { percid::set_drain(index, percid::kDrainAwake); }
   };
 
   static void release_writer(S& s) {
