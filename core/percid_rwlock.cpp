@@ -62,31 +62,15 @@ uint32_t take_block(const void* lock) {
   return kPlainRwsem;
 }
 
-void zero_block(uint32_t index) {
-  ReaderSlot* block = block_of(index);
-  for (uint32_t i = 0; i <= g_geometry.slot_mask; ++i) {
-    block[i].readers.store(0, arch::mo_hint);
-    block[i].drain.store(kDrainAwake, arch::mo_hint);
-  }
-}
+void zero_block(uint32_t index) { clear_slots(block_of(index), g_geometry.slot_mask + 1); }
 
 }  // namespace
 
-uint64_t readers(uint32_t index) {
-  const ReaderSlot* block = block_of(index);
-  // A local bound: each slot's load is an atomic one, after which the
-  // compiler would otherwise read the global mask again.
-  const uint32_t slots = g_geometry.slot_mask + 1;
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < slots; ++i) sum += block[i].readers.load(arch::mo_dekker);
-  return sum;
-}
+// The slot count is read once: after each atomic load the compiler would
+// read the global again.
+uint64_t readers(uint32_t index) { return sum_slots(block_of(index), g_geometry.slot_mask + 1); }
 
-void set_drain(uint32_t index, uint32_t value) {
-  ReaderSlot* block = block_of(index);
-  const uint32_t slots = g_geometry.slot_mask + 1;
-  for (uint32_t i = 0; i < slots; ++i) block[i].drain.store(value, arch::mo_dekker);
-}
+void set_drain(uint32_t index, uint32_t value) { set_drain_slots(block_of(index), g_geometry.slot_mask + 1, value); }
 
 uint32_t assign_block(std::atomic<uint32_t>& index_word, const void* lock) {
   uint32_t index;

@@ -233,6 +233,25 @@ struct alignas(64) ReaderSlot {
 };
 static_assert(sizeof(ReaderSlot) == 64, "one cache line per slot");
 
+// The slots of one block, here and in core/percid_shared.h.
+// The read holders: the sum of the counters (seq_cst loads).
+inline uint64_t sum_slots(const ReaderSlot* slots, uint32_t n) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < n; ++i) sum += slots[i].readers.load(arch::mo_dekker);
+  return sum;
+}
+// A writer about to sleep (kDrainSleeps) or awake again (kDrainAwake), in every slot.
+inline void set_drain_slots(ReaderSlot* slots, uint32_t n, uint32_t value) {
+  for (uint32_t i = 0; i < n; ++i) slots[i].drain.store(value, arch::mo_dekker);
+}
+// Free slots: no holder counted, no writer asleep.
+inline void clear_slots(ReaderSlot* slots, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    slots[i].readers.store(0, arch::mo_hint);
+    slots[i].drain.store(kDrainAwake, arch::mo_hint);
+  }
+}
+
 // Written once, under the arena lock, before the first block index is
 // published (release); readers reach it only through an acquired index.
 struct Geometry {

@@ -18,8 +18,9 @@
 //
 //   line 0   Control: the inner rwsem (core/rwsem_shared.h, 12 bytes: it
 //            names processes by number, sleeps on shared futexes), `state`
-//            (bit 0 PENDING), `drain` (kDrainSleeps while the writer sleeps)
-//   line 1+  S reader slots (percid::ReaderSlot), S a power of two
+//            (bit 0 PENDING)
+//   line 1+  S reader slots (percid::ReaderSlot), S a power of two, each
+//            with its counter and the drain flag (core/percid_rwlock.h)
 //
 // Which block a lock uses, and when the block is (re)initialised, is the
 // adapter's business (preload/lwlock/variants_percid.h); this file is the
@@ -34,19 +35,21 @@
 //   read again   the caller holds a counted read hold of this lock: slot += 1
 //                at once (the writer cannot reach zero before we leave).
 //   read unlock  slot[key'] -= 1 (seq_cst; key' may differ from the key at
-//                lock time: only the sum means anything); if `drain` says
-//                the writer sleeps: exchange it to 0 and wake it.
+//                lock time: only the sum means anything); if that slot's
+//                drain flag says the writer sleeps: exchange the first
+//                slot's to 0 and wake it.
 //   write        inner write lock; state = PENDING (seq_cst); drain: sum the
 //                slots; zero -> owned; else percid::DrainSpin, then set
-//                `drain`, re-sum, futex-wait on `drain`; a wake-up spins anew.
+//                the drain flag in every slot, re-sum, futex-wait on the
+//                first slot's; a wake-up spins anew.
 //   write try    inner write trylock; PENDING; one sum: zero -> owned, else
 //                as write unlock, fail.
 //   write unlock state = 0 (release); inner write unlock (wakes its queue).
 //
 // Memory order: the Dekker pair of core/percid_rwlock.h (a reader's slot RMW
 // before its state load, the writer's PENDING store before its slot loads,
-// all seq_cst; the writer's `drain` store before its re-sum, a reader's
-// decrement before its `drain` load). A reader's decrement is a release that
+// all seq_cst; the writer's drain flag stores before its re-sum, a reader's
+// decrement before its load of its own slot's flag). A reader's decrement is a release that
 // the writer's seq_cst sum acquires; the writer's release store of `state`
 // and the inner rwsem order its section before later readers.
 //
@@ -81,7 +84,6 @@ inline constexpr uint32_t kPending = 1u << 0;
 struct alignas(64) Control {
   rwshared::Words sem;
   std::atomic<uint32_t> state;
-  std::atomic<uint32_t> drain;
 };
 static_assert(sizeof(Control) == 64, "the control words take one cache line, the slots follow");
 static_assert(offsetof(Control, state) == sizeof(rwshared::Words), "state right after the inner rwsem");
@@ -93,20 +95,17 @@ struct Block {
   uint32_t slot_mask;
 
   percid::ReaderSlot& slot(uint32_t key) const { return slots[key & slot_mask]; }
-  uint64_t readers() const {
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i <= slot_mask; ++i) sum += slots[i].readers.load(arch::mo_dekker);
-    return sum;
-  }
+  uint64_t readers() const { return percid::sum_slots(slots, slot_mask + 1); }
+  // The futex word a draining writer sleeps on.
+  std::atomic<uint32_t>& drain_futex() const { return slots[0].drain; }
   // A free lock: no readers, no writer, the inner rwsem as rwsem_shared.h
   // initialises it.
   void reset() const {
-    for (uint32_t i = 0; i <= slot_mask; ++i) slots[i].readers.store(0, arch::mo_hint);
+    percid::clear_slots(slots, slot_mask + 1);
     control->sem.count.store(rwshared::kFreeCount, arch::mo_hint);
     control->sem.owner.store(rwshared::kStoredXor, arch::mo_hint);
     control->sem.waitq.store(rwshared::kStoredXor, arch::mo_hint);
     control->state.store(0, arch::mo_hint);
-    control->drain.store(percid::kDrainAwake, arch::mo_hint);
   }
 };
 
@@ -157,7 +156,7 @@ struct Lock {
  private:
   __attribute__((always_inline)) static void leave(const Block& b, percid::ReaderSlot& slot) {
     slot.readers.fetch_sub(1, arch::mo_dekker);
-    if (__builtin_expect(b.control->drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(b.control->drain);
+    if (__builtin_expect(slot.drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(b.drain_futex());
   }
   __attribute__((noinline)) static void wake_writer(std::atomic<uint32_t>& drain) {
     if (drain.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&drain, 1, true);
@@ -180,18 +179,18 @@ struct Lock {
   }
 
   static void sleep_while_readers(const Block& b, rwshared::Sleeper& s) {
-    std::atomic<uint32_t>& drain = b.control->drain;
-    DrainClear clear{drain};
-    drain.store(percid::kDrainSleeps, arch::mo_dekker);
+    DrainClear clear{b};
+    percid::set_drain_slots(b.slots, b.slot_mask + 1, percid::kDrainSleeps);
     if (b.readers() == 0) return;
     if (!s.slept && s.first_sleep != nullptr) s.first_sleep(s.arg);
     s.slept = true;
     lockevent_inc(LockEvent::percid_wlock_sleep);
-    s.ctx.sleep(&drain, percid::kDrainSleeps, true);
+    s.ctx.sleep(&b.drain_futex(), percid::kDrainSleeps, true);
   }
+  // Every way out of the drain sleep, a cancellation's unwinding included.
   struct DrainClear {
-    std::atomic<uint32_t>& drain;
-    ~DrainClear() { drain.store(percid::kDrainAwake, arch::mo_hint); }
+    const Block& b;
+    ~DrainClear() { percid::set_drain_slots(b.slots, b.slot_mask + 1, percid::kDrainAwake); }
   };
 };
 
