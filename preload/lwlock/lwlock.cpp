@@ -334,7 +334,7 @@ struct Replacements {
   static constexpr auto lw_for_each_held_by_me = &lockswap::lwlock::lw_for_each_held_by_me;
   static void fill(void* (&out)[kRedirected]) {
     unsigned i = 0;
-#define FN(name, fn) out[i++] = reinterpret_cast<void*>(fn);
+#define FN(name, fn, args) out[i++] = reinterpret_cast<void*>(fn);
     LOCKSWAP_LWLOCK_FUNCTIONS(FN)
 #undef FN
   }
@@ -418,6 +418,8 @@ void choose_variants() {
       config_error("LOCKSWAP_SELECT", select::rule_text(r), "no built-in LWLock tranche of this PostgreSQL has that name");
 }
 
+Verified g_verified;  // what start() checked, kept for redirect()
+
 bool any_tranche_rule() {
   for (int r = 0; r < select::rule_count(); ++r)
     if (select::tranche_rule_name(r) != nullptr) return true;
@@ -453,16 +455,16 @@ void start(LwlockVariant chosen) {
   g_default = chosen == LwlockVariant::off ? LwlockVariant::pg : chosen;
   void* replacement[kRedirected];
   fill_replacements(replacement, any_tranche_rule());
-  Redirection r{};
-  // Everything the replacements need is ready before the first jump is written.
-  if (dlsym(RTLD_DEFAULT, "LWLockAcquire") != nullptr) {
-    map_side_area();
-    resolve_host(0);
-    choose_variants();
-  }
-  if (redirect(replacement, r) == Found::not_postgres) return;
-  g_host.pgprocno_offset = r.pgprocno_offset;
-  g_label = r.label;
+  // Nothing of the program runs, and nothing is mapped for it, before it is
+  // verified; everything the replacements need is ready before the first
+  // jump is written.
+  Verified& v = g_verified;
+  if (verify(v) == Found::not_postgres) return;
+  map_side_area();
+  resolve_host(v.pgprocno_offset);
+  choose_variants();
+  redirect(v, replacement);
+  g_label = v.label;
   g_redirected = true;
 }
 

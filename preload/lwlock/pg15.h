@@ -41,27 +41,36 @@ inline constexpr int32_t kFreeWord = pglw::kNoProc;   // +8 and +12 of a free lo
 inline constexpr int kError = 21;
 inline constexpr int kPanic = 23;
 
-// The redirected functions: X(name, replacement). Every function of the
-// API that touches the lock words or the list of held locks (lwlock.c's
-// static held_lwlocks), so no original instruction runs again.
+// The redirected functions: X(name, replacement, arguments). Every function
+// of the API that touches the lock words or the list of held locks
+// (lwlock.c's static held_lwlocks), so no original instruction but the
+// first runs again (entry_patch.h). The arguments, in lwlock.h's order, tell
+// entry_patch.h which registers carry one: 'p' a pointer or 64-bit value,
+// 'i' an int or enum.
 // LWLockInitialize and CreateLWLocks are not redirected: every variant takes
 // the state they write as free.
 #define LOCKSWAP_LWLOCK_FUNCTIONS(X)                          \
-  X(LWLockAcquire, lw_acquire)                                \
-  X(LWLockConditionalAcquire, lw_conditional_acquire)         \
-  X(LWLockAcquireOrWait, lw_acquire_or_wait)                  \
-  X(LWLockWaitForVar, lw_wait_for_var)                        \
-  X(LWLockUpdateVar, lw_update_var)                           \
-  X(LWLockRelease, lw_release)                                \
-  X(LWLockReleaseClearVar, lw_release_clear_var)              \
-  X(LWLockReleaseAll, lw_release_all)                         \
-  X(LWLockHeldByMe, lw_held_by_me)                            \
-  X(LWLockHeldByMeInMode, lw_held_by_me_in_mode)              \
-  X(LWLockAnyHeldByMe, lw_any_held_by_me)                     \
-  X(ForEachLWLockHeldByMe, lw_for_each_held_by_me)
+  X(LWLockAcquire, lw_acquire, "pi")                          \
+  X(LWLockConditionalAcquire, lw_conditional_acquire, "pi")   \
+  X(LWLockAcquireOrWait, lw_acquire_or_wait, "pi")            \
+  X(LWLockWaitForVar, lw_wait_for_var, "pppp")                \
+  X(LWLockUpdateVar, lw_update_var, "ppp")                    \
+  X(LWLockRelease, lw_release, "p")                           \
+  X(LWLockReleaseClearVar, lw_release_clear_var, "ppp")       \
+  X(LWLockReleaseAll, lw_release_all, "")                     \
+  X(LWLockHeldByMe, lw_held_by_me, "p")                       \
+  X(LWLockHeldByMeInMode, lw_held_by_me_in_mode, "pi")        \
+  X(LWLockAnyHeldByMe, lw_any_held_by_me, "pip")              \
+  X(ForEachLWLockHeldByMe, lw_for_each_held_by_me, "pp")
 
-#define LOCKSWAP_COUNT_FN(name, fn) +1
+#define LOCKSWAP_COUNT_FN(name, fn, args) +1
 inline constexpr unsigned kRedirected = 0 LOCKSWAP_LWLOCK_FUNCTIONS(LOCKSWAP_COUNT_FN);
 #undef LOCKSWAP_COUNT_FN
+
+inline constexpr const char* kArgKinds[kRedirected] = {
+#define LOCKSWAP_ARGS_FN(name, fn, args) args,
+    LOCKSWAP_LWLOCK_FUNCTIONS(LOCKSWAP_ARGS_FN)
+#undef LOCKSWAP_ARGS_FN
+};
 
 }  // namespace lockswap::lwlock

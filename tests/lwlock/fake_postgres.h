@@ -1,7 +1,8 @@
 /* tests/lwlock/fake_postgres.h — a program that looks like PostgreSQL 15 to
  * preload/lwlock/: it exports the LWLock API (entry stubs that trap if they
- * ever run: after redirection none may), MyProc, InterruptHoldoffCount,
- * my_wait_event_info, the error functions and GetLWLockIdentifier, and
+ * ever run: after redirection none may), MyProc, MaxBackends,
+ * max_prepared_xacts, InterruptHoldoffCount, my_wait_event_info, the error
+ * functions and GetLWLockIdentifier, and
  * declares itself a synthetic target (preload/lwlock/redirect.cpp), since
  * its build-id is on no allow-list. Included by one translation unit of each
  * test program (C or C++); link with -rdynamic so the dynamic symbol table
@@ -29,7 +30,7 @@ typedef struct {
   int32_t head, tail;
 } FakeLwlock;
 enum { LW_EXCLUSIVE = 0, LW_SHARED = 1, LW_WAIT_UNTIL_FREE = 2 };
-enum { FAKE_ERROR = 21, FAKE_PANIC = 23, FAKE_PANIC_EXIT = 42 };
+enum { FAKE_ERROR = 21, FAKE_FATAL = 22, FAKE_PANIC = 23, FAKE_PANIC_EXIT = 42 };
 #define FAKE_WAIT_LWLOCK 0x01000000u
 
 /* LWLockPadded: MainLWLockArray's element, one 128-byte line each. */
@@ -49,18 +50,33 @@ typedef struct {
   char before[0x48];
   int32_t procno;
 } FakeProc;
+#ifndef FAKE_POSTGRES_UNLISTED /* a PostgreSQL lockswap has not verified */
 extern __attribute__((visibility("default"))) const uint32_t lockswap_lwlock_synthetic_target;
 const uint32_t lockswap_lwlock_synthetic_target = offsetof(FakeProc, procno);
+#endif
 
 __attribute__((visibility("default"))) void* MyProc;
+/* InitializeMaxBackends's result and the prepared-transaction slots: with
+ * the auxiliary processes' PGPROCs, the process numbers are 0 ..
+ * MaxBackends + FAKE_AUXILIARY_PROCS + max_prepared_xacts - 1 (PostgreSQL
+ * 15's InitProcGlobal). Set before any backend is forked, as PostgreSQL sets
+ * them before it creates shared memory; a test that plays the start-up
+ * itself defines FAKE_MAX_BACKENDS 0 first and sets MaxBackends later. */
+#ifndef FAKE_MAX_BACKENDS
+#define FAKE_MAX_BACKENDS 100
+#endif
+enum { FAKE_AUXILIARY_PROCS = 5 };
+__attribute__((visibility("default"))) int MaxBackends = FAKE_MAX_BACKENDS;
+__attribute__((visibility("default"))) int max_prepared_xacts;
 /* The main array (a test points it at its own FakeLwlockPadded array). */
 __attribute__((visibility("default"))) FakeLwlockPadded* MainLWLockArray;
 __attribute__((visibility("default"))) volatile uint32_t InterruptHoldoffCount;
 static uint32_t fake_local_wait_event;
 __attribute__((visibility("default"))) uint32_t* my_wait_event_info = &fake_local_wait_event;
 
-/* elog: ERROR jumps back to the test (fake_error_jump, armed with
- * sigsetjmp), PANIC leaves the process with FAKE_PANIC_EXIT. */
+/* elog: ERROR (and FATAL: a test sees it where PostgreSQL would exit)
+ * jumps back to the test (fake_error_jump, armed with sigsetjmp), PANIC
+ * leaves the process with FAKE_PANIC_EXIT. */
 static int fake_error_level;
 static char fake_error_text[256];
 static sigjmp_buf fake_error_jump;
@@ -87,6 +103,10 @@ __attribute__((visibility("default"))) void errfinish(const char* file, int line
 __attribute__((visibility("default"))) const char* GetLWLockIdentifier(uint32_t class_id, uint16_t id) {
   static const char* const names[] = {"Alpha", "Beta", "Gamma"};
   (void)class_id;
+#ifdef FAKE_POSTGRES_UNLISTED /* lockswap must not run code of a binary it has not verified */
+  fputs("unlisted: GetLWLockIdentifier ran before the build was verified\n", stderr);
+  _exit(3);
+#endif
   return id < 3 ? names[id] : "extension";
 }
 
@@ -107,11 +127,13 @@ void ForEachLWLockHeldByMe(void (*callback)(FakeLwlock*, int, void*), void* cont
 }
 #endif
 
-/* The entry stubs: 32 bytes that trap (ud2 / brk), exported as functions. */
+/* The entry stubs: 32 bytes exported as functions, a frame push as
+ * PostgreSQL's own entries start (the instruction lockswap keeps in place,
+ * preload/lwlock/entry_patch.h), then a trap (ud2 / brk). */
 #if defined(__x86_64__)
-#define FAKE_TRAP "ud2\n .skip 30, 0xcc\n"
+#define FAKE_TRAP "push %rbp\n ud2\n .skip 29, 0xcc\n"
 #elif defined(__aarch64__)
-#define FAKE_TRAP "brk #0\n .skip 28, 0\n"
+#define FAKE_TRAP "stp x29, x30, [sp, #-16]!\n brk #0\n .skip 24, 0\n"
 #else
 #error "no entry stub for this ISA"
 #endif

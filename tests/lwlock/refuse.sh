@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tests/lwlock/refuse.sh LIB LWLOCK_API PARTIAL_API — the settings and
-# programs LOCKSWAP_LWLOCK refuses before main (exit 2, a message saying why)
-# and the programs it leaves alone.
+# tests/lwlock/refuse.sh LIB LWLOCK_API PARTIAL_API UNLISTED MARKER_LIB — the
+# settings and programs LOCKSWAP_LWLOCK refuses before main (exit 2, a
+# message saying why) and the programs it leaves alone.
 set -uo pipefail
-lib=$1 api=$2 partial=$3
+lib=$1 api=$2 partial=$3 unlisted=$4 marker_lib=$5
 failures=0
 
 # expect NAME STATUS PATTERN -- env...: runs `env ...`, checks its exit status
@@ -31,4 +31,19 @@ expect tranche-rule-needs-lwlock 2 'lwlock rules take the tranche:NAME matcher' 
 expect partial-api 2 'exports only part of the LWLock API' -- LOCKSWAP_LWLOCK=pg "$partial"
 expect not-postgres 0 '' -- LOCKSWAP_LWLOCK=futex /bin/true
 expect off-leaves-partial-alone 0 '' -- LOCKSWAP_LWLOCK=off "$partial"
+# An unknown build gets the build refusal before any of its code runs (its
+# GetLWLockIdentifier would exit 3), also beside a library that exports the
+# synthetic-target marker: only the program itself may declare that.
+expect unlisted-build 2 'is not a build lockswap has verified' -- LOCKSWAP_LWLOCK=pg "$unlisted"
+expect marker-from-a-library 2 'is not a build lockswap has verified' -- \
+  LD_PRELOAD="$lib:$marker_lib" LOCKSWAP_LWLOCK=pg "$unlisted"
+# Where written code may not be made executable (prctl PR_SET_MDWE, what
+# systemd's MemoryDenyWriteExecute=yes asks of newer kernels), the refusal
+# comes before any entry is touched and says which setting is in the way.
+if python3 -c 'import ctypes, sys; sys.exit(0 if ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) == 0 else 1)' 2>/dev/null; then
+  expect memory-deny-write-execute 2 'MemoryDenyWriteExecute' -- LOCKSWAP_LWLOCK=pg \
+    python3 -c 'import ctypes, os, sys; ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) == 0 or sys.exit(9); os.execv(sys.argv[1], sys.argv[1:])' "$api" --gtest_list_tests
+else
+  echo "skip memory-deny-write-execute: this kernel has no PR_SET_MDWE"
+fi
 ((failures == 0)) || exit 1

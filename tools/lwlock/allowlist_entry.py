@@ -25,7 +25,7 @@ import tempfile
 FUNCTIONS = ["LWLockAcquire", "LWLockConditionalAcquire", "LWLockAcquireOrWait", "LWLockWaitForVar",
              "LWLockUpdateVar", "LWLockRelease", "LWLockReleaseClearVar", "LWLockReleaseAll", "LWLockHeldByMe",
              "LWLockHeldByMeInMode", "LWLockAnyHeldByMe", "ForEachLWLockHeldByMe"]
-ENTRY_BYTES = 16
+ENTRY_BYTES = 24
 
 
 def readelf(*args):
