@@ -101,15 +101,41 @@ struct LwlockFutex {
     return (m == pglw::kExclusive ? at(l).write_lock(WaitCtx::try_once(kLwlockWaits), true)
                                   : at(l).read_lock(WaitCtx::try_once(kLwlockWaits), false, true)) == 0;
   }
+  // The reference lock's own slow path, taken a step at a time so that the
+  // adapter knows whether it slept: PostgreSQL's LWLockAcquire returns true
+  // when it got the lock without sleeping, even after its first attempt
+  // failed, and WALInsertLockAcquire moves to another insertion lock only
+  // after a real wait. A try fails only while the lock is held against
+  // `m` (a reader-preferring try never fails otherwise, a writer's fails on
+  // anything but the free word); sleep_unless registers this process as a
+  // sleeper, re-checks, and sleeps only if the lock is still held, as
+  // write_lock()/read_lock() do. The writers-waiting count they keep serves
+  // the writer-preferring kind only, never an LWLock. The wait event is
+  // published just before the first sleep, as PostgreSQL publishes it
+  // around its semaphore sleep.
   static bool acquire_slow(PgLwlock& l, Mode m) {
     check_may_wait();
-    wait_start(l);
-    if (m == pglw::kExclusive)
-      at(l).write_lock(ctx(), true);
-    else
-      at(l).read_lock(ctx(), false, true);
-    wait_end();
-    return true;
+    const bool exclusive = m == pglw::kExclusive;
+    bool slept = false;
+    while (!try_acquire(l, m)) {
+      if (exclusive && !at(l).held()) {
+        // Free, with the sleepers bit: a sleeper (sleep_unless here or in
+        // a variable wait) marked the word as its holder let go. The
+        // writer's try takes the bare free word only; nobody sleeps on a
+        // free lock, so the bit goes (and any sleeper just marking it
+        // wakes to re-check).
+        at(l).wake_sleepers(true);
+        continue;
+      }
+      at(l).sleep_unless(ctx(), true, [&] {
+        if (!(exclusive ? at(l).held() : at(l).write_locked())) return false;
+        if (!slept) wait_start(l);
+        slept = true;
+        return true;
+      });
+    }
+    if (slept) wait_end();
+    return slept;
   }
   static bool acquire_or_wait_slow(PgLwlock& l, Mode) {
     check_may_wait();
