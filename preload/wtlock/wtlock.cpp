@@ -13,9 +13,9 @@
 //                racing caller waits for it) and calls through it again.
 //                The constructor installs it before main when WiredTiger is
 //                already loaded.
-//   off          the slots hold WiredTiger's own functions (dlsym RTLD_NEXT,
-//                resolved once): WiredTiger as without lockswap, one jump
-//                more. Never checks the version.
+//   off          the slots hold WiredTiger's own functions (found for the
+//                caller, below, once): WiredTiger as without lockswap, one
+//                jump more. Never checks the version.
 //   wt           WiredTiger's functions called from the adapter
 //                (variants.h), so that the profiler wraps them: the control.
 //   rwsem*       the adapter's rwsem on the struct; nothing resolved.
@@ -37,21 +37,54 @@
 //                per-tranche counters are the model (docs/wtlock.md).
 //
 // Version check: the layout in variants.h is WiredTiger 3.2's. Every variant
-// but off asks wiredtiger_version() (dlsym RTLD_DEFAULT, the first
-// definition in the process) when it installs and stops the process with
-// exit status 2 on any other minor version, or on a diagnostic build (whose
-// __wt_rwlock_islocked reads the lock word): before main when WiredTiger is
-// loaded with the program, else at the first interposed call.
+// but off asks the caller's wiredtiger_version() (below) when it installs
+// and stops the process with exit status 2 on any other minor version, or on
+// a diagnostic build (whose __wt_rwlock_islocked reads the lock word): before
+// main when WiredTiger is loaded with the program, else at the first
+// interposed call.
+//
+// Where WiredTiger is found. A WiredTiger dlopen()ed without RTLD_GLOBAL (as
+// Python extension modules load libraries) is outside the global scope, the
+// only one dlsym(RTLD_NEXT) and dlsym(RTLD_DEFAULT) search from here; its
+// PLT calls still bind to these exports, since the global scope comes first
+// in its own. So every name is looked up as the calling object's own code
+// would have bound it without lockswap: the global scope after lockswap
+// first, then that object's local scope (a handle from dlopen(its l_name,
+// RTLD_NOLOAD), whose dlsym searches the object and its dependencies; the
+// dynamic linker's order, docs/wtlock.md "Where WiredTiger is found"). The
+// caller is the return address of the export (a tail jump, or the call shape
+// select::caller_ip knows), its object dladdr1(RTLD_DL_LINKMAP)'s. Each
+// calling object is resolved once, cold: at the install (the first call), at
+// an __wt_rwlock_init or __wt_rwlock_destroy from an object not seen yet
+// (their exports look the caller up: a compare or a few), and under routing
+// at any call from one. WiredTiger inits every lock before using it, so a
+// copy's first call is an init. The handle is kept (never dlclosed): it pins
+// the object whose functions the table holds, so that a dlclose() of
+// WiredTiger cannot leave the table pointing at unmapped code.
+//
+// Two copies. Two WiredTigers loaded RTLD_LOCAL from different files each
+// call these exports. Under off the second one's first init (a different
+// __wt_rwlock_init found for it) switches the table to routing functions
+// that pick the calling object's own functions by return address (a scan of
+// at most kCallers spans per call): each copy runs its own, as without
+// lockswap. Under every other value each copy's version is checked at its
+// first init; wt then runs the first copy's functions for both (both are
+// the checked 3.2, whose functions act on their arguments alone), the
+// swapped variants run their own algorithm for both.
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "arch/clock.h"
 #include "core/nocancel_io.h"
+#include "core/spin_guard.h"
 #include "preload/config.h"
 #include "preload/diag.h"
 #include "preload/registry.h"
@@ -122,34 +155,108 @@ void say_number(int v) {
   _exit(2);
 }
 
-// True when WiredTiger is loaded and checked; false when it is not loaded
-// (yet). Refuses an unchecked version or a diagnostic build.
-bool version_checked() {
-  auto fn = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "wiredtiger_version"));
-  if (fn == nullptr) return false;
+// ------------------------------------------------------ the calling object
+
+// lockswap's own load address: a symbol found here is one of our exports.
+uintptr_t our_base() {
+  Dl_info info{};
+  return dladdr(reinterpret_cast<void*>(&our_base), &info) != 0 ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0;
+}
+bool ours(void* p) {
+  Dl_info info{};
+  return dladdr(p, &info) != 0 && reinterpret_cast<uintptr_t>(info.dli_fbase) == our_base();
+}
+
+// `name` as the caller's own code would bind it without lockswap: the global
+// scope (`global`: RTLD_NEXT, past lockswap, for the __wt_* names; RTLD_DEFAULT
+// for wiredtiger_version, which lockswap does not define), then the caller's
+// local scope (`local`: null for the program, whose scope is the global one).
+// Never one of our own exports. A failed dlsym allocates its error text:
+// cold paths only.
+void* find_for(void* local, void* global, const char* name) {
+  void* p = dlsym(global, name);
+  if (p != nullptr && !ours(p)) return p;
+  if (local != nullptr && (p = dlsym(local, name)) != nullptr && !ours(p)) return p;
+  return nullptr;
+}
+
+// A PT_LOAD span of the object loaded at `base` that contains `ra`: the
+// object's whole mapped span (lowest to highest segment).
+struct Span {
+  uintptr_t ra, base, lo, hi;
+};
+int span_of(struct dl_phdr_info* info, size_t, void* p) {
+  auto* sp = static_cast<Span*>(p);
+  if (info->dlpi_addr != sp->base) return 0;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = std::min<uintptr_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<uintptr_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  if (sp->ra < lo || sp->ra >= hi) return 0;  // another object at the same bias (the vDSO, the program)
+  sp->lo = lo, sp->hi = hi;
+  return 1;
+}
+
+// One object whose calls reached the exports.
+struct Caller {
+  uintptr_t lo, hi;   // its mapped span; lo == hi: none (the constructor's install)
+  Table real;         // off, wt: the functions its calls reach without lockswap
+  VersionFn version;  // every other value: the wiredtiger_version() checked for it
+};
+constexpr unsigned kCallers = 16;
+Caller g_callers[kCallers];
+std::atomic<unsigned> g_ncallers{0};      // published entries (release); never removed
+std::atomic<uint32_t> g_callers_lock{0};  // adding one (dladdr, dlopen, dlsym: cold)
+
+// The entry whose span holds `ra`; null when the object is new.
+__attribute__((always_inline)) inline const Caller* known(uintptr_t ra) {
+  unsigned n = g_ncallers.load(std::memory_order_acquire);
+  for (unsigned i = 0; i < n; ++i)
+    if (ra - g_callers[i].lo < g_callers[i].hi - g_callers[i].lo) return &g_callers[i];
+  return nullptr;
+}
+
+// The local scope of the object at `ra` (null: the program, lockswap itself,
+// or no object), its span written to `c`. The handle keeps one reference on
+// the object for good (design block).
+void* local_scope_of(uintptr_t ra, Caller& c) {
+  Dl_info info{};
+  struct link_map* lm = nullptr;
+  if (ra == 0 || dladdr1(reinterpret_cast<void*>(ra), &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) == 0 ||
+      lm == nullptr)
+    return nullptr;
+  Span sp{ra, lm->l_addr, 0, 0};
+  if (dl_iterate_phdr(span_of, &sp) != 0) c.lo = sp.lo, c.hi = sp.hi;
+  if (reinterpret_cast<uintptr_t>(info.dli_fbase) == our_base() || lm->l_name == nullptr || lm->l_name[0] == '\0')
+    return nullptr;
+  void* h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+  struct link_map* got = nullptr;
+  if (h != nullptr && (dlinfo(h, RTLD_DI_LINKMAP, &got) != 0 || got != lm)) {
+    dlclose(h);  // a namesake, not the caller (another namespace): trust only the global scope
+    h = nullptr;
+  }
+  return h;
+}
+
+// Checks the version of the WiredTiger the caller sees (refusing an
+// unchecked one or a diagnostic build); a wiredtiger_version() already
+// checked for another caller is not checked again.
+VersionFn check_version(void* local) {
+  auto fn = reinterpret_cast<VersionFn>(find_for(local, RTLD_DEFAULT, "wiredtiger_version"));
+  if (fn == nullptr) refuse(nullptr, 0, 0, 0);
+  unsigned n = g_ncallers.load(std::memory_order_relaxed);
+  for (unsigned i = 0; i < n; ++i)
+    if (g_callers[i].version == fn) return fn;
   int major = -1, minor = -1, patch = -1;
   const char* text = fn(&major, &minor, &patch);
   bool checked = false;
   for (const CheckedVersion& v : kCheckedVersions) checked = checked || (v.major == major && v.minor == minor);
   if (!checked) refuse(text != nullptr ? text : "", major, minor, patch);
-  if (dlsym(RTLD_DEFAULT, "__wt_rwlock_islocked") != nullptr) refuse_diagnostic_build();
-  return true;
-}
-
-// ---------------------------------------------------- WiredTiger's functions
-
-Table g_real;
-
-template <class Fn>
-void resolve_one(Fn& slot, const char* name) {
-  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-  if (fn == nullptr) {
-    say("lockswap: LOCKSWAP_WTLOCK: cannot find WiredTiger's ");
-    say(name);
-    say(" after lockswap in the process\n");
-    _exit(2);
-  }
-  __atomic_store_n(&slot, fn, __ATOMIC_RELEASE);
+  if (find_for(local, RTLD_DEFAULT, "__wt_rwlock_islocked") != nullptr) refuse_diagnostic_build();
+  return fn;
 }
 
 // Every slot of the table with WiredTiger's name for its function.
@@ -165,10 +272,39 @@ void for_each_slot(F&& f) {
   f(&Table::writeunlock, "__wt_writeunlock");
 }
 
-// Idempotent: racing first callers store the same pointers.
-void resolve_real() {
-  for_each_slot([](auto slot, const char* name) { resolve_one(g_real.*slot, name); });
+// The entry of the object at `ra` (0: no caller, the constructor), added
+// when new: its version checked (all but off), its WiredTiger functions
+// found (off, wt). Exits 2 when they cannot be found or too many objects call.
+const Caller& add_caller(uintptr_t ra) {
+  SpinGuard g(g_callers_lock);
+  if (const Caller* c = known(ra)) return *c;
+  unsigned n = g_ncallers.load(std::memory_order_relaxed);
+  if (n == kCallers) {
+    say("lockswap: LOCKSWAP_WTLOCK: more than 16 objects call WiredTiger's rwlock functions\n");
+    _exit(2);
+  }
+  Caller& c = g_callers[n];
+  c = Caller{};
+  void* local = local_scope_of(ra, c);
+  WtlockVariant v = wtlock_variant();
+  if (v != WtlockVariant::off) c.version = check_version(local);
+  if (v == WtlockVariant::off || v == WtlockVariant::wt)
+    for_each_slot([&](auto slot, const char* name) {
+      using Fn = std::remove_reference_t<decltype(c.real.*slot)>;
+      auto fn = reinterpret_cast<Fn>(find_for(local, RTLD_NEXT, name));
+      if (fn == nullptr) {
+        say("lockswap: LOCKSWAP_WTLOCK: cannot find WiredTiger's ");
+        say(name);
+        say(" for its caller, neither in the global scope after lockswap nor in the caller's own\n");
+        _exit(2);
+      }
+      c.real.*slot = fn;
+    });
+  g_ncallers.store(n + 1, std::memory_order_release);
+  return c;
 }
+
+Table g_real;  // the functions of the first caller (real(): WtlockWt's)
 
 // ------------------------------------------------------------- the tables
 
@@ -438,10 +574,11 @@ bool map_counts() {
 
 std::atomic<int> g_install{0};  // 0 not yet, 1 running, 2 done
 
-Table table_for_process() {
+// `caller`: the object the first call came from (0: the constructor).
+Table table_for_process(uintptr_t caller) {
   WtlockVariant v = wtlock_variant();
-  if (v != WtlockVariant::off && !version_checked()) refuse(nullptr, 0, 0, 0);
-  if (v == WtlockVariant::off || v == WtlockVariant::wt) resolve_real();
+  const Caller& c = add_caller(caller);  // its version checked (all but off), its functions found (off, wt)
+  if (v == WtlockVariant::off || v == WtlockVariant::wt) g_real = c.real;
   if (v == WtlockVariant::off) return g_real;  // WiredTiger's own functions, unwrapped
   auto plain = [](auto a) { return table_of<typename decltype(a)::type>(); };
   if (stats::outside_ready()) return wrapped(chosen_table(v, plain));
@@ -459,25 +596,42 @@ void publish(const Table& t) {
   for_each_slot([&](auto slot, const char*) { __atomic_store_n(&(Dispatch::ops.*slot), t.*slot, __ATOMIC_RELEASE); });
 }
 
-void install_once() {
+void install_once(uintptr_t caller) {
+  if (__builtin_expect(g_install.load(std::memory_order_acquire) == 2, 1)) return;
   int s = 0;
   if (g_install.compare_exchange_strong(s, 1, std::memory_order_acquire)) {
-    publish(table_for_process());
+    publish(table_for_process(caller));
     g_install.store(2, std::memory_order_release);
   }
   while (g_install.load(std::memory_order_acquire) != 2) sched_yield();
 }
 
-// First-call stubs: install, then the call again through the table.
+// First-call stubs: install (for the calling object), then the call again
+// through the table.
 template <auto Slot>
 struct Stub;
 template <class R, R (*Table::*Slot)(Session*, Rwlock*)>
 struct Stub<Slot> {
   static R call(Session* s, Rwlock* l) {
-    install_once();
+    install_once(LOCKSWAP_WT_CALLER());
     return (Dispatch::ops.*Slot)(s, l);
   }
 };
+
+// Routing (off, two WiredTigers of different files): each call runs the
+// calling object's own function; an object not seen yet is added first.
+template <auto Slot>
+struct Route;
+template <class R, R (*Table::*Slot)(Session*, Rwlock*)>
+struct Route<Slot> {
+  static R call(Session* s, Rwlock* l) {
+    uintptr_t ra = LOCKSWAP_WT_CALLER();
+    const Caller* c = known(ra);
+    if (__builtin_expect(c == nullptr, 0)) c = &add_caller(ra);
+    return (c->real.*Slot)(s, l);
+  }
+};
+std::atomic<bool> g_routing{false};
 
 // Constant-initialised: a WiredTiger call before any constructor of ours
 // finds the stubs.
@@ -486,17 +640,38 @@ Table Dispatch::ops = {Stub<&Table::init>::call,       Stub<&Table::destroy>::ca
                        Stub<&Table::readunlock>::call, Stub<&Table::writelock>::call,
                        Stub<&Table::try_writelock>::call, Stub<&Table::writeunlock>::call};
 
+// An init or destroy from an object not seen yet: its version checked (all
+// but off); under off, when its WiredTiger is not the first caller's, the
+// table turns to routing for good. Its earlier calls (none: WiredTiger inits
+// a lock before it takes it) went to the first caller's functions.
+__attribute__((noinline)) void new_caller(uintptr_t ra) {
+  const Caller& c = add_caller(ra);
+  if (wtlock_variant() != WtlockVariant::off || c.real.init == g_real.init) return;
+  if (g_routing.exchange(true, std::memory_order_acq_rel)) return;
+  publish({Route<&Table::init>::call, Route<&Table::destroy>::call, Route<&Table::readlock>::call,
+           Route<&Table::try_readlock>::call, Route<&Table::readunlock>::call, Route<&Table::writelock>::call,
+           Route<&Table::try_writelock>::call, Route<&Table::writeunlock>::call});
+}
+
 // Before main when WiredTiger came with the program: a refused version stops
 // it here, and no lock call pays for dlsym. Not under off (the default):
 // every program would pay for a failed lookup, which allocates its error
 // text; off's first WiredTiger call resolves its functions instead.
 __attribute__((constructor)) void install_at_start() {
-  if (wtlock_variant() != WtlockVariant::off && dlsym(RTLD_DEFAULT, "wiredtiger_version") != nullptr) install_once();
+  if (wtlock_variant() != WtlockVariant::off && dlsym(RTLD_DEFAULT, "wiredtiger_version") != nullptr) install_once(0);
 }
 
 }  // namespace
 
 const RealFunctions& real() { return g_real; }
+
+// The exports of init and destroy (cold: once per lock) see each calling
+// object: the first call installs for it, a new one is added (design block).
+void note_caller(void* ra) {
+  auto r = reinterpret_cast<uintptr_t>(ra);
+  install_once(r);
+  if (__builtin_expect(known(r) == nullptr, 0)) new_caller(r);
+}
 
 size_t counted_locks() {
   size_t n = 0;
@@ -521,6 +696,7 @@ void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context) 
 }
 
 void after_fork_in_child() {
+  g_callers_lock.store(0, std::memory_order_relaxed);  // a thread that did not survive may have held it
 #define X(id, name, type, desc) adapter_after_fork_in_child<type>();
   LOCKSWAP_WTLOCK_VARIANTS(X)
 #undef X
@@ -535,8 +711,15 @@ using Dispatch = lockswap::wtlock::Dispatch;
 #define LOCKSWAP_WT_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Each one jump through the table (WiredTiger's own signatures).
-LOCKSWAP_WT_EXPORT int __wt_rwlock_init(Session* s, Rwlock* l) { return Dispatch::ops.init(s, l); }
-LOCKSWAP_WT_EXPORT void __wt_rwlock_destroy(Session* s, Rwlock* l) { Dispatch::ops.destroy(s, l); }
+// Init and destroy first note their caller (a new WiredTiger, docs/wtlock.md).
+LOCKSWAP_WT_EXPORT int __wt_rwlock_init(Session* s, Rwlock* l) {
+  lockswap::wtlock::note_caller(__builtin_return_address(0));
+  return Dispatch::ops.init(s, l);
+}
+LOCKSWAP_WT_EXPORT void __wt_rwlock_destroy(Session* s, Rwlock* l) {
+  lockswap::wtlock::note_caller(__builtin_return_address(0));
+  Dispatch::ops.destroy(s, l);
+}
 LOCKSWAP_WT_EXPORT void __wt_readlock(Session* s, Rwlock* l) { Dispatch::ops.readlock(s, l); }
 LOCKSWAP_WT_EXPORT int __wt_try_readlock(Session* s, Rwlock* l) { return Dispatch::ops.try_readlock(s, l); }
 LOCKSWAP_WT_EXPORT void __wt_readunlock(Session* s, Rwlock* l) { Dispatch::ops.readunlock(s, l); }

@@ -28,4 +28,7 @@ void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context);
 // registry.h's variants_after_fork_in_child for the pthread families).
 void after_fork_in_child();
 
+// An export of init or destroy was called from `ra` (preload/wtlock/wtlock.cpp).
+void note_caller(void* ra);
+
 }  // namespace lockswap::wtlock
