@@ -42,8 +42,9 @@
 //                slots; zero -> owned; else percid::DrainSpin, then set
 //                the drain flag in every slot, re-sum, futex-wait on the
 //                first slot's; a wake-up spins anew.
-//   write try    inner write trylock; PENDING; one sum: zero -> owned, else
-//                as write unlock, fail.
+//   write try    one sum: not zero -> fail, having written nothing; inner
+//                write trylock (fail: fail); PENDING (seq_cst); a second
+//                sum: zero -> owned, else as write unlock, fail.
 //   write unlock state = 0 (release); inner write unlock (wakes its queue).
 //
 // Memory order: the Dekker pair of core/percid_rwlock.h (a reader's slot RMW
@@ -52,6 +53,24 @@
 // decrement before its load of its own slot's flag). A reader's decrement is a release that
 // the writer's seq_cst sum acquires; the writer's release store of `state`
 // and the inner rwsem order its section before later readers.
+//
+// The try (LWLockConditionalAcquire; ProcArrayEndTransaction's try of
+// ProcArrayLock at every commit) must not disturb the readers it fails on:
+// PENDING set for the length of a failing sum sends every reader that meets
+// it to the inner rwsem, where it sleeps behind a writer that never owns the
+// lock. So the try sums first and sets PENDING only when that sum is zero.
+// A successful try excludes every reader by the write lock's own argument:
+// it owns the inner rwsem, its PENDING store precedes (in the seq_cst total
+// order) the loads of its second sum, and that sum reads zero. A reader
+// whose slot increment follows the PENDING store reads PENDING and backs
+// out (it never enters); one whose increment precedes it precedes every
+// load of the second sum, so that sum sees it unless it has left. The first
+// sum decides nothing but an early failure: a reader may arrive between it
+// and PENDING, and the second sum sees that reader, which then met PENDING
+// only in this narrow window (it waits on the inner rwsem for the back-out
+// and is woken there, as before). A reader that holds the lock throughout
+// makes every try fail at the first sum: readers arriving then never see
+// PENDING (tests/lwlock/adapter_test.cpp).
 //
 // Deviations from core/percid_rwlock.h, and why:
 //   - No reader preference, no recursion flags, no timed waits, no epoch:
@@ -130,11 +149,14 @@ struct Lock {
   static void read_again(const Block& b, uint32_t key) { b.slot(key).readers.fetch_add(1, arch::mo_dekker); }
   __attribute__((always_inline)) static void read_unlock(const Block& b, uint32_t key) { leave(b, b.slot(key)); }
 
+  // Sum, trylock, PENDING, sum (design block: why the first sum, and why
+  // only the second decides).
   static bool write_try(const Block& b, const rwshared::Records& rs, int32_t me) {
+    if (b.readers() != 0) return false;  // read-held: fail without a trace readers could meet
     if (!Sem::write_trylock(b.control->sem, me)) return false;
     b.control->state.store(kPending, arch::mo_dekker);
     if (b.readers() == 0) return true;
-    write_unlock(b, rs);  // readers that met PENDING wait on the inner rwsem: woken here
+    write_unlock(b, rs);  // a reader came in between the sums; any that met PENDING are woken here
     return false;
   }
   static void write_lock(const Block& b, const rwshared::Records& rs, int32_t me, rwshared::Sleeper& s) {

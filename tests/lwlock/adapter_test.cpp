@@ -120,4 +120,108 @@ TEST_F(AdapterTest, FutexSlowPathThatSleepsReportsIt) {
   }
 }
 
+// ------------------------------------------------ percid's conditional exclusive
+
+// One percid block (core/percid_shared.h) and the rwsem's waiter records.
+struct PercidBlock {
+  static constexpr uint32_t kSlots = 8;
+  void* mem = nullptr;
+  percid_shared::Block b{};
+  rwshared::Records rs{};
+  PercidBlock() {
+    const size_t bytes = 64 * (1 + kSlots) + 8 * sizeof(rwshared::Waiter);
+    mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    auto* p = static_cast<std::byte*>(mem);
+    b = {reinterpret_cast<percid_shared::Control*>(p), reinterpret_cast<percid::ReaderSlot*>(p + 64), kSlots - 1};
+    rs = {reinterpret_cast<rwshared::Waiter*>(p + 64 * (1 + kSlots))};
+    b.reset();
+  }
+  ~PercidBlock() { munmap(mem, 64 * (1 + kSlots) + 8 * sizeof(rwshared::Waiter)); }
+};
+using PL = percid_shared::Lock<RwsemSteal>;
+
+// ProcArrayEndTransaction tries ProcArrayLock exclusively at every commit.
+// While readers hold the lock each try fails; it must fail without a trace a
+// reader could meet: a reader arriving meanwhile takes the fast path, never
+// the inner rwsem (where it would sleep behind a writer that never owns the
+// lock).
+TEST(PercidSharedTest, AFailingTryLeavesArrivingReadersOnTheFastPath) {
+  PercidBlock pb;
+  ASSERT_TRUE(PL::read_try(pb.b, 0));  // a reader holds the lock throughout
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> tries{0}, pending_seen{0};
+  std::thread trier([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (PL::write_try(pb.b, pb.rs, 2)) {
+        ADD_FAILURE() << "a try succeeded while a reader held the lock";
+        PL::write_unlock(pb.b, pb.rs);
+      }
+      tries.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  uint64_t entered = 0, refused = 0;
+  const auto until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < until || tries.load() < 1000) {
+    for (int i = 0; i < 1000; ++i) {
+      if (pb.b.control->state.load() & percid_shared::kPending) pending_seen.fetch_add(1, std::memory_order_relaxed);
+      if (PL::read_try(pb.b, 3)) {
+        ++entered;
+        PL::read_unlock(pb.b, 3);
+      } else {
+        ++refused;
+      }
+    }
+  }
+  stop = true;
+  trier.join();
+  EXPECT_EQ(refused, 0u) << "readers sent to the inner rwsem by failing tries (" << entered << " entered, "
+                         << tries.load() << " tries)";
+  EXPECT_EQ(pending_seen.load(), 0u) << "PENDING seen while only readers held the lock";
+  PL::read_unlock(pb.b, 0);
+  EXPECT_TRUE(PL::write_try(pb.b, pb.rs, 2)) << "no reader left: the try owns the lock";
+  PL::write_unlock(pb.b, pb.rs);
+}
+
+// A successful try still excludes every reader: readers and trying writers
+// of several threads, the readers entering only by the fast path (retrying
+// it), each writer alone inside.
+TEST(PercidSharedTest, ASuccessfulTryExcludesEveryReader) {
+  PercidBlock pb;
+  ASSERT_TRUE(PL::write_try(pb.b, pb.rs, 1));
+  EXPECT_FALSE(PL::read_try(pb.b, 0)) << "an owned lock refuses readers";
+  EXPECT_FALSE(PL::write_try(pb.b, pb.rs, 2)) << "and other writers";
+  PL::write_unlock(pb.b, pb.rs);
+  ASSERT_TRUE(PL::read_try(pb.b, 0));
+  PL::read_unlock(pb.b, 0);
+
+  std::atomic<int> writers{0}, readers{0};
+  std::atomic<uint64_t> writes{0};
+  std::atomic<bool> stop{false}, broken{false};
+  auto reader = [&](uint32_t key) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (!PL::read_try(pb.b, key)) continue;
+      readers.fetch_add(1);
+      if (writers.load() != 0) broken = true;
+      readers.fetch_sub(1);
+      PL::read_unlock(pb.b, key);
+    }
+  };
+  auto writer = [&](int32_t me) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (!PL::write_try(pb.b, pb.rs, me)) continue;
+      if (writers.fetch_add(1) != 0 || readers.load() != 0) broken = true;
+      writers.fetch_sub(1);
+      writes.fetch_add(1);
+      PL::write_unlock(pb.b, pb.rs);
+    }
+  };
+  std::thread t[] = {std::thread(reader, 0u), std::thread(reader, 5u), std::thread(writer, 1), std::thread(writer, 2)};
+  const auto until = std::chrono::steady_clock::now() + 1000ms;
+  while (std::chrono::steady_clock::now() < until || writes.load() < 100) std::this_thread::sleep_for(10ms);
+  stop = true;
+  for (auto& th : t) th.join();
+  EXPECT_FALSE(broken.load()) << "a writer shared the lock";
+  EXPECT_EQ(pb.b.readers(), 0u);
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -262,6 +263,47 @@ TEST_F(LwlockTest, ALockReinitialisedAfterACrashForgetsItsKilledHolders) {
     EXPECT_TRUE(LWLockAcquire(l, LW_SHARED));
     LWLockRelease(l);
   }
+}
+
+// ProcArrayEndTransaction tries ProcArrayLock exclusively at every commit
+// (LWLockConditionalAcquire) and, failing, clears its XID by the group
+// protocol. While other processes read the lock the try fails; it must not
+// make a reader arriving meanwhile wait: LWLockAcquire returns true (got it
+// without sleeping) every time.
+TEST_F(LwlockTest, AFailingConditionalExclusiveNeverMakesAReaderWait) {
+  FakeLwlock* l = lock(4);
+  constexpr int kReads = 20000;
+  pid_t holder = start_child([&] {
+    become(1);
+    LWLockAcquire(l, LW_SHARED);
+    s_->ready.store(1);
+    while (s_->ready.load() != 4) usleep(1000);  // until the trier has stopped
+    LWLockRelease(l);
+  });
+  wait_for_parent_to_hold();
+  pid_t trier = start_child([&] {
+    become(2);
+    s_->ready.store(2);
+    while (s_->ready.load() == 2) {
+      CHILD_CHECK(!LWLockConditionalAcquire(l, LW_EXCLUSIVE));
+      ++s_->counter;  // this process alone writes it
+    }
+  });
+  EXPECT_TRUE(lstest::eventually([&] { return s_->ready.load() == 2; }));
+  become(0);
+  int slept = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  for (int i = 0; i < kReads || s_->counter < 1000 || std::chrono::steady_clock::now() < until; ++i) {
+    if (!LWLockAcquire(l, LW_SHARED)) ++slept;
+    LWLockRelease(l);
+  }
+  s_->ready.store(3);
+  EXPECT_EQ(finish_child(trier), 0);
+  s_->ready.store(4);
+  EXPECT_EQ(finish_child(holder), 0);
+  EXPECT_EQ(slept, 0) << "readers slept behind failing conditional exclusives (" << s_->counter << " tries)";
+  EXPECT_TRUE(LWLockConditionalAcquire(l, LW_EXCLUSIVE)) << "free again";
+  LWLockRelease(l);
 }
 
 TEST_F(LwlockTest, OneLockCountsExactly) {
