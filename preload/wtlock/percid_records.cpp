@@ -54,15 +54,22 @@ uint16_t take(WtPercidWords& w, const void* lock, bool at_init) {
   return n;
 }
 
-void give_back(WtPercidWords& w, const void* lock) {
+bool release(WtPercidWords& w, const void* lock) {
   SpinGuard g(g_lock);
   uint16_t n = w.record.load(std::memory_order_relaxed);
+  // Only a record this lock owns is touched: a number in the padding of a
+  // lock never initialised may name another, live lock's record (memory that
+  // held a copy of it), whose block and words are that lock's.
   if (owned_by(n, lock)) {
-    g_table[n - 1].lock = nullptr;
+    PercidRecord& r = g_table[n - 1];
+    if (!WtlockPercid::Lock::idle(r)) return false;  // busy: the lock keeps working (the record stays its)
+    WtlockPercid::Lock::destroy(r);                  // its reader-slot block back to core/percid_rwlock's list
+    r.lock = nullptr;
     g_free_next[n - 1] = g_free_head;
     g_free_head = n;
   }
   w.record.store(0, std::memory_order_relaxed);
+  return true;
 }
 
 // A thread that did not survive the fork may have held the table lock.

@@ -15,13 +15,24 @@
 //   kNoRecord        the table was full: the lock runs WtlockRwsemSteal on
 //                    its own words (rwsem, in place) until it is destroyed
 //
-// A record names the lock that took it (its address). __wt_rwlock_init of a
-// lock whose record number names a record of that address takes it back (a
-// lock re-initialised without destroy); any other number is stale padding
-// (memory of another lock reused) and a new record is taken. Destroy of an
-// idle lock returns its record (a busy one keeps it, as glibc's destroy is
-// tolerated by the pthread percid). A lock freed without destroy keeps its
-// record until a lock is initialised at the same address.
+// A record names the lock that took it (its address, written under the
+// table lock): that is what proves ownership, the number in the padding
+// alone proves nothing. __wt_rwlock_init of a lock whose record number names
+// a record of that address takes it back (a lock re-initialised without
+// destroy); any other number is stale padding (memory of another lock
+// reused) and a new record is taken. Destroy of an idle lock returns its
+// record only if the record names this lock (a busy one keeps it, as glibc's
+// destroy is tolerated by the pthread percid); a number naming another
+// lock's record (a lock never initialised over a copy of that lock's bytes)
+// is cleared and that record, its reader-slot block and its words are left
+// alone. A lock freed without destroy keeps its record until a lock is
+// initialised at the same address.
+//
+// Not proved on the lock calls: a lock never initialised whose padding holds
+// another lock's in-range number takes that record as its own on its first
+// call (the fast path reads the number and nothing else, to keep its cost);
+// WiredTiger initialises every lock before use, so only such a foreign lock
+// can meet it.
 //
 // Readers queue behind waiting writers (rwsem::kReadBehindWriters, the
 // writer-nonrecursive kind's rule): WiredTiger's ticket lock already makes a
@@ -66,8 +77,11 @@ extern PercidRecord g_table[kRecords];
 // Under the table lock: the lock's record number (taken back, new, or
 // kNoRecord), written to `w.record`. `at_init`: trust nothing in the padding.
 uint16_t take(WtPercidWords& w, const void* lock, bool at_init);
-// Destroy: the record goes back to the free list (idle locks only: the caller checks).
-void give_back(WtPercidWords& w, const void* lock);
+// Destroy, under the table lock: a record owned by `lock` (its `lock` field)
+// goes back to the free list if the lock is idle (false, nothing changed:
+// busy); any other number in the padding is cleared and nothing else is
+// touched. True: the caller clears the in-place words.
+bool release(WtPercidWords& w, const void* lock);
 void after_fork_in_child();
 }  // namespace percid_records
 
@@ -83,12 +97,10 @@ struct WtlockPercid {
     percid_records::take(at(l), l, true);
     return 0;
   }
+  // Ownership is proved under the table lock (percid_records::release), never
+  // taken from the padding alone. Cold: destroy is once per lock.
   static void destroy(Session* s, Rwlock* l) {
-    if (PercidRecord* r = record_of(l, false)) {
-      if (!Lock::idle(*r)) return;  // busy: the lock keeps working (the record stays its)
-      Lock::destroy(*r);
-      percid_records::give_back(at(l), l);
-    }
+    if (!percid_records::release(at(l), l)) return;  // busy: the lock keeps working (the record stays its)
     Plain::destroy(s, l);
   }
 

@@ -236,4 +236,80 @@ TEST_F(WtlockTest, ZeroFilledLock) {
   EXPECT_EQ(counter, static_cast<long>(kThreads) * kRounds);
 }
 
+// A lock never initialised whose padding holds the percid record number of
+// another, live lock (memory that held a copy of it: the bytes copied
+// here) is destroyed, many times over, while a thread takes and releases the
+// live lock. Destroy must leave the live lock's record (its reader-slot
+// block, its words) alone: under percid the number at 0x12 names a record
+// that the destroyed lock does not own (docs/wtlock.md, "percid"). Under the
+// other values the padding is nobody's and the test holds trivially. After
+// the run the live lock must be free, take a writer, and exclude.
+TEST_F(WtlockTest, DestroyWithoutInitLeavesAnotherLocksRecordAlone) {
+  constexpr size_t kPadAt = 0x12, kPadBytes = 2;
+  WT_SESSION* a = session();
+  WT_SESSION* b = session();
+  WT_SESSION* c = session();
+  wt_test_rwlock live{};
+  ASSERT_EQ(__wt_rwlock_init(a, &live), 0);
+  __wt_readlock(a, &live);  // a reader-slot block in use (percid), then idle again
+  __wt_readunlock(a, &live);
+  std::atomic<bool> stop{false};
+  std::atomic<long> reads{0};
+  std::thread reader([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      __wt_readlock(b, &live);
+      __wt_readunlock(b, &live);
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  std::thread destroyer([&] {
+    // 1.5 s, and at least 1000 reads meanwhile (a loaded machine), 20 s at most.
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      auto ran = std::chrono::steady_clock::now() - start;
+      if (ran > std::chrono::seconds(20) || (ran > std::chrono::milliseconds(1500) && reads.load() >= 1000)) break;
+      wt_test_rwlock stranger{};
+      memcpy(stranger.bytes + kPadAt, live.bytes + kPadAt, kPadBytes);
+      __wt_rwlock_destroy(c, &stranger);
+    }
+    stop = true;
+  });
+  destroyer.join();
+  reader.join();
+
+  // The live lock is free: a writer gets in, then a reader.
+  ASSERT_EQ(__wt_try_writelock(a, &live), 0) << "the live lock's record was disturbed";
+  __wt_writeunlock(a, &live);
+  ASSERT_EQ(__wt_try_readlock(a, &live), 0);
+  __wt_readunlock(a, &live);
+  // It excludes: held for writing here, another thread finds it busy both
+  // ways, and a reader there waits until the writer leaves.
+  __wt_writelock(a, &live);
+  std::atomic<bool> read_in{false};
+  std::thread other([&] {
+    EXPECT_EQ(__wt_try_writelock(b, &live), EBUSY);
+    EXPECT_EQ(__wt_try_readlock(b, &live), EBUSY);
+    __wt_readlock(b, &live);
+    read_in = true;
+    __wt_readunlock(b, &live);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(read_in.load()) << "a reader got past the writer";
+  __wt_writeunlock(a, &live);
+  other.join();
+  EXPECT_TRUE(read_in.load());
+  // A lock initialised now (it may take a record or block the destroys
+  // freed) is independent of the live one.
+  wt_test_rwlock fresh{};
+  ASSERT_EQ(__wt_rwlock_init(a, &fresh), 0);
+  __wt_writelock(a, &live);
+  std::thread([&] {
+    EXPECT_EQ(__wt_try_writelock(b, &fresh), 0) << "the fresh lock shares the live one's record";
+    __wt_writeunlock(b, &fresh);
+  }).join();
+  __wt_writeunlock(a, &live);
+  __wt_rwlock_destroy(a, &fresh);
+  __wt_rwlock_destroy(a, &live);
+}
+
 }  // namespace
