@@ -22,6 +22,11 @@ The reference keeps one set of timed ratios per placement mode (a moving VM's
 fast or slow core-to-core round trip, lockswap_stats.placement_mode): each
 cell is compared with the reference of the mode most of its kept rounds ran
 in, and --write-reference writes each cell into its own mode.
+An A/B of two builds of the library: --define NAME=BASE:LD_PRELOAD=PATH adds
+a semaphore row NAME (LOCKSWAP_SEM=BASE under the library at PATH) to the
+same interleaved rounds, compared with none like every row and with BASE
+(this build) directly; e.g. --parts sem --repeat 12 --define
+futex-old=futex:LD_PRELOAD=/tmp/old/build/preload/liblockswap.so.
 Exit status: 0, 1 when a run failed, 3 with --fail-on-change and a change.
 """
 import argparse
@@ -32,8 +37,8 @@ import subprocess
 import sys
 import time
 
-from bench_common import (ROOT, Rounds, clean_env, env_summary, lockswap_stats, probe_binary, run_child,
-                          tagged_columns, tagged_family_variants)
+from bench_common import (ROOT, Rounds, clean_env, env_summary, lockswap_stats, parse_define, probe_binary,
+                          run_child, tagged_columns, tagged_family_variants)
 import sysbench_mutex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,6 +75,10 @@ def parse_args():
     p.add_argument("--write-reference", action="store_true", help="write this run's results as the reference")
     p.add_argument("--fail-on-change", action="store_true", help="exit 3 when something changed beyond noise")
     p.add_argument("--out", help="working directory (default BUILD/speedcheck)")
+    p.add_argument("--define", action="append", default=[], metavar="NAME=BASE[:ENV=VAL...]",
+                   help="sem part only: an extra row NAME, LOCKSWAP_SEM=BASE with the LOCKSWAP_ variables or "
+                        "LD_PRELOAD (another build of the library) given, in the same rounds; also compared with "
+                        "BASE directly (never written to the reference)")
     p.add_argument("--print-variants", action="store_true",
                    help="print the variants of each family this check measures, and exit")
     a = p.parse_args()
@@ -81,6 +90,16 @@ def parse_args():
     for x in a.parts:
         if x not in PARTS:
             p.error(f"unknown part {x} (known: {', '.join(PARTS)})")
+    a.sem_defs = {}
+    for d in a.define:
+        name, base, env = parse_define(p, d)
+        if name in SEM_VARIANTS:
+            p.error(f"--define {d}: {name} is a row already")
+        a.sem_defs[name] = (base, env)
+    if a.sem_defs and "sem" not in a.parts:
+        p.error("--define adds semaphore rows: --parts must include sem")
+    if a.sem_defs and a.write_reference:
+        p.error("--define rows are not written to the reference: leave out --write-reference")
     a.repeat = a.repeat or (2 if a.quick else lockswap_stats.runs_needed())
     a.max_rounds = 2 * a.repeat
     a.lib = os.path.join(a.build, "preload", "liblockswap.so")
@@ -128,22 +147,34 @@ def part_sem(a):
     bench = os.path.join(a.build, "examples", "bench", "sem_bench")
     duration = "0.1" if a.quick else "0.2"
 
+    variants = SEM_VARIANTS + list(a.sem_defs)
+
     def one(v):
         env = clean_env()
-        if v != "none":
+        if v in a.sem_defs:
+            base, extra = a.sem_defs[v]
+            env.update(LD_PRELOAD=a.lib, LOCKSWAP_SEM=base)
+            env.update(extra)
+        elif v != "none":
             env.update(LD_PRELOAD=a.lib, LOCKSWAP_SEM=v)
         r = run_child([bench, "--mode", "pingpong-threads", "--duration", duration, "--label", v], env,
                       "lockswap-sem-bench", 60)
         log(f"  sem pingpong {v}: {r.get('kops', r['status'])} kops/s")
         return float(r["kops"]) if r["status"] == "ok" else None
 
-    rounds = Rounds(SEM_VARIANTS).run(one, a.probe, a.repeat, a.max_rounds)
+    rounds = Rounds(variants).run(one, a.probe, a.repeat, a.max_rounds)
     res = {}
-    for v in SEM_VARIANTS[1:]:
+    for v in variants[1:]:
         vd = rounds.verdict(lambda x: x, v, "none", higher_is_better=True)
         res[f"sem pingpong {v}"] = timed_entry(vd.speed, vd.lo, vd.hi, vd.word, rounds.kept_text(),
                                                rounds.placement())
-    failed = any(r[v] is None for r in rounds.kept for v in SEM_VARIANTS)
+    # The A/B itself: this build's BASE against the defined row, per round.
+    for name, (base, _) in a.sem_defs.items():
+        if base in variants:
+            vd = rounds.verdict(lambda x: x, base, name, higher_is_better=True)
+            res[f"sem pingpong {base} vs {name}"] = timed_entry(vd.speed, vd.lo, vd.hi, vd.word, rounds.kept_text(),
+                                                                rounds.placement())
+    failed = any(r[v] is None for r in rounds.kept for v in variants)
     return res, failed
 
 
