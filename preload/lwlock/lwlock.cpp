@@ -23,9 +23,11 @@
 // acquisition, a wait-until-free), the calls that waited and their time
 // (a variable wait too), and the hold time of one acquisition in kHoldSample.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "arch/clock.h"
@@ -46,10 +48,17 @@ void* g_keyed_proc;
 
 namespace {
 
-// Waiter records: process numbers are below MaxBackends + auxiliary and
-// prepared-transaction slots, MAX_BACKENDS (2^18 - 1) at most each. The
-// mapping is reserved, not committed: pages appear as processes use them.
+// The side area (docs/lwlock.md, "The side area"): a waiter record of each
+// kind per process number, and percid's blocks, in one shared anonymous
+// mapping that every process of the server inherits. A process number is
+// a PGPROC's index: below TotalProcs = MaxBackends + NUM_AUXILIARY_PROCS +
+// max_prepared_xacts (PostgreSQL 15's InitProcGlobal; NUM_AUXILIARY_PROCS
+// is 5 in storage/proc.h), each at most MAX_BACKENDS (2^18 - 1), so below
+// kMaxProcs, which the rwsem's owner field can name.
 constexpr int32_t kMaxProcs = 1 << 20;
+constexpr int64_t kAuxiliaryProcs = 5;
+constexpr int kFatal = 22;  // elog's FATAL (utils/elog.h)
+static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number has an rwsem record");
 
 // Tranche numbers below this get a variant and counters of their own;
 // above it (extensions' tranches) the process-wide choice and one shared
@@ -380,23 +389,116 @@ void resolve_host(uint32_t pgprocno_offset) {
   g_host.pgprocno_offset = pgprocno_offset;
 }
 
-// The side area: shared with every process forked after this (all of the
-// server's), made before the postmaster forks any. Indexed by process
-// number, never pointed into from shared memory.
-void* map_records(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    diag("lockswap: LOCKSWAP_LWLOCK: cannot map the waiter records (mmap failed)\n");
-    _exit(2);
-  }
-  return p;
+// ------------------------------------------------------------ the side area
+//
+// Sized by what the run needs, and made only when it needs it: a shared
+// anonymous mapping is charged its whole size when it is made, and
+// MAP_NORESERVE does not help under vm.overcommit_memory=2, where the kernel
+// ignores it (mm/mmap.c; mm/shmem.c's shmem_acct_size). So a run that never
+// takes an LWLock (postgres -C, --describe-config) maps nothing, and a
+// server maps (MaxBackends + 5 + max_prepared_xacts) x 56 bytes, plus
+// percid's blocks where a tranche runs percid. PostgreSQL sets MaxBackends
+// (InitializeMaxBackends) before it creates shared memory, so before any
+// LWLock exists and before the postmaster forks anything that uses one.
+//
+// It is made, once per server, at the first of (all before the postmaster
+// forks a process that takes LWLocks, which must inherit it):
+//   - a fork() of a process that has none yet, once MaxBackends is set (the
+//     atfork prepare handler, in the parent): the postmaster's first child;
+//   - percid's first use of a main-array lock's block (set_up, the rare
+//     path): in the postmaster, ShmemIndexLock in CreateSharedMemoryAndSemaphores;
+//   - the first look at this process's number (my_procno, whose bound check
+//     fails while the area has no records) in a process that has not been
+//     forked from one without it: a standalone backend (bootstrap,
+//     single-user), which forks nothing and so shares with no one.
+// The lock paths gain no instruction: the fork hook is outside them,
+// percid's is on its once-per-incarnation path, and my_procno's is the
+// bound check it makes anyway, against the record count (0 until the area
+// is made) instead of a constant. A process forked from one that had made
+// none cannot make one its siblings share: it stops with PANIC when it
+// needs a record. A crash restart keeps the area (MaxBackends and
+// max_prepared_xacts cannot change without a restart). A mapping failure
+// is PostgreSQL's FATAL in the process that makes it: the postmaster at
+// start-up, before it forks anything that could use an LWLock, or a
+// standalone backend.
+struct SideArea {
+  const int* max_backends = nullptr;        // MaxBackends
+  const int* max_prepared_xacts = nullptr;  // max_prepared_xacts
+  bool forked_without = false;  // forked from a process that had made none: cannot make one to share
+  bool hooked = false;          // the fork handlers are registered
+};
+SideArea g_side;
+// Process numbers 0 .. g_side_procs - 1 have records; 0 until the area is made.
+int32_t g_side_procs;
+
+bool any_tranche_runs(LwlockVariant v) {
+  if (g_default == v) return true;
+  for (LwlockVariant t : g_variant_of)
+    if (t == v) return true;
+  return false;
 }
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Writes n in decimal at `out`; returns the end. For the FATAL's detail,
+// without allocating.
+char* put_decimal(char* out, uint64_t n) {
+  char digits[24];
+  int i = 0;
+  do digits[i++] = static_cast<char>('0' + n % 10); while ((n /= 10) != 0);
+  while (i > 0) *out++ = digits[--i];
+  return out;
+}
+
+[[noreturn]] __attribute__((noinline)) void side_area_failed(size_t bytes, int64_t procs) {
+  int saved = errno;  // for %m; the detail below touches no errno
+  static char detail[128];
+  char* d = detail;
+  d = put_decimal(d, bytes);
+  memcpy(d, " bytes for ", 11), d += 11;
+  d = put_decimal(d, static_cast<uint64_t>(procs));
+  memcpy(d, " process numbers", 17);
+  errno = saved;
+  pg_error(kFatal, "lockswap: cannot map the LWLock side area (%s): %m; under vm.overcommit_memory=2 see CommitLimit and Committed_AS in /proc/meminfo", detail);
+}
+
+__attribute__((noinline)) void make_side_area() {
+  if (g_side_procs != 0) return;
+  if (g_side.forked_without)
+    pg_error(kPanic, "lockswap: this process was forked before the LWLock side area was made (MaxBackends was not yet set)%s", "");
+  const int64_t procs = int64_t{*g_side.max_backends} + kAuxiliaryProcs + *g_side.max_prepared_xacts;
+  if (*g_side.max_backends < 0 || *g_side.max_prepared_xacts < 0 || procs > kMaxProcs)
+    pg_error(kFatal, "lockswap: MaxBackends + 5 + max_prepared_xacts is beyond the LWLock side area's bound (2^20 process numbers)%s", "");
+  // The records, then percid's blocks on a page of their own (cache-line
+  // aligned, as their layout assumes).
+  const size_t pg_bytes = round_up(static_cast<size_t>(procs) * sizeof(pglw::Waiter), 64);
+  const size_t records = round_up(pg_bytes + static_cast<size_t>(procs) * sizeof(rwshared::Waiter), 4096);
+  const size_t bytes = records + (any_tranche_runs(LwlockVariant::percid) ? PercidArea::kBlocks * g_percid.block_bytes : 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) side_area_failed(bytes, procs);
+  auto* b = static_cast<std::byte*>(p);
+  g_host.waiters = {reinterpret_cast<pglw::Waiter*>(b)};
+  g_host.rwsem_records = {reinterpret_cast<rwshared::Waiter*>(b + pg_bytes)};
+  if (bytes > records) g_percid.base = b + records;
+  g_side_procs = static_cast<int32_t>(procs);
+}
+
+void side_area_before_fork() {
+  if (g_side_procs == 0 && g_redirected && *g_side.max_backends > 0) make_side_area();
+}
+void side_area_in_child() {
+  if (g_side_procs == 0) g_side.forked_without = true;
+}
+
+// Before main: what the side area will be sized by, and the fork hook. No
+// mapping yet. Idempotent.
 void map_side_area() {
-  g_host.waiters = {static_cast<pglw::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(pglw::Waiter)))};
-  static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number has an rwsem record");
-  g_host.rwsem_records = {static_cast<rwshared::Waiter*>(map_records(static_cast<size_t>(kMaxProcs) * sizeof(rwshared::Waiter)))};
+  if (g_side.hooked) return;
+  g_side.max_backends = resolve<const int*>("MaxBackends");
+  g_side.max_prepared_xacts = resolve<const int*>("max_prepared_xacts");
   g_percid.set_slots(percid::slots_per_lock());
-  g_percid.base = static_cast<std::byte*>(map_records(PercidArea::kBlocks * g_percid.block_bytes));
+  pthread_atfork(side_area_before_fork, nullptr, side_area_in_child);
+  g_side.hooked = true;
 }
 
 // Built-in tranches: GetLWLockIdentifier names them in every process alike;
@@ -442,12 +544,27 @@ void check_may_wait() {
   if (*g_host.my_proc == nullptr) pg_error(kPanic, "cannot wait without a PGPROC structure");
 }
 
+namespace {
+// My process number has no record: the area is not made yet (a standalone
+// backend makes it now, see make_side_area), or the number is past the last
+// PGPROC.
+__attribute__((noinline)) int32_t procno_without_record(int32_t n) {
+  if (g_side_procs == 0) make_side_area();
+  if (n < 0 || n >= g_side_procs) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
+  return n;
+}
+}  // namespace
+
 int32_t my_procno() {
   check_may_wait();
   int32_t n;
   memcpy(&n, static_cast<char*>(*g_host.my_proc) + g_host.pgprocno_offset, sizeof n);
-  if (n < 0 || n >= kMaxProcs) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
+  if (__builtin_expect(static_cast<uint32_t>(n) >= static_cast<uint32_t>(g_side_procs), 0)) return procno_without_record(n);
   return n;
+}
+
+void side_area_ready() {
+  if (__builtin_expect(g_side_procs == 0, 0)) make_side_area();
 }
 
 void start(LwlockVariant chosen) {

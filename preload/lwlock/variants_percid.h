@@ -69,6 +69,10 @@ struct PercidArea {
   }
 };
 extern PercidArea g_percid;
+// Makes the side area, base included, if this process has not
+// (preload/lwlock/lwlock.cpp): a block's first use may be the server's
+// first LWLock call (the postmaster's ShmemIndexLock).
+void side_area_ready();
 extern void** g_main_array;  // &MainLWLockArray (null where the program has none)
 // Per process (PostgreSQL's processes are single-threaded): the last reader
 // key, and the process number of the PGPROC it was read from.
@@ -151,6 +155,7 @@ struct LwlockPercid : SharedWaits {
     return true;
   }
   __attribute__((noinline)) static void set_up(PgLwlock& l, uint32_t index) {
+    side_area_ready();
     uint32_t v = kFreeState;
     if (l.state.compare_exchange_strong(v, kSettingUp, arch::mo_dekker)) {
       g_percid.block(index).reset();
