@@ -229,7 +229,8 @@ void* local_scope_of(uintptr_t ra, Caller& c) {
       lm == nullptr)
     return nullptr;
   Span sp{ra, lm->l_addr, 0, 0};
-  if (dl_iterate_phdr(span_of, &sp) != 0) c.lo = sp.lo, c.hi = sp.hi;
+  if (dl_iterate_phdr(span_of, &sp) == 0) return nullptr;  // no span: only the global scope counts
+  c.lo = sp.lo, c.hi = sp.hi;
   if (reinterpret_cast<uintptr_t>(info.dli_fbase) == our_base() || lm->l_name == nullptr || lm->l_name[0] == '\0')
     return nullptr;
   void* h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
@@ -286,6 +287,12 @@ const Caller& add_caller(uintptr_t ra) {
   Caller& c = g_callers[n];
   c = Caller{};
   void* local = local_scope_of(ra, c);
+  // Code in no object (or with no span) resolves in the global scope alone,
+  // as the constructor's install did: one such entry serves all of it, so
+  // that calls from there do not add one each.
+  if (c.lo == c.hi)
+    for (unsigned i = 0; i < n; ++i)
+      if (g_callers[i].lo == g_callers[i].hi) return g_callers[i];
   WtlockVariant v = wtlock_variant();
   if (v != WtlockVariant::off) c.version = check_version(local);
   if (v == WtlockVariant::off || v == WtlockVariant::wt)
