@@ -4,7 +4,7 @@
     tools/lwlock/allowlist_entry.py /usr/lib/postgresql/15/bin/postgres --label "15.18 Debian 12 amd64"
 
 Reads the GNU build-id, the address of every redirected LWLock function
-(.dynsym) and the first 16 bytes at each entry, and the offset of
+(.dynsym) and the first 24 bytes at each entry, and the offset of
 PGPROC.pgprocno, which must be given (--pgprocno-offset) or is found by
 compiling offsetof(PGPROC, pgprocno) against the server headers
 (postgresql-server-dev-15) when they are installed and the binary is of this

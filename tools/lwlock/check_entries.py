@@ -3,23 +3,27 @@
 
     tools/lwlock/check_entries.py /usr/lib/postgresql/15/bin/postgres
 
-docs/lwlock.md, "Adding a build", step 2: lockswap overwrites the first bytes
-of each redirected LWLock function with an absolute jump (redirect.cpp: 14
-bytes on x86-64, 16 on arm64; 16 are compared). That is correct only if
-nothing else in the program reaches those bytes other than at the entry
-itself. For each function this checks, in the disassembly of the whole
-binary (objdump, or aarch64-linux-gnu-objdump for an arm64 binary):
+docs/lwlock.md, "Adding a build", step 2: lockswap keeps the first
+instruction of each redirected LWLock function and writes its undo and an
+absolute jump after it (preload/lwlock/entry_patch.h: at most 24 bytes from
+the entry; 24 are compared). That is correct only if nothing else in the
+program reaches those bytes other than at the entry itself. For each function
+this checks, in the disassembly of the whole binary (objdump, or
+aarch64-linux-gnu-objdump for an arm64 binary):
 
-  - the function is at least 16 bytes long;
+  - the function is at least 24 bytes long;
   - its first instruction is no landing pad (endbr64, bti, paciasp/pacibsp);
   - no address the disassembler resolves (a jmp/jcc/call, b/bl/b.cond/cbz/
-    cbnz/tbz/tbnz, adr, adrp+add, a rip-relative lea) lies in bytes 1..15;
+    cbnz/tbz/tbnz, adr, adrp+add, a rip-relative lea) lies in bytes 1..23;
   - no 8-byte word of the data sections and no R_*_RELATIVE addend (the
-    absolute pointers and jump tables) lies in bytes 1..15;
+    absolute pointers and jump tables) lies in bytes 1..23;
   - the function itself has no indirect jump (a switch's table of relative
     offsets, which the two checks above cannot read);
   - no SystemTap probe site (.note.stapsdt, where a tracer writes a trap)
-    lies in bytes 0..15.
+    lies in bytes 0..23.
+
+Whether the first instruction is one the patch can keep in place is checked
+when the entry is compiled in (allowlist.h's static_assert).
 
 Prints one line per function and exits 1 if any check fails.
 """
