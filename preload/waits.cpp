@@ -322,7 +322,7 @@ __attribute__((noinline)) long timed_syscall(uintptr_t ip, long number, long a1,
 // word above the return address; aarch64 Linux: x0 to x6), which is what
 // glibc's assembly syscall() reads too. va_start would store the argument
 // registers to a save area and va_arg load them back: the variadic
-// pass-through was 30 instructions, this one is 16 (GCC 12, x86_64; glibc's
+// pass-through was 31 instructions, this one is 16 (GCC 12, x86_64; glibc's
 // own is 11). Every futex sleep and wake lockswap makes itself pays it, as
 // those bind to this export (arch/futex.h). <unistd.h> declares syscall()
 // variadic, so the definition has a C++ name of its own and "syscall" as
