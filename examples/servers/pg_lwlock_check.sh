@@ -9,7 +9,7 @@
 #
 #   --variants  none (no preload), off, pg, futex, rwsem, rwsem-rspin, percid
 #               (any value LOCKSWAP_LWLOCK takes) [none,off]
-#   --checks    [regress,pgbench,parallel,crash,cancel,refuse]
+#   --checks    [regress,pgbench,parallel,crash,cancel,uprobe,refuse]
 #     regress   pg_regress --use-existing with the parallel schedule (the
 #               suite of scripts/pg_regress.sh ensure): every test passes;
 #               its summary line is shown, and must be none's when none ran
@@ -29,6 +29,11 @@
 #               pg_cancel_backend and by statement_timeout (both must be
 #               seen); afterwards no backend waits on an LWLock once idle,
 #               and a new pgbench run passes
+#     uprobe    bpftrace's uprobes on LWLockAcquire and LWLockRelease,
+#               attached during a 16-client pgbench load, then attached
+#               before the server starts: the server serves on (no process
+#               dies, no failed transaction, amcheck clean) and the probes
+#               count calls. SKIP without root or bpftrace
 #     refuse    a copy of the postgres binary with one byte of LWLockAcquire
 #               changed: under LOCKSWAP_LWLOCK=V (V not off) it must stop
 #               with exit status 2 before main, naming the binary's build-id;
@@ -67,7 +72,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/server_lib.sh"
 source "$LOCKSWAP_ROOT/tests/common/options.sh"
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-ALL_CHECKS=regress,pgbench,parallel,crash,cancel,refuse
+ALL_CHECKS=regress,pgbench,parallel,crash,cancel,uprobe,refuse
 variants=none,off checks=$ALL_CHECKS time_s=20 dir='' scale=10 stats=no fallback=''
 
 for a in "$@"; do [[ "$a" == -h || "$a" == --help ]] && { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }; done
@@ -318,6 +323,56 @@ check_cancel() {
   echo "$by_user cancelled by pg_cancel_backend ($in_lwlock seen in an LWLock wait), $by_timeout by statement_timeout (of $k rounds); no LWLock waiter when idle; $a"
 }
 
+# uprobe: a tracer's entry uprobes on LWLockAcquire and LWLockRelease
+# (bpftrace, as perf probe and pg-lock-tracer attach them): attached before
+# the server starts (run_check starts the tracer first: the entries then hold
+# the breakpoint when lockswap checks them), then attached while the server
+# serves a pgbench load. The server must serve on (no process dies, no crash
+# restart, no failed transaction) and the probes must count calls
+# (docs/lwlock.md, "Redirection").
+UPROBE_TRACER='' UPROBE_BEFORE=''
+uprobe_program() { local b=$PGBIN/postgres; echo "uprobe:$b:LWLockAcquire { @acquire = count(); } uprobe:$b:LWLockRelease { @release = count(); } $*"; }
+uprobe_attach_before() {
+  UPROBE_BEFORE=$SRV_DIR/bpftrace-$CUR_TAG-before.txt
+  [[ $(id -u) == 0 ]] && command -v bpftrace >/dev/null || return 0
+  timeout 900 bpftrace -e "$(uprobe_program)" >"$UPROBE_BEFORE" 2>&1 &
+  UPROBE_TRACER=$!
+  wait_until 30 grep -qs "^Attaching" "$UPROBE_BEFORE" || log "pg_lwlock: bpftrace did not attach: $(tail -2 "$UPROBE_BEFORE")"
+  sleep 1
+}
+uprobe_detach_before() {
+  [[ -n "$UPROBE_TRACER" ]] || return 0
+  kill -INT "$UPROBE_TRACER" 2>/dev/null || true
+  wait "$UPROBE_TRACER" 2>/dev/null || true
+  UPROBE_TRACER=''
+}
+uprobe_counts() {  # uprobe_counts OUT: "A acquisitions and R releases" from bpftrace's maps, or fails
+  local a r
+  a=$(sed -n 's/^@acquire: \([0-9]*\)/\1/p' "$1") r=$(sed -n 's/^@release: \([0-9]*\)/\1/p' "$1")
+  ((${a:-0} > 0 && ${r:-0} > 0)) || return 1
+  echo "$a acquisitions and $r releases"
+}
+check_uprobe() {
+  local during=$SRV_DIR/bpftrace-$CUR_TAG-during.txt load=$SRV_DIR/pgbench-$CUR_TAG-during.log a b c1 c2 i
+  [[ -n "$UPROBE_TRACER" ]] || { echo "needs root and bpftrace"; return 77; }
+  a=$(pgbench_run "$CUR_TAG-before" -c 16 -j 2 -T "$(( time_s / 2 > 5 ? time_s / 2 : 5 ))") ||
+    { echo "under probes attached before start: $a"; return 1; }
+  kill -INT "$UPROBE_TRACER" 2>/dev/null  # run_check's process: its maps appear in the file when it exits
+  for ((i = 0; i < 100; i++)); do c1=$(uprobe_counts "$UPROBE_BEFORE") && break; sleep 0.2; done
+  [[ -n "$c1" ]] || { echo "the probes attached before start counted nothing: $(tr '\n' ' ' <"$UPROBE_BEFORE" | cut -c1-200)"; return 1; }
+  srv_client_bg bench -c 16 -j 2 -T "$time_s" >"$load" 2>&1
+  sleep 2
+  timeout $((time_s + 60)) bpftrace -e "$(uprobe_program "interval:s:$(( time_s / 2 > 2 ? time_s / 2 : 2 )) { exit(); }")" >"$during" 2>&1
+  srv_client_wait && grep -q 'number of failed transactions: 0 ' "$load" ||
+    { echo "the load under the probes failed: $(grep -m2 -E 'error|abort|failed' "$load" | tr '\n' ' ')"; return 1; }
+  c2=$(uprobe_counts "$during") || { echo "the probes attached during the load counted nothing: $(tr '\n' ' ' <"$during" | cut -c1-200)"; return 1; }
+  if grep -qE 'terminated by signal|reinitializing' "$CUR_SERVER_LOG"; then
+    echo "a server process died under the probes: $(grep -m1 -E 'terminated by signal' "$CUR_SERVER_LOG")"; return 1
+  fi
+  b=$(amcheck_all) || { echo "$b"; return 1; }
+  echo "probes attached before start: $c1, $a; attached during a 16-client load: $c2, no failed transaction; no process died; $b"
+}
+
 # refuse: a postgres binary with one byte of LWLockAcquire changed.
 check_refuse() {
   local v=$1 copy=$SRV_BASE/postgres-altered bin=$PGBIN/postgres addr off byte id rc=0 out
@@ -364,7 +419,7 @@ prepare() {
     >"$SRV_DIR/initdb.log" 2>&1 || { tail -20 "$SRV_DIR/initdb.log" >&2; die "initdb failed"; }
   db_start "$SRV_DIR/server-prepare.log" || die "the server did not start for the prepare step"
   PGDB=postgres q -c "CREATE DATABASE bench" >/dev/null
-  if [[ " ${CHECKS[*]} " =~ \ (pgbench|parallel|crash|cancel)\  ]]; then
+  if [[ " ${CHECKS[*]} " =~ \ (pgbench|parallel|crash|cancel|uprobe)\  ]]; then
     bench -i -s "$scale" -q >"$SRV_DIR/pgbench-prepare.log" 2>&1 || { tail -5 "$SRV_DIR/pgbench-prepare.log" >&2; die "pgbench -i failed"; }
   fi
   q -c "CREATE EXTENSION amcheck" -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
@@ -399,6 +454,7 @@ run_check() {
     SRV_STATS_TMP=$stats_tmp
     srv_data_reset
     : >"$CUR_SERVER_LOG"
+    [[ "$c" != uprobe ]] || uprobe_attach_before
     if db_start "$CUR_SERVER_LOG"; then
       detail=$("check_$c" "$v") || rc=$?
       [[ "$v/$c" != none/regress ]] || REGRESS_NONE=$detail
@@ -410,6 +466,7 @@ run_check() {
     else
       rc=1 detail="the server did not start (see $CUR_SERVER_LOG)"
     fi
+    uprobe_detach_before
     if [[ -n "$stats_tmp" ]]; then
       local file acq
       file=$(srv_stats "$CUR_TAG" "$CUR_SERVER_LOG")
