@@ -67,7 +67,16 @@ struct NativeSem {
     pthread_testcancel();
     return take(s, WaitCtx::blocking(WaitFamily::sem));
   }
+  // Only a caller of the asynchronous type needs the wait switched to
+  // deferred around it (preload/entry.h, with_deferred_cancellation):
+  // cancel::async_caller() reads the mirror of the thread's type that
+  // preload's pthread_setcanceltype keeps, as the mutex and rwlock entries
+  // do. For a deferred caller the switch would be a call into glibc that
+  // changes nothing, about 100 instructions on every sleep
+  // (docs/measurements.md, "The futex semaphore's sleeping round trip");
+  // its futex sleep is still the cancellation point (Sleeper).
   __attribute__((noinline)) static int sleep_for_unit(sem_t* s, WaitCtx ctx) {
+    if (__builtin_expect(!cancel::async_caller(), 1)) return sem_result(V::template wait<Sleeper>(s, ctx));
     return sem_result(with_deferred_cancellation([&] { return V::template wait<Sleeper>(s, ctx); }));
   }
   // The core's slow paths turn their error code into sem_post's result
