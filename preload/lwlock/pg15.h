@@ -28,6 +28,24 @@ struct PgLwlock {
 static_assert(sizeof(PgLwlock) == 16 && alignof(PgLwlock) == 4);
 static_assert(offsetof(PgLwlock, state) == 4 && offsetof(PgLwlock, word8) == 8 && offsetof(PgLwlock, word12) == 12);
 
+// MainLWLockArray (lwlock.c's CreateLWLocks, InitializeLWLocks): one
+// ShmemAlloc holds the padded locks (LWLockPadded, LWLOCK_PADDED_SIZE = 128
+// bytes each): NUM_FIXED_LWLOCKS = NUM_INDIVIDUAL_LWLOCKS (48: ShmemIndexLock
+// .. NotifyQueueTailLock, lwlocknames.txt) + NUM_BUFFER_PARTITIONS (128) +
+// NUM_LOCK_PARTITIONS (16) + NUM_PREDICATELOCK_PARTITIONS (16) = 208 (the
+// 0xd0 that LWLockShmemSize and CreateLWLocks of the 15.18 amd64 build
+// load), then the locks of the tranches extensions requested
+// (RequestNamedLWLockTranche, NamedLWLockTrancheRequests of them); right
+// after the last of those, NamedLWLockTrancheArray =
+// &MainLWLockArray[NUM_FIXED_LWLOCKS + named locks] (then the tranche
+// names), set only when NamedLWLockTrancheRequests > 0, NULL otherwise.
+// Both are exported (nm -D); they are read once, after CreateLWLocks, to
+// bound the array (preload/lwlock/variants_percid.h).
+inline constexpr uint32_t kPaddedSize = 128;
+inline constexpr uint32_t kFixedLwlocks = 48 + 128 + 16 + 16;
+inline constexpr const char* kNamedTrancheArraySymbol = "NamedLWLockTrancheArray";
+inline constexpr const char* kNamedTrancheRequestsSymbol = "NamedLWLockTrancheRequests";
+
 // The `pg` port's three words are the lock's own.
 inline pglw::Words& pg_words(PgLwlock& l) { return *reinterpret_cast<pglw::Words*>(&l.state); }
 static_assert(sizeof(pglw::Words) == 12);

@@ -10,11 +10,15 @@
 // buffer-mapping, lock-manager and predicate-lock partitions, the named
 // tranches of extensions) are at the same address in every process, each
 // in a 128-byte slot (LWLOCK_PADDED_SIZE): block = (lock - array) / 128, for
-// the first kBlocks slots. Buffer content locks, WAL insertion locks and the
-// locks in dynamic shared memory (parallel query, dshash) are elsewhere:
-// they run LOCKSWAP_LWLOCK=rwsem on their own words (the same inner
-// algorithm, without the reader slots). `lockswap report` shows per tranche
-// which locks those are.
+// the array's own locks only (the first kBlocks of them). Where the array
+// ends is PostgreSQL's fact, read once (pg15.h, main_array_locks()):
+// locks 128-byte aligned a few KiB after it (the WAL insertion locks, ~42
+// KiB on) are other LWLocks, and a window of fixed size would take them for
+// the array's. Buffer content locks, WAL insertion locks and the locks in
+// dynamic shared memory (parallel query, dshash) are elsewhere: they run
+// LOCKSWAP_LWLOCK=rwsem on their own words (the same inner algorithm,
+// without the reader slots). `lockswap report` shows per tranche which
+// locks those are.
 //
 // When a block is reset. PostgreSQL re-creates its shared memory after a
 // backend crash, with every LWLock in its initial free state, while the
@@ -35,6 +39,7 @@
 // PGPROC) uses the id. A deviation from core/percid_rwlock.h, which keys by
 // the id alone.
 #pragma once
+#include <dlfcn.h>
 #include <sched.h>
 
 #include <cstring>
@@ -47,7 +52,6 @@
 
 namespace lockswap::lwlock {
 
-inline constexpr uint32_t kPaddedSize = 128;  // LWLOCK_PADDED_SIZE (PG_CACHE_LINE_SIZE)
 inline constexpr uint32_t kSettingUp = 0x7c1d0001u;
 inline constexpr uint32_t kLive = 0x7c1d0002u;
 static_assert(kSettingUp != kFreeState && kLive != kFreeState && kSettingUp != kLive,
@@ -58,7 +62,8 @@ struct PercidArea {
   std::byte* base = nullptr;  // kBlocks blocks of (1 + slots) cache lines
   uint32_t slot_mask = 0;
   std::size_t block_bytes = 0;
-  static constexpr uint32_t kBlocks = 512;  // MainLWLockArray has ~210 built-in locks
+  static constexpr uint32_t kBlocks = 512;  // MainLWLockArray: 208 fixed locks + extensions' named ones
+  static_assert(kBlocks >= kFixedLwlocks, "every fixed lock has a block");
   void set_slots(uint32_t slots) {
     slot_mask = slots - 1;
     block_bytes = (std::size_t{slots} + 1) * 64;
@@ -78,6 +83,29 @@ extern void** g_main_array;  // &MainLWLockArray (null where the program has non
 // key, and the process number of the PGPROC it was read from.
 extern uint32_t g_last_key, g_proc_key;
 extern void* g_keyed_proc;
+// The main array's length in bytes from MainLWLockArray: its locks that
+// have blocks, x 128. 0 until the first lock call that finds the array made
+// (CreateLWLocks sets MainLWLockArray after the preload constructor has
+// run); then the same in every process of the server (each computes it from
+// what the postmaster set before it forked), and across a crash restart
+// (the named tranches are requested once, at start-up).
+inline uintptr_t g_main_array_bytes;
+
+// The number of locks in MainLWLockArray, from what PostgreSQL exports
+// (pg15.h): NamedLWLockTrancheArray lies right after the array's last lock
+// (the named tranches'), in the same allocation; without named tranches it
+// is NULL and the array is the fixed locks alone. Anything unexpected (a
+// symbol missing, an array pointer that is not past the fixed locks on a
+// 128-byte line) leaves the fixed locks alone: every process computes the
+// same, so a lock is never the array's in one and not in another.
+inline uint32_t main_array_locks(const void* array) {
+  const auto* requests = static_cast<const int*>(dlsym(RTLD_DEFAULT, kNamedTrancheRequestsSymbol));
+  const auto* named = static_cast<void* const*>(dlsym(RTLD_DEFAULT, kNamedTrancheArraySymbol));
+  if (requests == nullptr || named == nullptr || *requests <= 0 || *named == nullptr) return kFixedLwlocks;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(*named) - reinterpret_cast<uintptr_t>(array);
+  if (end % kPaddedSize != 0 || end / kPaddedSize <= kFixedLwlocks || end / kPaddedSize > (1u << 20)) return kFixedLwlocks;
+  return static_cast<uint32_t>(end / kPaddedSize);
+}
 
 struct LwlockPercid : SharedWaits {
   using P = percid_shared::Lock<RwsemSteal>;
@@ -146,13 +174,22 @@ struct LwlockPercid : SharedWaits {
   // The lock's block, reset first if this incarnation of the lock has not
   // used it yet (header comment). False: not a main-array lock.
   __attribute__((always_inline)) static bool block_of(PgLwlock& l, percid_shared::Block& b) {
-    if (g_main_array == nullptr) return false;
+    const uintptr_t bytes = g_main_array_bytes;
+    if (__builtin_expect(bytes == 0, 0)) return first_look(l, b);
     const uintptr_t off = reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_main_array);
-    if (off >= uintptr_t{PercidArea::kBlocks} * kPaddedSize || off % kPaddedSize != 0) return false;
+    if (off >= bytes || off % kPaddedSize != 0) return false;
     const auto index = static_cast<uint32_t>(off / kPaddedSize);
     if (__builtin_expect(l.state.load(arch::mo_lock) != kLive, 0)) set_up(l, index);
     b = g_percid.block(index);
     return true;
+  }
+  // Until the array is made no lock is the array's; once it is, its length
+  // is read (once per process) and the lock looked at again.
+  __attribute__((noinline)) static bool first_look(PgLwlock& l, percid_shared::Block& b) {
+    if (g_main_array == nullptr || *g_main_array == nullptr) return false;
+    const uint32_t locks = main_array_locks(*g_main_array);
+    g_main_array_bytes = uintptr_t{locks < PercidArea::kBlocks ? locks : PercidArea::kBlocks} * kPaddedSize;
+    return block_of(l, b);
   }
   __attribute__((noinline)) static void set_up(PgLwlock& l, uint32_t index) {
     side_area_ready();

@@ -68,8 +68,23 @@ __attribute__((visibility("default"))) void* MyProc;
 enum { FAKE_AUXILIARY_PROCS = 5 };
 __attribute__((visibility("default"))) int MaxBackends = FAKE_MAX_BACKENDS;
 __attribute__((visibility("default"))) int max_prepared_xacts;
-/* The main array (a test points it at its own FakeLwlockPadded array). */
+/* The main array (a test points it at its own FakeLwlockPadded array).
+ * PostgreSQL 15's CreateLWLocks allocates in one piece: the padded locks,
+ * NUM_FIXED_LWLOCKS of them (the individual locks, then the buffer-mapping,
+ * lock-manager and predicate-lock partitions), then the locks of the named
+ * tranches extensions requested; right after those, NamedLWLockTrancheArray
+ * (one entry per request, then the names), set only when a tranche was
+ * requested (NamedLWLockTrancheRequests > 0; NULL otherwise). Other LWLocks
+ * (the WAL insertion locks, 128-byte aligned) follow in later allocations,
+ * a few KiB on. */
+#define FAKE_FIXED_LWLOCKS (48 + 128 + 16 + 16)
+typedef struct {
+  int trancheId;
+  char* trancheName;
+} FakeNamedTranche;
 __attribute__((visibility("default"))) FakeLwlockPadded* MainLWLockArray;
+__attribute__((visibility("default"))) FakeNamedTranche* NamedLWLockTrancheArray;
+__attribute__((visibility("default"))) int NamedLWLockTrancheRequests;
 __attribute__((visibility("default"))) volatile uint32_t InterruptHoldoffCount;
 static uint32_t fake_local_wait_event;
 __attribute__((visibility("default"))) uint32_t* my_wait_event_info = &fake_local_wait_event;

@@ -22,14 +22,32 @@ using lstest::run_in_child;
 using lstest::start_child;
 using lstest::finish_child;
 
-constexpr int kLocks = 256;
 constexpr int kChildren = 4;
 
-// Shared memory as PostgreSQL's: the main array (locks at 0 mod 128) and,
-// as buffer content locks sit, locks at 4 mod 8 elsewhere; a variable,
-// counters, each process's PGPROC and wait-event word.
+// The main array as PostgreSQL 15 lays it out (fake_postgres.h): the fixed
+// locks, the named tranches' locks (TEST_LWLOCK_NAMED of them, 3 unless
+// set: two requests, of 2 locks and 1), NamedLWLockTrancheArray in the next
+// two 128-byte lines, then locks 128-byte aligned as the WAL insertion
+// locks are, still within a few KiB of the array: LWLocks, not the array's.
+constexpr int kMaxNamed = 8;
+constexpr int kTrancheArraySlots = 2;
+constexpr int kAfter = 8;
+constexpr int kSlots = FAKE_FIXED_LWLOCKS + kMaxNamed + kTrancheArraySlots + kAfter;
+int named_locks() {
+  static const int n = [] {
+    const char* e = getenv("TEST_LWLOCK_NAMED");
+    int v = e != nullptr ? atoi(e) : 3;
+    return v < 0 ? 0 : v > kMaxNamed ? kMaxNamed : v;
+  }();
+  return n;
+}
+int main_locks() { return FAKE_FIXED_LWLOCKS + named_locks(); }
+
+// Shared memory as PostgreSQL's: the main array and what follows it (locks
+// at 0 mod 128) and, as buffer content locks sit, locks at 4 mod 8
+// elsewhere; a variable, counters, each process's PGPROC and wait-event word.
 struct Shared {
-  FakeLwlockPadded locks[kLocks];
+  FakeLwlockPadded locks[kSlots];
   char shift[4];
   FakeLwlock odd[2];
   uint64_t var;
@@ -45,8 +63,19 @@ class LwlockTest : public ::testing::Test {
     void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
     s_ = static_cast<Shared*>(p);
-    for (int i = 0; i < kLocks; ++i) fake_lwlock_init(&s_->locks[i].lock, static_cast<uint16_t>(i % 4));
+    for (int i = 0; i < kSlots; ++i) fake_lwlock_init(&s_->locks[i].lock, static_cast<uint16_t>(i % 4));
     MainLWLockArray = s_->locks;
+    // The named tranches: two requests (2 locks, then the rest), their
+    // array right after the last named lock; none: no array (NULL).
+    const int named = named_locks();
+    NamedLWLockTrancheRequests = named == 0 ? 0 : named == 1 ? 1 : 2;
+    NamedLWLockTrancheArray = nullptr;
+    if (named > 0) {
+      auto* t = reinterpret_cast<FakeNamedTranche*>(&s_->locks[main_locks()]);
+      memset(t, 0, kTrancheArraySlots * sizeof(FakeLwlockPadded));
+      for (int r = 0; r < NamedLWLockTrancheRequests; ++r) t[r].trancheId = 100 + r;
+      NamedLWLockTrancheArray = t;
+    }
     for (FakeLwlock& l : s_->odd) fake_lwlock_init(&l, 0);
     ASSERT_EQ(reinterpret_cast<uintptr_t>(&s_->odd[0]) % 8, 4u);
     become(0);
@@ -55,6 +84,7 @@ class LwlockTest : public ::testing::Test {
   void TearDown() override {
     MyProc = nullptr;
     MainLWLockArray = nullptr;
+    NamedLWLockTrancheArray = nullptr;
     munmap(s_, sizeof(Shared));
   }
   // This process is backend `n`: its PGPROC and its wait-event word.
@@ -64,6 +94,8 @@ class LwlockTest : public ::testing::Test {
     my_wait_event_info = &s_->wait_event[n];
   }
   FakeLwlock* lock(int i) { return &s_->locks[i].lock; }
+  // The k-th lock after the main array and its named-tranche array.
+  FakeLwlock* lock_after(int k) { return &s_->locks[main_locks() + kTrancheArraySlots + k].lock; }
   // A backend is forked holding nothing (as from the postmaster): the
   // parent takes its lock after the fork, then says so.
   void hold_then_tell(FakeLwlock* l, int mode) {
@@ -187,25 +219,57 @@ TEST_F(LwlockTest, TwoHundredAndOneLocksIsPostgresError) {
   LWLockRelease(lock(200));
 }
 
+// The state word an exclusively held lock leaves behind, by the variant
+// that runs it: PostgreSQL's (and the pg port's) adds the exclusive value to
+// RELEASE_OK; the futex lock's count is all ones; the rwsem keeps bit 29
+// and sets bit 0 (WRITER_LOCKED); percid marks a main-array lock's word as
+// using its side block and runs the rwsem on every other lock.
+std::string held_word_problem(FakeLwlock* l, bool in_main_array) {
+  uint32_t state = __atomic_load_n(&l->state, __ATOMIC_RELAXED);
+  std::string want = expected_variant(GetLWLockIdentifier(FAKE_WAIT_LWLOCK, l->tranche));
+  uint32_t expect;
+  if (want == "pg")
+    expect = (1u << 29) | (1u << 24);
+  else if (want == "futex")
+    expect = 0x7fffffffu;
+  else if (want == "percid" && in_main_array)
+    expect = 0x7c1d0002u;
+  else if (want == "percid" || want == "rwsem" || want == "rwsem-rspin")
+    expect = (1u << 29) | 1u;
+  else
+    return "no expectation for variant " + want;
+  if (state == expect) return "";
+  char text[160];
+  snprintf(text, sizeof text, "tranche %u (%s, %s the main array): state %#x, want %#x", l->tranche, want.c_str(),
+           in_main_array ? "in" : "after", state, expect);
+  return text;
+}
+
 TEST_F(LwlockTest, EachTrancheRunsItsVariant) {
-  // Exclusively held, each algorithm leaves its own state word: PostgreSQL's
-  // (and the pg port's) adds the exclusive value to RELEASE_OK; the futex
-  // lock's count is all ones; the rwsem keeps bit 29 and sets bit 0; percid
-  // marks a main-array lock's word as using its side block.
   for (int t = 0; t < 3; ++t) {
     FakeLwlock* l = lock(t);
     LWLockAcquire(l, LW_EXCLUSIVE);
-    uint32_t state = __atomic_load_n(&l->state, __ATOMIC_RELAXED);
-    std::string want = expected_variant(GetLWLockIdentifier(FAKE_WAIT_LWLOCK, static_cast<uint16_t>(t)));
-    if (want == "pg")
-      EXPECT_EQ(state, (1u << 29) | (1u << 24)) << "tranche " << t;
-    else if (want == "futex")
-      EXPECT_EQ(state, 0x7fffffffu) << "tranche " << t;
-    else if (want == "percid")  // a main-array lock: the word says its side block is in use
-      EXPECT_EQ(state, 0x7c1d0002u) << "tranche " << t;
-    else
-      EXPECT_NE(state, (1u << 29) | (1u << 24)) << "tranche " << t << " runs PostgreSQL's algorithm, not " << want;
+    EXPECT_EQ(held_word_problem(l, true), "");
     LWLockRelease(l);
+  }
+}
+
+// percid gives a side block to exactly the locks of MainLWLockArray (the
+// fixed ones, then the named tranches'); the locks that follow the array
+// within a few KiB (the WAL insertion locks) are not the array's and run
+// the rwsem on their own words, under every variant as that variant's.
+TEST_F(LwlockTest, ExactlyTheMainArraysLocksRunAsMainArrayLocks) {
+  for (int i = 0; i < main_locks(); ++i) {
+    LWLockAcquire(lock(i), LW_EXCLUSIVE);
+    EXPECT_EQ(held_word_problem(lock(i), true), "") << "lock " << i << " of " << main_locks();
+    LWLockRelease(lock(i));
+  }
+  for (int k = 0; k < kAfter; ++k) {
+    LWLockAcquire(lock_after(k), LW_EXCLUSIVE);
+    EXPECT_EQ(held_word_problem(lock_after(k), false), "") << "lock " << k << " after the array";
+    LWLockRelease(lock_after(k));
+    EXPECT_TRUE(LWLockConditionalAcquire(lock_after(k), LW_SHARED));
+    LWLockRelease(lock_after(k));
   }
 }
 
