@@ -58,7 +58,7 @@ namespace {
 constexpr int32_t kMaxProcs = 1 << 20;
 constexpr int64_t kAuxiliaryProcs = 5;
 constexpr int kFatal = 22;  // elog's FATAL (utils/elog.h)
-static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number has an rwsem record");
+static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number fits the rwsem's owner field");
 
 // Tranche numbers below this get a variant and counters of their own;
 // above it (extensions' tranches) the process-wide choice and one shared
@@ -115,12 +115,24 @@ struct ByTranche {
   }
 };
 
+// A process that may wait needs its record in the side area (made lazily:
+// the side area's block below); checked once per PGPROC, before the first
+// call that may wait.
+void* g_checked_proc;
+void check_my_record();
+__attribute__((always_inline)) inline void record_for_waiting() {
+  if (__builtin_expect(*g_host.my_proc != g_checked_proc, 0)) check_my_record();
+}
+
 // The wait accounting around a call that may wait: a call in which the
 // variant waited (wait_start) counts as a wait, with its time.
 struct WaitAccount {
   const PgLwlock& l;
   uint64_t t0;
-  explicit WaitAccount(const PgLwlock& lock) : l(lock), t0(arch::monotonic_ns()) { g_host.waited = false; }
+  explicit WaitAccount(const PgLwlock& lock) : l(lock), t0(arch::monotonic_ns()) {
+    record_for_waiting();
+    g_host.waited = false;
+  }
   ~WaitAccount() {
     if (!g_host.waited) return;
     TrancheCounters& c = counters(l);
@@ -401,35 +413,37 @@ void resolve_host(uint32_t pgprocno_offset) {
 // (InitializeMaxBackends) before it creates shared memory, so before any
 // LWLock exists and before the postmaster forks anything that uses one.
 //
-// It is made, once per server, at the first of (all before the postmaster
-// forks a process that takes LWLocks, which must inherit it):
+// Who needs it: a process that waits or wakes a waiter (the records), and
+// percid's fast path (its blocks). So it is made, once, at the first of:
 //   - a fork() of a process that has none yet, once MaxBackends is set (the
-//     atfork prepare handler, in the parent): the postmaster's first child;
+//     atfork prepare handler, in the parent): the postmaster's first child,
+//     which inherits it, as every later one does;
 //   - percid's first use of a main-array lock's block (set_up, the rare
 //     path): in the postmaster, ShmemIndexLock in CreateSharedMemoryAndSemaphores;
-//   - the first look at this process's number (my_procno, whose bound check
-//     fails while the area has no records) in a process that has not been
-//     forked from one without it: a standalone backend (bootstrap,
-//     single-user), which forks nothing and so shares with no one.
+//   - the first call that may wait (the wait accounting, check_my_record)
+//     in a process that was not forked from one without it: a standalone
+//     backend (bootstrap, single-user), which forks nothing and so shares
+//     it with no one.
 // The lock paths gain no instruction: the fork hook is outside them,
-// percid's is on its once-per-incarnation path, and my_procno's is the
-// bound check it makes anyway, against the record count (0 until the area
-// is made) instead of a constant. A process forked from one that had made
-// none cannot make one its siblings share: it stops with PANIC when it
-// needs a record. A crash restart keeps the area (MaxBackends and
-// max_prepared_xacts cannot change without a restart). A mapping failure
-// is PostgreSQL's FATAL in the process that makes it: the postmaster at
-// start-up, before it forks anything that could use an LWLock, or a
-// standalone backend.
+// percid's is on its once-per-incarnation path, and the record check is in
+// the wait accounting, which only calls that may wait reach (it reads the
+// clock there already). my_procno, which the rwsem's fast path uses for its
+// owner hint, keeps its constant bound: the owner field names any number
+// below kMaxProcs, and no record is read for it. A crash restart keeps the
+// area (MaxBackends and max_prepared_xacts cannot change without a
+// restart). A mapping failure is PostgreSQL's FATAL in the process that
+// makes it: the postmaster at start-up, before it forks anything that could
+// use an LWLock, or a standalone backend.
 struct SideArea {
   const int* max_backends = nullptr;        // MaxBackends
   const int* max_prepared_xacts = nullptr;  // max_prepared_xacts
+  bool made = false;
   bool forked_without = false;  // forked from a process that had made none: cannot make one to share
   bool hooked = false;          // the fork handlers are registered
 };
 SideArea g_side;
-// Process numbers 0 .. g_side_procs - 1 have records; 0 until the area is made.
-int32_t g_side_procs;
+// Process numbers 0 .. g_records - 1 have records; 0 until the area is made.
+int32_t g_records;
 
 bool any_tranche_runs(LwlockVariant v) {
   if (g_default == v) return true;
@@ -463,7 +477,7 @@ char* put_decimal(char* out, uint64_t n) {
 }
 
 __attribute__((noinline)) void make_side_area() {
-  if (g_side_procs != 0) return;
+  if (g_side.made) return;
   if (g_side.forked_without)
     pg_error(kPanic, "lockswap: this process was forked before the LWLock side area was made (MaxBackends was not yet set)%s", "");
   const int64_t procs = int64_t{*g_side.max_backends} + kAuxiliaryProcs + *g_side.max_prepared_xacts;
@@ -480,14 +494,27 @@ __attribute__((noinline)) void make_side_area() {
   g_host.waiters = {reinterpret_cast<pglw::Waiter*>(b)};
   g_host.rwsem_records = {reinterpret_cast<rwshared::Waiter*>(b + pg_bytes)};
   if (bytes > records) g_percid.base = b + records;
-  g_side_procs = static_cast<int32_t>(procs);
+  g_records = static_cast<int32_t>(procs);
+  g_side.made = true;
 }
 
 void side_area_before_fork() {
-  if (g_side_procs == 0 && g_redirected && *g_side.max_backends > 0) make_side_area();
+  if (!g_side.made && g_redirected && *g_side.max_backends > 0) make_side_area();
 }
 void side_area_in_child() {
-  if (g_side_procs == 0) g_side.forked_without = true;
+  if (!g_side.made) g_side.forked_without = true;
+}
+
+// record_for_waiting's slow part: the postmaster (no PGPROC) is left to the
+// variant, which refuses to wait without one (check_may_wait).
+__attribute__((noinline)) void check_my_record() {
+  void* proc = *g_host.my_proc;
+  if (proc == nullptr) return;
+  if (!g_side.made) make_side_area();  // PANIC in a process forked before it was made
+  int32_t n;
+  memcpy(&n, static_cast<char*>(proc) + g_host.pgprocno_offset, sizeof n);
+  if (n < 0 || n >= g_records) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
+  g_checked_proc = proc;
 }
 
 // Before main: what the side area will be sized by, and the fork hook. No
@@ -544,27 +571,16 @@ void check_may_wait() {
   if (*g_host.my_proc == nullptr) pg_error(kPanic, "cannot wait without a PGPROC structure");
 }
 
-namespace {
-// My process number has no record: the area is not made yet (a standalone
-// backend makes it now, see make_side_area), or the number is past the last
-// PGPROC.
-__attribute__((noinline)) int32_t procno_without_record(int32_t n) {
-  if (g_side_procs == 0) make_side_area();
-  if (n < 0 || n >= g_side_procs) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
-  return n;
-}
-}  // namespace
-
 int32_t my_procno() {
   check_may_wait();
   int32_t n;
   memcpy(&n, static_cast<char*>(*g_host.my_proc) + g_host.pgprocno_offset, sizeof n);
-  if (__builtin_expect(static_cast<uint32_t>(n) >= static_cast<uint32_t>(g_side_procs), 0)) return procno_without_record(n);
+  if (n < 0 || n >= kMaxProcs) pg_error(kPanic, "lockswap: process number outside the LWLock waiter records%s", "");
   return n;
 }
 
 void side_area_ready() {
-  if (__builtin_expect(g_side_procs == 0, 0)) make_side_area();
+  if (__builtin_expect(!g_side.made, 0)) make_side_area();
 }
 
 void start(LwlockVariant chosen) {

@@ -23,6 +23,11 @@
  *                      bytes rounded to pages, plus percid's blocks under
  *                      percid; a backend whose process number is past the
  *                      last PGPROC is stopped with PANIC when it would wait.
+ *   side_area standalone  a standalone backend (bootstrap, single-user):
+ *                      forks nothing; its locks taken without and with a
+ *                      PGPROC map nothing (percid: its blocks, at the first
+ *                      main-array lock); its first call that may wait
+ *                      (LWLockWaitForVar) maps the records, within the bound.
  *   side_area nomem    MaxBackends and max_prepared_xacts at MAX_BACKENDS with
  *                      an address-space limit that leaves no room for the
  *                      area: a FATAL through the host's error path (here the
@@ -94,6 +99,8 @@ static long side_area_bytes(const void* own, size_t own_len, int* mappings) {
   fclose(f);
   return total;
 }
+
+static long bound_for_records(void);
 
 static long page_round(long n) {
   long page = sysconf(_SC_PAGESIZE);
@@ -219,8 +226,9 @@ static void run_backends(const char* when) {
   CHECK(g_shm->counter == 3L * kRounds, "%s: the counter is %ld, not %ld", when, g_shm->counter, 3L * kRounds);
 }
 
-/* A backend past the last PGPROC: no record; PANIC when it would wait
- * (futex keeps no records: it just waits). */
+/* A backend past the last PGPROC: no record; PANIC when it would wait,
+ * under every variant (the check is lockswap's, around every call that may
+ * wait). */
 static void outside(void) {
   while (!g_shm->holding) usleep(1000);
   LWLockAcquire(lock(3), LW_EXCLUSIVE);
@@ -231,8 +239,8 @@ static void past_the_last_pgproc(void) {
   pid_t a = backend(0, holder);
   pid_t b = backend(total_procs(), outside);
   int ra = wait_for(a), rb = wait_for(b);
-  int want = strcmp(variant(), "futex") == 0 ? 0 : FAKE_PANIC_EXIT;
-  CHECK(ra == 0 && rb == want, "process number %d: exit %d (want %d; the holder %d)", total_procs(), rb, want, ra);
+  CHECK(ra == 0 && rb == FAKE_PANIC_EXIT, "process number %d: exit %d (want the PANIC's %d; the holder %d)", total_procs(), rb,
+        FAKE_PANIC_EXIT, ra);
 }
 
 static int idle(void) {
@@ -257,8 +265,7 @@ static int server(void) {
   postmaster_takes_its_locks();
   run_backends("first start");
   long bytes = side_area_bytes(g_shm, sizeof *g_shm, &n);
-  long bound = page_round((long)total_procs() * kRecordBytes) + sysconf(_SC_PAGESIZE);
-  if (strcmp(variant(), "percid") == 0) bound += percid_bytes();
+  long bound = bound_for_records();
   printf("side_area server (%s): %d process numbers: %ld bytes in %d mappings (bound %ld)\n", variant(), total_procs(),
          bytes, n, bound);
   CHECK(bytes <= bound, "%ld bytes of side area for %d process numbers, more than %ld", bytes, total_procs(), bound);
@@ -273,6 +280,39 @@ static int server(void) {
   CHECK(again == bytes && n2 == n, "after a crash restart: %ld bytes in %d mappings, was %ld in %d", again, n2, bytes, n);
 
   past_the_last_pgproc();
+  return failures == 0 ? 0 : 1;
+}
+
+static long bound_for_records(void) {
+  long bound = page_round((long)total_procs() * kRecordBytes) + sysconf(_SC_PAGESIZE);
+  return strcmp(variant(), "percid") == 0 ? bound + percid_bytes() : bound;
+}
+
+static int standalone(void) {
+  MaxBackends = kBackends;
+  max_prepared_xacts = kPrepared;
+  create_shared_memory();
+  init_locks();
+  postmaster_takes_its_locks(); /* CreateSharedMemoryAndSemaphores, before InitProcess */
+  become(kBackends / 2);        /* InitProcess */
+  for (int i = 0; i < 100; ++i) {
+    LWLockAcquire(lock(4), LW_EXCLUSIVE);
+    LWLockRelease(lock(4));
+    LWLockAcquire(lock(5), LW_SHARED);
+    LWLockRelease(lock(5));
+  }
+  int n;
+  long bytes = side_area_bytes(g_shm, sizeof *g_shm, &n);
+  int percid = strcmp(variant(), "percid") == 0;
+  printf("side_area standalone (%s): after its locks: %ld bytes in %d mappings\n", variant(), bytes, n);
+  CHECK(percid ? bytes > 0 && bytes <= bound_for_records() : bytes == 0,
+        "after locks that cannot wait: %ld bytes in %d mappings (percid maps its blocks at its first main-array lock, others nothing)", bytes, n);
+  uint64_t var = 0, now = 0;
+  CHECK(LWLockWaitForVar(lock(6), &var, 0, &now), "a free lock's variable wait returns true");
+  bytes = side_area_bytes(g_shm, sizeof *g_shm, &n);
+  printf("side_area standalone (%s): after a call that may wait: %ld bytes in %d mappings (bound %ld)\n", variant(), bytes, n,
+         bound_for_records());
+  CHECK(bytes > 0 && bytes <= bound_for_records() && n == 1, "after a call that may wait: %ld bytes in %d mappings", bytes, n);
   return failures == 0 ? 0 : 1;
 }
 
@@ -316,6 +356,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "idle") == 0) return idle();
   if (strcmp(mode, "server") == 0) return server();
   if (strcmp(mode, "nomem") == 0) return nomem();
-  fprintf(stderr, "usage: side_area idle|server|nomem\n");
+  if (strcmp(mode, "standalone") == 0) return standalone();
+  fprintf(stderr, "usage: side_area idle|server|standalone|nomem\n");
   return 2;
 }
