@@ -14,7 +14,12 @@
 // ends is PostgreSQL's fact, read once (pg15.h, main_array_locks()):
 // locks 128-byte aligned a few KiB after it (the WAL insertion locks, ~42
 // KiB on) are other LWLocks, and a window of fixed size would take them for
-// the array's. Buffer content locks, WAL insertion locks and the locks in
+// the array's. It is read on the rare path of the first lock that looks
+// like the array's (set_up, before the lock's word says its block is in
+// use), so the fast path compares with one number: kBlocks until then
+// (every lock on the array's 128-byte grid in its first kBlocks slots is a
+// candidate, and each candidate's first use reads the bound before it
+// claims anything), the array's length after. Buffer content locks, WAL insertion locks and the locks in
 // dynamic shared memory (parallel query, dshash) are elsewhere: they run
 // LOCKSWAP_LWLOCK=rwsem on their own words (the same inner algorithm,
 // without the reader slots). `lockswap report` shows per tranche which
@@ -37,11 +42,17 @@
 // ProcArrayLock patch spread them by process; under `global` (one id space
 // for the whole process tree, core/cid.h) the id alone. The postmaster (no
 // PGPROC) uses the id. A deviation from core/percid_rwlock.h, which keys by
-// the id alone.
+// the id alone. Under `thread` and `rseq` the id of a single-threaded
+// process never changes (its one thread keeps its registry id; the kernel
+// gives the one thread of an mm mm_cid 0), so the key is computed once per
+// PGPROC and every read lock reads it from one word; `percpu` and `global`
+// ids move, and are read at each read lock. A stale key would cost only
+// spreading: a release may count down any slot, only the sum means anything.
 #pragma once
 #include <dlfcn.h>
 #include <sched.h>
 
+#include <bit>
 #include <cstring>
 
 #include "core/cid.h"
@@ -83,13 +94,9 @@ extern void** g_main_array;  // &MainLWLockArray (null where the program has non
 // key, and the process number of the PGPROC it was read from.
 extern uint32_t g_last_key, g_proc_key;
 extern void* g_keyed_proc;
-// The main array's length in bytes from MainLWLockArray: its locks that
-// have blocks, x 128. 0 until the first lock call that finds the array made
-// (CreateLWLocks sets MainLWLockArray after the preload constructor has
-// run); then the same in every process of the server (each computes it from
-// what the postmaster set before it forked), and across a crash restart
-// (the named tranches are requested once, at start-up).
-inline uintptr_t g_main_array_bytes;
+// The reader key is computed once per PGPROC (header comment, "The
+// reader's slot"): g_last_key then always holds it.
+inline bool g_key_fixed;
 
 // The number of locks in MainLWLockArray, from what PostgreSQL exports
 // (pg15.h): NamedLWLockTrancheArray lies right after the array's last lock
@@ -107,17 +114,39 @@ inline uint32_t main_array_locks(const void* array) {
   return static_cast<uint32_t>(end / kPaddedSize);
 }
 
+// The main array's locks that have blocks. kBlocks until the first use of
+// a candidate lock has read the array's length (set_up; CreateLWLocks sets
+// MainLWLockArray and NamedLWLockTrancheArray after the preload constructor
+// has run, before the first LWLock call on the array, the postmaster's
+// ShmemIndexLock); then the same in every process of the server, and
+// across a crash restart (the named tranches are requested once, at
+// start-up).
+inline uintptr_t g_main_array_locks = PercidArea::kBlocks;
+inline bool g_main_array_known;
+
 struct LwlockPercid : SharedWaits {
   using P = percid_shared::Lock<RwsemSteal>;
   using Plain = LwlockRwsemSteal;
 
   // The fast paths inline (the idle pair is the cost every LWLock call
   // pays); the writer's and everything that may wait out of line.
+  //
+  // The shared try on a live main-array lock with a fixed key is the hot
+  // path and calls nothing: every other case (the block's first use, an
+  // exclusive try, a key to compute, a writer met) leaves for an
+  // out-of-line function that finishes the try, so no value of the hot
+  // path has to outlive a call (a call inside it costs a callee-saved
+  // register, saved and restored on every acquisition).
   __attribute__((always_inline)) static bool try_acquire(PgLwlock& l, Mode m) {
-    percid_shared::Block b;
-    if (!block_of(l, b)) return Plain::try_acquire(l, m);
-    if (m == pglw::kExclusive) return write_try(l);
-    return P::read_try(b, reader_key());
+    uintptr_t index;
+    if (!candidate(l, index)) return Plain::try_acquire(l, m);
+    if (__builtin_expect(m != pglw::kShared || l.state.load(arch::mo_lock) != kLive, 0)) return try_rare(l, m);
+    if (__builtin_expect(*g_host.my_proc != g_keyed_proc || !g_key_fixed, 0)) return try_rare(l, m);
+    const percid_shared::Block b = g_percid.block(static_cast<uint32_t>(index));
+    percid::ReaderSlot& slot = b.slot(g_last_key);
+    slot.readers.fetch_add(1, arch::mo_dekker);
+    if (__builtin_expect((b.control->state.load(arch::mo_dekker) & percid_shared::kPending) == 0, 1)) return true;
+    return read_backed_out(l);
   }
   static bool acquire_slow(PgLwlock& l, Mode m) {
     percid_shared::Block b;
@@ -163,72 +192,98 @@ struct LwlockPercid : SharedWaits {
     if (!block_of(l, b)) return Plain::set_var(l, var, v);
     P::Sem::set_var(b.control->sem, var, v);
   }
+  // The shared release calls nothing but the drainer's wake-up, its last
+  // act. A lock this process holds through its block is live (its word
+  // said so when it was taken, and only a re-creation of shared memory,
+  // which ends every holder, resets it): no look at the word here.
   __attribute__((always_inline)) static void release(PgLwlock& l, Mode m) {
-    percid_shared::Block b;
-    if (!block_of(l, b)) return Plain::release(l, m);
-    if (m == pglw::kExclusive) return write_unlock(l);
-    P::read_unlock(b, g_last_key);
+    uintptr_t index;
+    if (!candidate(l, index)) return Plain::release(l, m);
+    if (__builtin_expect(m != pglw::kShared, 0)) return write_unlock(l);
+    P::read_unlock(g_percid.block(static_cast<uint32_t>(index)), g_last_key);
   }
 
  private:
   // The lock's block, reset first if this incarnation of the lock has not
   // used it yet (header comment). False: not a main-array lock.
+  // The offset rotated right by 7 (kPaddedSize = 2^7) is the slot number
+  // of a lock on the 128-byte grid and, off the grid, has its low bits on
+  // top: far past any bound, so one comparison tests both. Before
+  // CreateLWLocks (*g_main_array null) the offset is the lock's address,
+  // also far past it.
+  __attribute__((always_inline)) static bool candidate(const PgLwlock& l, uintptr_t& index) {
+    static_assert(kPaddedSize == 1u << 7);
+    if (g_main_array == nullptr) return false;
+    index = std::rotr(reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_main_array), 7);
+    return index < g_main_array_locks;
+  }
   __attribute__((always_inline)) static bool block_of(PgLwlock& l, percid_shared::Block& b) {
-    const uintptr_t bytes = g_main_array_bytes;
-    if (__builtin_expect(bytes == 0, 0)) return first_look(l, b);
-    const uintptr_t off = reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_main_array);
-    if (off >= bytes || off % kPaddedSize != 0) return false;
-    const auto index = static_cast<uint32_t>(off / kPaddedSize);
-    if (__builtin_expect(l.state.load(arch::mo_lock) != kLive, 0)) set_up(l, index);
-    b = g_percid.block(index);
+    uintptr_t index;
+    if (!candidate(l, index)) return false;
+    if (__builtin_expect(l.state.load(arch::mo_lock) != kLive, 0) && !set_up(l, index)) return false;
+    b = g_percid.block(static_cast<uint32_t>(index));
     return true;
   }
-  // Until the array is made no lock is the array's; once it is, its length
-  // is read (once per process) and the lock looked at again.
-  __attribute__((noinline)) static bool first_look(PgLwlock& l, percid_shared::Block& b) {
-    if (g_main_array == nullptr || *g_main_array == nullptr) return false;
-    const uint32_t locks = main_array_locks(*g_main_array);
-    g_main_array_bytes = uintptr_t{locks < PercidArea::kBlocks ? locks : PercidArea::kBlocks} * kPaddedSize;
-    return block_of(l, b);
-  }
-  __attribute__((noinline)) static void set_up(PgLwlock& l, uint32_t index) {
+  // A candidate's first use in this incarnation: the array's length, if
+  // this process has not read it (then the lock may turn out to be past
+  // the array: false, nothing claimed); then the block claimed and reset.
+  // A word that reads kLive was claimed by some process that knew the
+  // length (kLive is no rwsem count: bit 30 is set).
+  __attribute__((noinline)) static bool set_up(PgLwlock& l, uintptr_t index) {
+    if (!g_main_array_known) {
+      const uint32_t locks = main_array_locks(*g_main_array);
+      g_main_array_locks = locks < PercidArea::kBlocks ? locks : PercidArea::kBlocks;
+      g_main_array_known = true;
+      if (index >= g_main_array_locks) return false;
+    }
     side_area_ready();
     uint32_t v = kFreeState;
     if (l.state.compare_exchange_strong(v, kSettingUp, arch::mo_dekker)) {
-      g_percid.block(index).reset();
+      g_percid.block(static_cast<uint32_t>(index)).reset();
       l.state.store(kLive, arch::mo_unlock);
-      return;
+      return true;
     }
     while (l.state.load(arch::mo_lock) != kLive) sched_yield();  // another process resets it
+    return true;
   }
   // The slot a reader counts itself in (header comment). A release may use
   // any slot (only the sum means anything): it uses the process's last
   // reader key, so it costs no second look at the id.
   __attribute__((always_inline)) static uint32_t reader_key() {
+    void* proc = *g_host.my_proc;
+    if (__builtin_expect(proc != g_keyed_proc, 0)) rekey(proc);
+    if (__builtin_expect(g_key_fixed, 1)) return g_last_key;
     uint32_t k = cid::current();
-    if (cid::mode() != CidMode::global) k += process_key();
+    if (cid::mode() != CidMode::global) k += g_proc_key;
     g_last_key = k;
     return k;
   }
   // The process number, read once per PGPROC (a backend keeps its PGPROC
-  // for life; the postmaster has none: 0).
-  __attribute__((always_inline)) static uint32_t process_key() {
-    void* proc = *g_host.my_proc;
-    if (__builtin_expect(proc != g_keyed_proc, 0)) rekey(proc);
-    return g_proc_key;
-  }
+  // for life; the postmaster has none: 0), and with it the whole key where
+  // the id cannot move.
   __attribute__((noinline)) static void rekey(void* proc) {
     int32_t procno = 0;
     if (proc != nullptr) memcpy(&procno, static_cast<char*>(proc) + g_host.pgprocno_offset, sizeof procno);
     g_proc_key = static_cast<uint32_t>(procno);
     g_keyed_proc = proc;
+    const CidMode m = cid::mode();
+    g_key_fixed = m == CidMode::thread || m == CidMode::rseq;
+    if (g_key_fixed) g_last_key = cid::current() + g_proc_key;
   }
   // Out of line, and given the lock rather than its block: a block whose
   // address escapes would live on the readers' stack frame too.
-  __attribute__((noinline)) static bool write_try(PgLwlock& l) {
+  __attribute__((noinline)) static bool try_rare(PgLwlock& l, Mode m) {
+    percid_shared::Block b;
+    if (!block_of(l, b)) return Plain::try_acquire(l, m);  // past the array after all (set_up)
+    if (m == pglw::kExclusive) return P::write_try(b, records(), owner_proc());
+    return P::read_try(b, reader_key());
+  }
+  // A reader that met PENDING on the hot path: out again (read_try's back-out).
+  __attribute__((noinline)) static bool read_backed_out(PgLwlock& l) {
     percid_shared::Block b;
     block_of(l, b);
-    return P::write_try(b, records(), owner_proc());
+    P::read_unlock(b, g_last_key);
+    return false;
   }
   __attribute__((noinline)) static void write_unlock(PgLwlock& l) {
     percid_shared::Block b;
