@@ -148,6 +148,8 @@ struct Lock {
   }
   static void read_again(const Block& b, uint32_t key) { b.slot(key).readers.fetch_add(1, arch::mo_dekker); }
   __attribute__((always_inline)) static void read_unlock(const Block& b, uint32_t key) { leave(b, b.slot(key)); }
+  // The same, given the slot (one of b's; a caller that has its address).
+  __attribute__((always_inline)) static void read_unlock_slot(const Block& b, percid::ReaderSlot& slot) { leave(b, slot); }
 
   // Sum, trylock, PENDING, sum (design block: why the first sum, and why
   // only the second decides).

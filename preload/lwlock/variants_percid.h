@@ -68,6 +68,12 @@ inline constexpr uint32_t kLive = 0x7c1d0002u;
 static_assert(kSettingUp != kFreeState && kLive != kFreeState && kSettingUp != kLive,
               "the three states of a main-array lock's word are distinct");
 
+// &MainLWLockArray, or the address of a null pointer where the program has
+// none: the lock paths read the array's address through it without a test.
+// Set by PercidArea::set_slots (below).
+inline void* const g_no_main_array = nullptr;
+inline void* const* g_array_ref = &g_no_main_array;
+
 // The side area's percid blocks (preload/lwlock/lwlock.cpp maps them).
 struct PercidArea {
   std::byte* base = nullptr;  // kBlocks blocks of (1 + slots) cache lines
@@ -75,10 +81,16 @@ struct PercidArea {
   std::size_t block_bytes = 0;
   static constexpr uint32_t kBlocks = 512;  // MainLWLockArray: 208 fixed locks + extensions' named ones
   static_assert(kBlocks >= kFixedLwlocks, "every fixed lock has a block");
+  // Called once, at start-up, before the first LWLock call
+  // (lwlock.cpp's map_side_area): the array's symbol is looked up here too,
+  // as lwlock.cpp looks it up for g_main_array just after.
   void set_slots(uint32_t slots) {
     slot_mask = slots - 1;
     block_bytes = (std::size_t{slots} + 1) * 64;
+    if (void* array = dlsym(RTLD_DEFAULT, "MainLWLockArray")) g_array_ref = static_cast<void* const*>(array);
   }
+  // Where a key's slot lies from its block's start.
+  uintptr_t slot_offset(uint32_t key) const { return (uintptr_t{key & slot_mask} + 1) * 64; }
   percid_shared::Block block(uint32_t i) const {
     std::byte* b = base + i * block_bytes;
     return {reinterpret_cast<percid_shared::Control*>(b), reinterpret_cast<percid::ReaderSlot*>(b + 64), slot_mask};
@@ -95,8 +107,10 @@ extern void** g_main_array;  // &MainLWLockArray (null where the program has non
 extern uint32_t g_last_key, g_proc_key;
 extern void* g_keyed_proc;
 // The reader key is computed once per PGPROC (header comment, "The
-// reader's slot"): g_last_key then always holds it.
+// reader's slot"): g_last_key then always holds it. g_last_slot is where
+// g_last_key's slot lies in a block (PercidArea::slot_offset), kept with it.
 inline bool g_key_fixed;
+inline uintptr_t g_last_slot = 64;
 
 // The number of locks in MainLWLockArray, from what PostgreSQL exports
 // (pg15.h): NamedLWLockTrancheArray lies right after the array's last lock
@@ -142,10 +156,10 @@ struct LwlockPercid : SharedWaits {
     if (!candidate(l, index)) return Plain::try_acquire(l, m);
     if (__builtin_expect(m != pglw::kShared || l.state.load(arch::mo_lock) != kLive, 0)) return try_rare(l, m);
     if (__builtin_expect(*g_host.my_proc != g_keyed_proc || !g_key_fixed, 0)) return try_rare(l, m);
-    const percid_shared::Block b = g_percid.block(static_cast<uint32_t>(index));
-    percid::ReaderSlot& slot = b.slot(g_last_key);
-    slot.readers.fetch_add(1, arch::mo_dekker);
-    if (__builtin_expect((b.control->state.load(arch::mo_dekker) & percid_shared::kPending) == 0, 1)) return true;
+    std::byte* const block = g_percid.base + index * g_percid.block_bytes;
+    reinterpret_cast<percid::ReaderSlot*>(block + g_last_slot)->readers.fetch_add(1, arch::mo_dekker);
+    const auto* control = reinterpret_cast<const percid_shared::Control*>(block);
+    if (__builtin_expect((control->state.load(arch::mo_dekker) & percid_shared::kPending) == 0, 1)) return true;
     return read_backed_out(l);
   }
   static bool acquire_slow(PgLwlock& l, Mode m) {
@@ -200,23 +214,23 @@ struct LwlockPercid : SharedWaits {
     uintptr_t index;
     if (!candidate(l, index)) return Plain::release(l, m);
     if (__builtin_expect(m != pglw::kShared, 0)) return write_unlock(l);
-    P::read_unlock(g_percid.block(static_cast<uint32_t>(index)), g_last_key);
+    std::byte* const block = g_percid.base + index * g_percid.block_bytes;
+    P::read_unlock_slot(g_percid.block(static_cast<uint32_t>(index)), *reinterpret_cast<percid::ReaderSlot*>(block + g_last_slot));
   }
 
  private:
-  // The lock's block, reset first if this incarnation of the lock has not
-  // used it yet (header comment). False: not a main-array lock.
-  // The offset rotated right by 7 (kPaddedSize = 2^7) is the slot number
-  // of a lock on the 128-byte grid and, off the grid, has its low bits on
-  // top: far past any bound, so one comparison tests both. Before
-  // CreateLWLocks (*g_main_array null) the offset is the lock's address,
-  // also far past it.
+  // Whether the lock may be the array's, and its slot number if so. The
+  // offset rotated right by 7 (kPaddedSize = 2^7) is the slot number of a
+  // lock on the 128-byte grid and, off the grid, has its low bits on top:
+  // far past any bound, so one comparison tests both. Before CreateLWLocks
+  // (MainLWLockArray null) the offset is the lock's address, also far past.
   __attribute__((always_inline)) static bool candidate(const PgLwlock& l, uintptr_t& index) {
     static_assert(kPaddedSize == 1u << 7);
-    if (g_main_array == nullptr) return false;
-    index = std::rotr(reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_main_array), 7);
+    index = std::rotr(reinterpret_cast<uintptr_t>(&l) - reinterpret_cast<uintptr_t>(*g_array_ref), 7);
     return index < g_main_array_locks;
   }
+  // The lock's block, reset first if this incarnation of the lock has not
+  // used it yet (header comment). False: not a main-array lock.
   __attribute__((always_inline)) static bool block_of(PgLwlock& l, percid_shared::Block& b) {
     uintptr_t index;
     if (!candidate(l, index)) return false;
@@ -231,7 +245,7 @@ struct LwlockPercid : SharedWaits {
   // length (kLive is no rwsem count: bit 30 is set).
   __attribute__((noinline)) static bool set_up(PgLwlock& l, uintptr_t index) {
     if (!g_main_array_known) {
-      const uint32_t locks = main_array_locks(*g_main_array);
+      const uint32_t locks = main_array_locks(*g_array_ref);
       g_main_array_locks = locks < PercidArea::kBlocks ? locks : PercidArea::kBlocks;
       g_main_array_known = true;
       if (index >= g_main_array_locks) return false;
@@ -256,6 +270,7 @@ struct LwlockPercid : SharedWaits {
     uint32_t k = cid::current();
     if (cid::mode() != CidMode::global) k += g_proc_key;
     g_last_key = k;
+    g_last_slot = g_percid.slot_offset(k);
     return k;
   }
   // The process number, read once per PGPROC (a backend keeps its PGPROC
@@ -268,7 +283,10 @@ struct LwlockPercid : SharedWaits {
     g_keyed_proc = proc;
     const CidMode m = cid::mode();
     g_key_fixed = m == CidMode::thread || m == CidMode::rseq;
-    if (g_key_fixed) g_last_key = cid::current() + g_proc_key;
+    if (g_key_fixed) {
+      g_last_key = cid::current() + g_proc_key;
+      g_last_slot = g_percid.slot_offset(g_last_key);
+    }
   }
   // Out of line, and given the lock rather than its block: a block whose
   // address escapes would live on the readers' stack frame too.
