@@ -25,10 +25,13 @@
 #     crash     SIGKILL to one backend under pgbench load: the postmaster
 #               must reinitialise shared memory, accept connections again,
 #               pass a second pgbench run and amcheck
-#     cancel    under 64-client pgbench load, statements cancelled by
-#               pg_cancel_backend and by statement_timeout (both must be
-#               seen); afterwards no backend waits on an LWLock once idle,
-#               and a new pgbench run passes
+#     cancel    two backends made to sleep in LWLock waits (OidGenLock
+#               exclusive, TwoPhaseStateLock shared) behind a backend that
+#               took both and is stopped under gdb: pg_cancel_backend,
+#               statement_timeout and pg_terminate_backend must take effect
+#               once the locks are released, not before, and leave nothing
+#               held; then the holder is SIGKILLed: crash restart, pgbench
+#               and amcheck pass. SKIP without gdb or ptrace permission
 #     uprobe    bpftrace's uprobes on LWLockAcquire and LWLockRelease,
 #               attached during a 16-client pgbench load, then attached
 #               before the server starts: the server serves on (no process
@@ -278,49 +281,358 @@ check_crash() {
   echo "backend $pid killed, shared memory reinitialised; $a; $b"
 }
 
-# cancel: cancelled statements under load, then no LWLock waiter left.
+# cancel: a backend cancelled, timed out and terminated while it sleeps
+# inside an LWLock wait, and the holder of that LWLock killed.
+#
+# A statement under load almost never sits in an LWLock wait at the moment
+# it is cancelled, so the waits are made: an idle backend H takes two
+# LWLocks by gdb's `call LWLockAcquire(...)`, which enters through the
+# function's entry, the redirected one under LOCKSWAP_LWLOCK (docs/lwlock.md,
+# "Redirection"): the variant itself holds them. H then stays stopped under
+# ptrace. Two backends need them:
+#   X  lo_create(0): GetNewObjectId takes OidGenLock exclusive
+#   S  pg_prepared_xacts: TwoPhaseStateLock shared
+# Neither lock is taken by a new connection or by a query on
+# pg_stat_activity (ProcArrayLock and XidGenLock are: with them held no
+# client could connect), so the round keeps watching through SQL as well as
+# through /proc. Each waiter must be seen asleep in the wait: state S in the
+# futex system call (PostgreSQL's own semaphore and every variant sleep on a
+# futex) and LWLock/<tranche> in pg_stat_activity.
+#
+# PostgreSQL holds interrupts off while a backend waits on an LWLock: a
+# cancel, a statement timeout or a termination only sets a flag, and the
+# backend must go back to sleep until the lock is released, then act on it.
+# Rounds:
+#   cancel     pg_cancel_backend (SIGINT) on both waiters
+#   timeout    statement_timeout expires in both waiters' sessions
+#   terminate  pg_terminate_backend (SIGTERM) on both waiters
+#   holder     SIGKILL to H: the postmaster must reinitialise shared memory
+#              (the waiters die with every backend) and serve again
+# In the first three each waiter must have woken (its voluntary context
+# switches grow) and still be asleep in the wait a second later; then H
+# releases both locks (gdb `call LWLockRelease`) and detaches, each waiter's
+# client must get the round's error, H must take both locks again from its
+# own session, so must a new session, and once idle no backend may wait on
+# an LWLock. After the last round pgbench and amcheck must pass.
+# The waiters' statements end in pg_sleep(20): a cancel, timeout or
+# termination lost in the wait surfaces as a statement that succeeds.
+#
+# Every wait is bounded; gdb runs under `timeout -s KILL` (a killed tracer
+# lets H go: it then still holds both locks, until its session ends when the
+# check closes its input) and the check's exit, however it ends, releases or
+# drops the hold (cancel_hold_end).
 no_lwlock_waiter() {
   [[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'LWLock'" 2>/dev/null)" == 0 ]]
 }
-CANCEL_SQL="UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 5 = 0; UPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid % 5 = 0;"
-check_cancel() {
-  local out=$SRV_DIR/pgbench-$CUR_TAG-load.log end pids=() r by_user=0 by_timeout=0 left a k=0 in_lwlock=0 w
-  srv_client_bg bench -c 64 -j 4 -T "$time_s" >"$out" 2>&1
-  end=$(( $(date +%s) + time_s - 2 ))
-  sleep 1
-  while (( $(date +%s) < end )); do
-    k=$((k + 1))
-    # one statement to cancel from outside, one that times out itself
-    PGAPPNAME=lockswap-cancel q -c "BEGIN" -c "$CANCEL_SQL" -c "COMMIT" >"$SRV_TMP/cancel-$k.out" 2>&1 &
-    pids+=($!)
-    PGAPPNAME=lockswap-timeout q -c "SET statement_timeout = '$((200 + (k % 5) * 150))ms'" -c "BEGIN" -c "$CANCEL_SQL" \
-      -c "COMMIT" >"$SRV_TMP/timeout-$k.out" 2>&1 &
-    pids+=($!)
-    sleep 0.$((3 + k % 6))
-    # (how often the statement sat in an LWLock wait as it was cancelled)
-    # pg_cancel_backend in the select list: only on the rows the WHERE kept
-    # (in a qual the planner may call it first, on any backend)
-    w=$(q -F ' ' -c "SELECT count(*) FILTER (WHERE wait_event_type = 'LWLock'), count(pg_cancel_backend(pid)) FROM pg_stat_activity
-                WHERE application_name = 'lockswap-cancel' AND state = 'active'" 2>/dev/null || true)
-    w=${w%% *}
-    in_lwlock=$((in_lwlock + ${w:-0}))
-    wait "${pids[@]}" 2>/dev/null || true
-    pids=()
-    grep -q 'canceling statement due to user request' "$SRV_TMP/cancel-$k.out" && by_user=$((by_user + 1))
-    grep -q 'canceling statement due to statement timeout' "$SRV_TMP/timeout-$k.out" && by_timeout=$((by_timeout + 1))
-  done
-  cat "$SRV_TMP"/cancel-*.out "$SRV_TMP"/timeout-*.out >>"$CUR_LOG" 2>/dev/null || true
-  rm -f "$SRV_TMP"/cancel-*.out "$SRV_TMP"/timeout-*.out
-  r=0; srv_client_wait || r=$?
-  ((r == 0)) && grep -q 'number of failed transactions: 0 ' "$out" || { echo "the load failed (status $r)"; return 1; }
-  ((by_user > 0 && by_timeout > 0)) || { echo "not both kinds of cancel seen ($by_user by pg_cancel_backend, $by_timeout by statement_timeout, of $k)"; return 1; }
-  # Idle now: no backend may still wait on an LWLock.
-  if ! wait_until 20 no_lwlock_waiter; then
-    left=$(q -c "SELECT pid, backend_type, wait_event FROM pg_stat_activity WHERE wait_event_type = 'LWLock'" 2>&1 | tr '\n' ' ')
-    echo "backends still waiting on an LWLock when idle: $left"; return 1
+# The locks: index in MainLWLockArray (PostgreSQL 15's lwlocknames.txt; one
+# 128-byte LWLockPadded each) and wait event name, checked in the server
+# before anything is taken (GetLWLockIdentifier and the lock's tranche).
+CANCEL_X_INDEX=2 CANCEL_X_NAME=OidGen CANCEL_S_INDEX=18 CANCEL_S_NAME=TwoPhaseState
+CANCEL_X_SQL="SELECT lo_create(0), pg_sleep(20)"
+CANCEL_S_SQL="SELECT (SELECT count(*) FROM pg_prepared_xacts), pg_sleep(20)"
+# What H and a new session run after the release: both locks again.
+CANCEL_BOTH_SQL="SELECT lo_unlink(lo_create(0)), (SELECT count(*) FROM pg_prepared_xacts)"
+CANCEL_TIMEOUT_MS=4000
+case $(uname -m) in x86_64) FUTEX_NR=202 ;; aarch64) FUTEX_NR=98 ;; *) FUTEX_NR='' ;; esac
+
+# in_futex_wait PID: PID sleeps in the futex system call; prints what /proc
+# says (state, wchan).
+in_futex_wait() {
+  local st sc wchan
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st%% *}
+  [[ "$st" == S ]] || return 1
+  sc=$(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null) || sc=''
+  wchan=$(cat "/proc/$1/wchan" 2>/dev/null) || wchan=''
+  if [[ -n "$FUTEX_NR" && "$sc" =~ ^[0-9]+$ ]]; then
+    [[ "$sc" == "$FUTEX_NR" ]] || return 1
+  else
+    [[ "$wchan" == *futex* ]] || return 1
   fi
-  a=$(pgbench_run "$CUR_TAG" -c 16 -j 2 -T "$(( time_s / 2 > 5 ? time_s / 2 : 5 ))") || { echo "after the cancels: $a"; return 1; }
-  echo "$by_user cancelled by pg_cancel_backend ($in_lwlock seen in an LWLock wait), $by_timeout by statement_timeout (of $k rounds); no LWLock waiter when idle; $a"
+  echo "S/${wchan:-?}"
+}
+since() { awk -v t0="$1" -v t="$(date +%s.%N)" 'BEGIN { printf "%.2f", t - t0 }'; }   # seconds since T0 (date +%s.%N)
+ctxt_switches() { sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null; }
+
+# The hold. CANCEL_DIR (root's SRV_BASE): H's and gdb's input FIFOs.
+HOLD_STATE='' HOLD_GDB='' HOLD_PSQL='' HOLD_FD_H='' HOLD_FD_G='' HOLD_PID='' HOLD_LOG=''
+CANCEL_DIR=''
+# gdb_wait MARK S: gdb's transcript has @@MARK (within S seconds).
+gdb_wait() { wait_until "$2" grep -sq "@@$1" "$HOLD_LOG"; }
+gdb_line() { grep -o "@@$1 .*" "$HOLD_LOG" | head -1 | cut -d' ' -f2-; }
+
+# cancel_hold_begin ROUND: H, gdb attached, both locks taken. Prints why on
+# failure; status 77 when gdb may not attach (no ptrace permission).
+cancel_hold_begin() {
+  local i names tr held
+  CANCEL_DIR=$SRV_BASE/cancel HOLD_LOG=$SRV_DIR/cancel-gdb-$CUR_TAG-$1.log
+  rm -rf "$CANCEL_DIR" && mkdir -m 700 "$CANCEL_DIR" && mkfifo "$CANCEL_DIR/h" "$CANCEL_DIR/g" || { echo "no FIFOs in $CANCEL_DIR"; return 1; }
+  # H: a session that reads its statements from a FIFO, so that its backend
+  # sits idle between them (the holder must be stopped where it takes no lock).
+  PGAPPNAME=lockswap-holder Q_TIMEOUT=240 q <"$CANCEL_DIR/h" >"$CANCEL_DIR/h.out" 2>&1 &
+  HOLD_PSQL=$!
+  exec {HOLD_FD_H}<>"$CANCEL_DIR/h"
+  echo 'SELECT pg_backend_pid();' >&"$HOLD_FD_H"
+  wait_until 20 grep -sqE '^[0-9]+$' "$CANCEL_DIR/h.out" || { echo "the holder session did not start: $(head -2 "$CANCEL_DIR/h.out")"; return 1; }
+  HOLD_PID=$(head -1 "$CANCEL_DIR/h.out")
+  HOLD_STATE=attaching
+  # No debuginfod, no shared libraries' symbols: the server's own exported
+  # symbols are all it needs (MainLWLockArray, the LWLock functions).
+  timeout -s KILL 240 gdb -q -nx -iex 'set debuginfod enabled off' -iex 'set auto-solib-add off' \
+    -iex 'set auto-load off' -iex 'set pagination off' -iex 'set confirm off' -iex 'set width 0' \
+    -p "$HOLD_PID" <"$CANCEL_DIR/g" >"$HOLD_LOG" 2>&1 &
+  HOLD_GDB=$!
+  exec {HOLD_FD_G}<>"$CANCEL_DIR/g"
+  cat >&"$HOLD_FD_G" <<EOF
+set \$arr = *(char **) &MainLWLockArray
+printf "@@names %s %s\\n", (char *) GetLWLockIdentifier(0x01000000, $CANCEL_X_INDEX), (char *) GetLWLockIdentifier(0x01000000, $CANCEL_S_INDEX)
+printf "@@tranches %d %d\\n", *(unsigned short *) (\$arr + 128 * $CANCEL_X_INDEX), *(unsigned short *) (\$arr + 128 * $CANCEL_S_INDEX)
+echo @@attached\\n
+EOF
+  if ! gdb_wait attached 60; then
+    grep -q 'ptrace: Operation not permitted' "$HOLD_LOG" &&
+      { echo "gdb may not attach to a backend here (ptrace: Operation not permitted; kernel.yama.ptrace_scope, CAP_SYS_PTRACE)"; return 77; }
+    echo "gdb did not attach to backend $HOLD_PID within 60 s: $(grep -v '^Reading' "$HOLD_LOG" | tail -2 | tr '\n' ' ')"; return 1
+  fi
+  names=$(gdb_line names) tr=$(gdb_line tranches)
+  [[ "$names" == "$CANCEL_X_NAME $CANCEL_S_NAME" && "$tr" == "$CANCEL_X_INDEX $CANCEL_S_INDEX" ]] ||
+    { echo "MainLWLockArray[$CANCEL_X_INDEX], [$CANCEL_S_INDEX] are '${names:-?}' (tranches ${tr:-?}), not $CANCEL_X_NAME and $CANCEL_S_NAME: another lwlocknames.txt?"; return 1; }
+  HOLD_STATE=held
+  # LWLockAcquire's bool in %al: read back as a char.
+  cat >&"$HOLD_FD_G" <<EOF
+printf "@@took X %d\\n", (unsigned char) LWLockAcquire((void *) (\$arr + 128 * $CANCEL_X_INDEX), 0)
+printf "@@took S %d\\n", (unsigned char) LWLockAcquire((void *) (\$arr + 128 * $CANCEL_S_INDEX), 0)
+echo @@holding\\n
+EOF
+  gdb_wait holding 30 && grep -q '@@took S [01]$' "$HOLD_LOG" && grep -q '@@took X [01]$' "$HOLD_LOG" ||
+    { echo "the holder did not take both locks: $(grep -v '^Reading' "$HOLD_LOG" | tail -3 | tr '\n' ' ')"; return 1; }
+}
+
+# cancel_hold_release: H releases both locks (the reverse order) and gdb
+# detaches; H's session takes both again.
+cancel_hold_release() {
+  printf '%s\n' "call (void) LWLockRelease((void *) (\$arr + 128 * $CANCEL_S_INDEX))" \
+    "call (void) LWLockRelease((void *) (\$arr + 128 * $CANCEL_X_INDEX))" 'echo @@released\n' detach quit >&"$HOLD_FD_G"
+  gdb_wait released 30 || { echo "the holder did not release: $(grep -v '^Reading' "$HOLD_LOG" | tail -3 | tr '\n' ' ')"; return 1; }
+  HOLD_STATE=released
+  cancel_gdb_end
+}
+
+# cancel_gdb_end: gdb's input closed (at its end of input gdb detaches and
+# quits), gdb waited for; killed after 10 s.
+cancel_gdb_end() {
+  [[ -n "$HOLD_FD_G" ]] && exec {HOLD_FD_G}>&-
+  HOLD_FD_G=''
+  [[ -n "$HOLD_GDB" ]] || return 0
+  wait_until 10 eval "! pid_alive $HOLD_GDB" || kill -KILL "$HOLD_GDB" 2>/dev/null || true
+  wait "$HOLD_GDB" 2>/dev/null || true
+  HOLD_GDB=''
+}
+
+# cancel_hold_end: whatever state the round left: the locks released if
+# gdb still holds H, gdb gone, H's session ended (its backend exits, and
+# PostgreSQL releases what it still holds).
+cancel_hold_end() {
+  if [[ "$HOLD_STATE" == held && -n "$HOLD_FD_G" ]] && pid_alive "$HOLD_GDB"; then
+    cancel_hold_release >/dev/null || true
+  fi
+  cancel_gdb_end
+  # Stopped by the holder round and not killed: let it go on (holding both
+  # locks until its session ends, just below).
+  [[ "$HOLD_STATE" != stopped ]] || ! pid_alive "$HOLD_PID" || kill -CONT "$HOLD_PID" 2>/dev/null || true
+  HOLD_STATE=''
+  [[ -n "$HOLD_FD_H" ]] && exec {HOLD_FD_H}>&-
+  HOLD_FD_H=''
+  if [[ -n "$HOLD_PSQL" ]]; then
+    wait_until 10 eval "! pid_alive $HOLD_PSQL" || kill -TERM "$HOLD_PSQL" 2>/dev/null || true
+    wait "$HOLD_PSQL" 2>/dev/null || true
+    HOLD_PSQL=''
+  fi
+}
+
+# cancel_waiters_start TIMEOUT_MS: the two waiters, each in its own session
+# with statement_timeout TIMEOUT_MS (0: none).
+WAIT_PIDS=() WAIT_CLIENTS=()
+cancel_waiters_start() {
+  local k sql
+  WAIT_PIDS=() WAIT_CLIENTS=()
+  for k in X S; do
+    [[ "$k" == X ]] && sql=$CANCEL_X_SQL || sql=$CANCEL_S_SQL
+    PGAPPNAME=lockswap-wait-$k Q_TIMEOUT=120 q -c "SET statement_timeout = $1" -c "$sql" >"$CANCEL_DIR/$k.out" 2>&1 &
+    WAIT_CLIENTS+=($!)
+  done
+}
+
+# cancel_seen_waiting: both waiters asleep in their LWLock waits (within
+# 30 s); sets WAIT_PIDS (X, S) and WAIT_SEEN (what was seen).
+WAIT_SEEN=''
+cancel_seen_waiting() {
+  local i rows k p ev want st
+  for ((i = 0; i < 300; i++)); do
+    rows=$(q -F ' ' -c "SELECT application_name, pid, wait_event_type || '/' || wait_event FROM pg_stat_activity
+                        WHERE application_name IN ('lockswap-wait-X', 'lockswap-wait-S')" 2>/dev/null || true)
+    WAIT_PIDS=() WAIT_SEEN=''
+    for k in X S; do
+      [[ "$k" == X ]] && want=LWLock/$CANCEL_X_NAME || want=LWLock/$CANCEL_S_NAME
+      read -r _ p ev < <(grep "^lockswap-wait-$k " <<<"$rows" || true)
+      [[ -n "${p:-}" && "${ev:-}" == "$want" ]] && st=$(in_futex_wait "$p") || break
+      WAIT_PIDS+=("$p") WAIT_SEEN+="${WAIT_SEEN:+ }$k:${ev#LWLock/}($st)"
+    done
+    ((${#WAIT_PIDS[@]} == 2)) && return 0
+    sleep 0.1
+  done
+  echo "not both waiters seen asleep in their LWLock waits within 30 s: $(tr '\n' ';' <<<"$rows")"
+  return 1
+}
+
+# cancel_still_waiting BASE_X BASE_S: each waiter woke (voluntary context
+# switches past BASE) within 10 s, and a second later sleeps in the wait again.
+cancel_still_waiting() {
+  local -a base=("$@")
+  local i
+  for i in 0 1; do
+    wait_until 10 eval "(( \$(ctxt_switches ${WAIT_PIDS[i]} || echo 0) > ${base[i]} ))" ||
+      { echo "waiter ${WAIT_PIDS[i]} never woke (voluntary context switches stay at ${base[i]})"; return 1; }
+  done
+  sleep 1
+  for i in 0 1; do
+    in_futex_wait "${WAIT_PIDS[i]}" >/dev/null ||
+      { echo "waiter ${WAIT_PIDS[i]} left its LWLock wait while the lock was held ($(sed 's/.*) //' "/proc/${WAIT_PIDS[i]}/stat" 2>/dev/null | cut -d' ' -f1 || echo gone))"; return 1; }
+  done
+  [[ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE pid IN (${WAIT_PIDS[0]}, ${WAIT_PIDS[1]}) AND wait_event_type = 'LWLock'" 2>/dev/null)" == 2 ]] ||
+    { echo "pg_stat_activity no longer shows both waiters in an LWLock wait while the locks are held"; return 1; }
+}
+
+# cancel_clients_end T_RELEASE PATTERN: both waiters' clients end (within
+# 30 s) with PATTERN in their output; CLIENTS_S: the seconds from T_RELEASE.
+CLIENTS_S=''
+cancel_clients_end() {
+  local t0=$1 pat=$2 k i=0
+  for k in X S; do
+    wait_until 30 eval "! pid_alive ${WAIT_CLIENTS[i]}" ||
+      { echo "waiter $k (${WAIT_PIDS[i]}) did not finish within 30 s of the release"; return 1; }
+    wait "${WAIT_CLIENTS[i]}" 2>/dev/null || true
+    grep -q "$pat" "$CANCEL_DIR/$k.out" ||
+      { echo "waiter $k (${WAIT_PIDS[i]}): no '$pat' but '$(grep -v '^SET$' "$CANCEL_DIR/$k.out" | tr '\n' ' ' | cut -c1-160)'"; return 1; }
+    cat "$CANCEL_DIR/$k.out" >>"$CUR_LOG"
+    i=$((i + 1))
+  done
+  CLIENTS_S=$(since "$t0")
+}
+
+# cancel_round KIND: one round; prints its detail line.
+cancel_round() {
+  local kind=$1 t_rel ms=0 want base=() out i seen t_start
+  cancel_hold_begin "$kind" || return $?
+  [[ "$kind" == timeout ]] && ms=$CANCEL_TIMEOUT_MS
+  t_start=$(date +%s.%N)
+  cancel_waiters_start "$ms"
+  cancel_seen_waiting || return 1
+  seen=$WAIT_SEEN
+  for i in 0 1; do base+=("$(ctxt_switches "${WAIT_PIDS[i]}")"); done
+  if [[ "$kind" == timeout ]] && awk -v t="$(since "$t_start")" -v ms="$ms" 'BEGIN { exit !(t * 1000 >= ms) }'; then
+    echo "the waiters were seen only after their statement_timeout (${ms} ms)"; return 1
+  fi
+  case $kind in
+    cancel) want='canceling statement due to user request'
+            out=$(q -c "SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM unnest(ARRAY[${WAIT_PIDS[0]}, ${WAIT_PIDS[1]}]) pid") ;;
+    terminate) want='terminating connection due to administrator command'
+            out=$(q -c "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM unnest(ARRAY[${WAIT_PIDS[0]}, ${WAIT_PIDS[1]}]) pid") ;;
+    timeout) want='canceling statement due to statement timeout' out=2 ;;
+    holder) cancel_round_holder; return $? ;;
+  esac
+  [[ "$out" == 2 ]] || { echo "$kind: the signal reached $out of 2 waiters"; return 1; }
+  # The timeout's timer wakes each waiter (SIGALRM, then its own SIGINT):
+  # the release waits until it has surely fired.
+  cancel_still_waiting "${base[@]}" || return 1
+  [[ "$kind" != timeout ]] || sleep "$(awk -v t="$(since "$t_start")" -v ms="$ms" 'BEGIN { d = (ms + 500) / 1000 - t; printf "%.2f", (d > 0 ? d : 0) }')"
+  t_rel=$(date +%s.%N)
+  cancel_hold_release || return 1
+  cancel_clients_end "$t_rel" "$want" || return 1
+  [[ "$kind" != terminate ]] || wait_until 10 eval "! pid_alive ${WAIT_PIDS[0]} && ! pid_alive ${WAIT_PIDS[1]}" ||
+    { echo "terminated waiters still alive"; return 1; }
+  # H's own session, then a new one, take both locks again; nobody waits.
+  echo "$CANCEL_BOTH_SQL;" >&"$HOLD_FD_H"
+  wait_until 20 grep -sqx '1|0' "$CANCEL_DIR/h.out" ||
+    { echo "the holder's session could not take the locks again: $(tail -2 "$CANCEL_DIR/h.out" | tr '\n' ' ')"; return 1; }
+  out=$(Q_TIMEOUT=20 q -c "$CANCEL_BOTH_SQL" 2>&1) && [[ "$out" == '1|0' ]] ||
+    { echo "a new session could not take both locks: $out"; return 1; }
+  wait_until 20 no_lwlock_waiter || { echo "backends still in an LWLock wait after the round"; return 1; }
+  echo "$kind: asleep in LWLock waits $seen, woke and slept on; '$want' $CLIENTS_S s after the release"
+}
+
+# The holder dies holding both locks, both waiters asleep behind it. Not
+# while traced: the postmaster learns of a traced child's death only when
+# the tracer reaps it (a gdb that detaches from the dead process left the
+# postmaster unaware until its next child exited). So gdb detaches with a
+# SIGSTOP pending: H goes from the trace stop into a plain stop, still
+# holding both locks, without running an instruction.
+cancel_round_holder() {
+  local i out st
+  kill -STOP "$HOLD_PID"
+  HOLD_STATE=stopped
+  printf '%s\n' detach 'echo @@detached\n' quit >&"$HOLD_FD_G"
+  gdb_wait detached 30 || { echo "holder: gdb did not detach: $(grep -v '^Reading' "$HOLD_LOG" | tail -2 | tr '\n' ' ')"; return 1; }
+  cancel_gdb_end
+  st=$(sed 's/.*) //' "/proc/$HOLD_PID/stat" 2>/dev/null | cut -d' ' -f1)
+  [[ "$st" == T ]] && grep -q '^TracerPid:[[:space:]]*0$' "/proc/$HOLD_PID/status" ||
+    { echo "holder: H ($HOLD_PID) is not stopped untraced after gdb detached (state ${st:-gone})"; return 1; }
+  for i in 0 1; do
+    in_futex_wait "${WAIT_PIDS[i]}" >/dev/null || { echo "holder: waiter ${WAIT_PIDS[i]} left its wait when gdb detached"; return 1; }
+  done
+  kill -KILL "$HOLD_PID"
+  HOLD_STATE=killed
+  wait_until 60 grep -q 'all server processes terminated; reinitializing' "$CUR_SERVER_LOG" ||
+    { echo "holder: the postmaster did not reinitialise after H ($HOLD_PID) was killed"; return 1; }
+  for i in 0 1; do
+    wait_until 20 eval "! pid_alive ${WAIT_PIDS[i]}" || { echo "holder: waiter ${WAIT_PIDS[i]} survived the crash restart"; return 1; }
+  done
+  if grep -q 'issuing SIGKILL to recalcitrant children' "$CUR_SERVER_LOG"; then
+    echo "holder: a backend did not exit on the postmaster's SIGQUIT (it had to be killed)"; return 1
+  fi
+  wait_until 120 restarted || { echo "holder: no 'ready to accept connections' after the restart"; return 1; }
+  wait_until 30 pg_ready || { echo "holder: no connection after the restart"; return 1; }
+  for i in 0 1; do wait "${WAIT_CLIENTS[i]}" 2>/dev/null || true; done
+  out=$(Q_TIMEOUT=20 q -c "$CANCEL_BOTH_SQL" 2>&1) && [[ "$out" == '1|0' ]] ||
+    { echo "holder: a new session could not take both locks after the restart: $out"; return 1; }
+  echo "holder: asleep in LWLock waits $WAIT_SEEN, H SIGKILLed: both waiters ended with the crash restart, shared memory reinitialised, both locks free"
+}
+
+# cancel_waiters_kill: after a failed round, waiter backends still there 5 s
+# after the hold went are killed (a crash restart): a backend that never
+# wakes from an LWLock wait would hold the server's shutdown forever.
+cancel_waiters_kill() {
+  local p pids n=0
+  pids="${WAIT_PIDS[*]} $(Q_TIMEOUT=10 q -c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'lockswap-wait-%'" 2>/dev/null | tr '\n' ' ')"
+  for p in $pids; do
+    wait_until 5 eval "! pid_alive $p postgres" && continue
+    kill -KILL "$p" 2>/dev/null && n=$((n + 1))
+  done
+  ((n == 0)) || echo " ($n waiter backend(s) still there after the hold went: killed)"
+}
+
+check_cancel() {
+  local kind lines=() rc a b out=$SRV_BASE/cancel-round.txt seen=0
+  command -v gdb >/dev/null || { echo "needs gdb (to hold an LWLock in a stopped backend)"; return 77; }
+  # However the check ends, the hold goes (this runs in run_check's subshell).
+  trap cancel_hold_end EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
+  for kind in cancel timeout terminate holder; do
+    rc=0
+    cancel_round "$kind" >"$out" || rc=$?   # not in a subshell: the round's state is this shell's
+    cancel_hold_end
+    if ((rc != 0)); then
+      ((rc == 77)) && { cat "$out"; return 77; }
+      echo "${lines[*]:+${lines[*]} }$kind round failed: $(tr '\n' ' ' <"$out" | sed 's/ *$//')$(cancel_waiters_kill)"; return 1
+    fi
+    lines+=("$(cat "$out");")
+    seen=$((seen + ${#WAIT_PIDS[@]}))   # a round passes only with both waiters seen asleep
+  done
+  a=$(pgbench_run "$CUR_TAG" -c 16 -j 2 -T "$(( time_s < 5 ? time_s : 5 ))") || { echo "${lines[*]} after the rounds: $a"; return 1; }
+  b=$(amcheck_all) || { echo "${lines[*]} after the rounds: $a; $b"; return 1; }
+  wait_until 20 no_lwlock_waiter || { echo "${lines[*]} backends in an LWLock wait when idle"; return 1; }
+  echo "$seen of 8 waiters seen asleep in an LWLock wait (4 rounds); ${lines[*]} no LWLock waiter when idle; $a; $b"
 }
 
 # uprobe: a tracer's entry uprobes on LWLockAcquire and LWLockRelease
