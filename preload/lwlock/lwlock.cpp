@@ -484,10 +484,15 @@ __attribute__((noinline)) void make_side_area() {
   if (*g_side.max_backends < 0 || *g_side.max_prepared_xacts < 0 || procs > kMaxProcs)
     pg_error(kFatal, "lockswap: MaxBackends + 5 + max_prepared_xacts is beyond the LWLock side area's bound (2^20 process numbers)%s", "");
   // The records, then percid's blocks on a page of their own (cache-line
-  // aligned, as their layout assumes).
+  // aligned, as their layout assumes): one per lock of MainLWLockArray once
+  // this process knows its length (set_up reads it before it makes the area:
+  // the postmaster's first percid lock, so every process of the server
+  // inherits or reads the same length), kBlocks if made before that (at a
+  // fork): the bound of a block index either way (variants_percid.h).
   const size_t pg_bytes = round_up(static_cast<size_t>(procs) * sizeof(pglw::Waiter), 64);
   const size_t records = round_up(pg_bytes + static_cast<size_t>(procs) * sizeof(rwshared::Waiter), 4096);
-  const size_t bytes = records + (any_tranche_runs(LwlockVariant::percid) ? PercidArea::kBlocks * g_percid.block_bytes : 0);
+  const size_t blocks = g_main_array_locks <= PercidArea::kBlocks ? g_main_array_locks : PercidArea::kBlocks;
+  const size_t bytes = records + (any_tranche_runs(LwlockVariant::percid) ? blocks * g_percid.block_bytes : 0);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) side_area_failed(bytes, procs);
   auto* b = static_cast<std::byte*>(p);
