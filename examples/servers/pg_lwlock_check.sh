@@ -364,7 +364,7 @@ gdb_line() { grep -o "@@$1 .*" "$HOLD_LOG" | head -1 | cut -d' ' -f2-; }
 # cancel_hold_begin ROUND: H, gdb attached, both locks taken. Prints why on
 # failure; status 77 when gdb may not attach (no ptrace permission).
 cancel_hold_begin() {
-  local i names tr held
+  local names tr
   CANCEL_DIR=$SRV_BASE/cancel HOLD_LOG=$SRV_DIR/cancel-gdb-$CUR_TAG-$1.log
   rm -rf "$CANCEL_DIR" && mkdir -m 700 "$CANCEL_DIR" && mkfifo "$CANCEL_DIR/h" "$CANCEL_DIR/g" || { echo "no FIFOs in $CANCEL_DIR"; return 1; }
   # H: a session that reads its statements from a FIFO, so that its backend
@@ -397,7 +397,7 @@ EOF
   names=$(gdb_line names) tr=$(gdb_line tranches)
   [[ "$names" == "$CANCEL_X_NAME $CANCEL_S_NAME" && "$tr" == "$CANCEL_X_INDEX $CANCEL_S_INDEX" ]] ||
     { echo "MainLWLockArray[$CANCEL_X_INDEX], [$CANCEL_S_INDEX] are '${names:-?}' (tranches ${tr:-?}), not $CANCEL_X_NAME and $CANCEL_S_NAME: another lwlocknames.txt?"; return 1; }
-  HOLD_STATE=held
+  HOLD_STATE=taking
   # LWLockAcquire's bool in %al: read back as a char.
   cat >&"$HOLD_FD_G" <<EOF
 printf "@@took X %d\\n", (unsigned char) LWLockAcquire((void *) (\$arr + 128 * $CANCEL_X_INDEX), 0)
@@ -406,10 +406,11 @@ echo @@holding\\n
 EOF
   gdb_wait holding 30 && grep -q '@@took S [01]$' "$HOLD_LOG" && grep -q '@@took X [01]$' "$HOLD_LOG" ||
     { echo "the holder did not take both locks: $(grep -v '^Reading' "$HOLD_LOG" | tail -3 | tr '\n' ' ')"; return 1; }
+  HOLD_STATE=held
 }
 
 # cancel_hold_release: H releases both locks (the reverse order) and gdb
-# detaches; H's session takes both again.
+# detaches and quits.
 cancel_hold_release() {
   printf '%s\n' "call (void) LWLockRelease((void *) (\$arr + 128 * $CANCEL_S_INDEX))" \
     "call (void) LWLockRelease((void *) (\$arr + 128 * $CANCEL_X_INDEX))" 'echo @@released\n' detach quit >&"$HOLD_FD_G"
@@ -419,19 +420,28 @@ cancel_hold_release() {
 }
 
 # cancel_gdb_end: gdb's input closed (at its end of input gdb detaches and
-# quits), gdb waited for; killed after 10 s.
+# quits), gdb waited for. After 10 s a SIGTERM to its `timeout`, which
+# passes it on (gdb detaches), after 5 more a SIGKILL to both (the kernel
+# detaches a killed tracer's tracees).
 cancel_gdb_end() {
+  local kids
   [[ -n "$HOLD_FD_G" ]] && exec {HOLD_FD_G}>&-
   HOLD_FD_G=''
   [[ -n "$HOLD_GDB" ]] || return 0
-  wait_until 10 eval "! pid_alive $HOLD_GDB" || kill -KILL "$HOLD_GDB" 2>/dev/null || true
+  if ! wait_until 10 eval "! pid_alive $HOLD_GDB"; then
+    kids=$(cat "/proc/$HOLD_GDB/task/$HOLD_GDB/children" 2>/dev/null || true)
+    kill -TERM "$HOLD_GDB" 2>/dev/null || true
+    wait_until 5 eval "! pid_alive $HOLD_GDB" || kill -KILL $kids "$HOLD_GDB" 2>/dev/null || true
+  fi
   wait "$HOLD_GDB" 2>/dev/null || true
   HOLD_GDB=''
 }
 
 # cancel_hold_end: whatever state the round left: the locks released if
-# gdb still holds H, gdb gone, H's session ended (its backend exits, and
-# PostgreSQL releases what it still holds).
+# gdb still holds H with both taken, gdb gone, H's session ended (its backend
+# exits and releases what it still holds: a hold that was dropped rather
+# than released, say after a failed acquisition, where releasing a lock not
+# held would raise an error inside gdb's call).
 cancel_hold_end() {
   if [[ "$HOLD_STATE" == held && -n "$HOLD_FD_G" ]] && pid_alive "$HOLD_GDB"; then
     cancel_hold_release >/dev/null || true
