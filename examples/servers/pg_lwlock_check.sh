@@ -800,6 +800,16 @@ run_check() {
         detail="$detail ($acq LWLock acquisitions under $v)"
         ((acq > 0 || rc != 0)) || { rc=1; detail="$detail: the variant was not in effect"; }
       fi
+      # The cancel check's waits in the variant's own code: the waiters of its
+      # first three rounds write their records as they exit (the last
+      # round's die with the crash restart).
+      if [[ "$c" == cancel && "$v" != none && "$v" != off ]] && ((rc == 0)); then
+        local waits
+        waits=$(awk -v v="$v" '$2 == "lwlock" && $0 ~ (" variant=" v " ") && $0 ~ / tranche=(OidGen|TwoPhaseState) / {
+                                 for (i = 3; i <= NF; i++) if ($i ~ /^waits=/) n += substr($i, 7) } END { print n + 0 }' "$file")
+        detail="$detail; $waits waits on OidGen and TwoPhaseState counted under $v"
+        ((waits >= 6)) || { rc=1; detail="$detail, not the 6 of the first three rounds: the waits did not run $v"; }
+      fi
     fi
   fi
   case "$rc" in 0) status=PASS ;; 77) status=SKIP ;; *) status=FAIL ;; esac
