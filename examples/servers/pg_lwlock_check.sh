@@ -395,6 +395,8 @@ EOF
     echo "gdb did not attach to backend $HOLD_PID within 60 s: $(grep -v '^Reading' "$HOLD_LOG" | tail -2 | tr '\n' ' ')"; return 1
   fi
   names=$(gdb_line names) tr=$(gdb_line tranches)
+  [[ -n "$names" ]] ||
+    { echo "gdb could not read MainLWLockArray or the LWLock names in backend $HOLD_PID: $(grep -v '^Reading' "$HOLD_LOG" | grep -m2 -iE 'symbol|cannot|error' | tr '\n' ' ')"; return 1; }
   [[ "$names" == "$CANCEL_X_NAME $CANCEL_S_NAME" && "$tr" == "$CANCEL_X_INDEX $CANCEL_S_INDEX" ]] ||
     { echo "MainLWLockArray[$CANCEL_X_INDEX], [$CANCEL_S_INDEX] are '${names:-?}' (tranches ${tr:-?}), not $CANCEL_X_NAME and $CANCEL_S_NAME: another lwlocknames.txt?"; return 1; }
   HOLD_STATE=taking
