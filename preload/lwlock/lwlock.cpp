@@ -42,7 +42,6 @@ namespace lockswap::lwlock {
 
 Host g_host;
 PercidArea g_percid;
-void** g_main_array;
 uint32_t g_last_key, g_proc_key;
 void* g_keyed_proc;
 
@@ -56,8 +55,6 @@ namespace {
 // is 5 in storage/proc.h), each at most MAX_BACKENDS (2^18 - 1), so below
 // kMaxProcs, which the rwsem's owner field can name.
 constexpr int32_t kMaxProcs = 1 << 20;
-constexpr int64_t kAuxiliaryProcs = 5;
-constexpr int kFatal = 22;  // elog's FATAL (utils/elog.h)
 static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number fits the rwsem's owner field");
 
 // Tranche numbers below this get a variant and counters of their own;
@@ -397,7 +394,7 @@ void resolve_host(uint32_t pgprocno_offset) {
   g_host.errfinish = resolve<void (*)(const char*, int, const char*)>("errfinish");
   g_host.lwlock_identifier = resolve<const char* (*)(uint32_t, uint16_t)>("GetLWLockIdentifier");
   // Optional: without it every lock of the percid variant runs the rwsem.
-  g_main_array = static_cast<void**>(dlsym(RTLD_DEFAULT, "MainLWLockArray"));
+  if (void* array = dlsym(RTLD_DEFAULT, "MainLWLockArray")) g_array_ref = static_cast<void* const*>(array);
   g_host.pgprocno_offset = pgprocno_offset;
 }
 

@@ -57,7 +57,12 @@ inline constexpr int32_t kFreeWord = pglw::kNoProc;   // +8 and +12 of a free lo
 
 // elog levels (utils/elog.h).
 inline constexpr int kError = 21;
+inline constexpr int kFatal = 22;
 inline constexpr int kPanic = 23;
+
+// PGPROCs beyond MaxBackends and max_prepared_xacts (storage/proc.h,
+// NUM_AUXILIARY_PROCS; InitProcGlobal's TotalProcs).
+inline constexpr int64_t kAuxiliaryProcs = 5;
 
 // The redirected functions: X(name, replacement, arguments). Every function
 // of the API that touches the lock words or the list of held locks

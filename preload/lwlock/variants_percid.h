@@ -70,7 +70,7 @@ static_assert(kSettingUp != kFreeState && kLive != kFreeState && kSettingUp != k
 
 // &MainLWLockArray, or the address of a null pointer where the program has
 // none: the lock paths read the array's address through it without a test.
-// Set by PercidArea::set_slots (below).
+// Set by lwlock.cpp's resolve_host, before the first LWLock call.
 inline void* const g_no_main_array = nullptr;
 inline void* const* g_array_ref = &g_no_main_array;
 
@@ -82,12 +82,10 @@ struct PercidArea {
   static constexpr uint32_t kBlocks = 512;  // MainLWLockArray: 208 fixed locks + extensions' named ones
   static_assert(kBlocks >= kFixedLwlocks, "every fixed lock has a block");
   // Called once, at start-up, before the first LWLock call
-  // (lwlock.cpp's map_side_area): the array's symbol is looked up here too,
-  // as lwlock.cpp looks it up for g_main_array just after.
+  // (lwlock.cpp's map_side_area).
   void set_slots(uint32_t slots) {
     slot_mask = slots - 1;
     block_bytes = (std::size_t{slots} + 1) * 64;
-    if (void* array = dlsym(RTLD_DEFAULT, "MainLWLockArray")) g_array_ref = static_cast<void* const*>(array);
   }
   // Where a key's slot lies from its block's start.
   uintptr_t slot_offset(uint32_t key) const { return (uintptr_t{key & slot_mask} + 1) * 64; }
@@ -101,7 +99,6 @@ extern PercidArea g_percid;
 // (preload/lwlock/lwlock.cpp): a block's first use may be the server's
 // first LWLock call (the postmaster's ShmemIndexLock).
 void side_area_ready();
-extern void** g_main_array;  // &MainLWLockArray (null where the program has none)
 // Per process (PostgreSQL's processes are single-threaded): the last reader
 // key, and the process number of the PGPROC it was read from.
 extern uint32_t g_last_key, g_proc_key;

@@ -20,7 +20,6 @@ namespace lockswap::lwlock {
 // What lwlock.cpp defines, for this process alone.
 Host g_host;
 PercidArea g_percid;
-void** g_main_array;
 uint32_t g_last_key, g_proc_key;
 void* g_keyed_proc;
 
