@@ -12,7 +12,7 @@ PACKAGES=(
   systemtap-sdt-dev bpftrace             # USDT probes (core/trace.h) and their test
   sysbench
   mariadb-server mariadb-client
-  postgresql-15
+  postgresql-15 gdb                      # gdb: the pg_lwlock cancel check holds a lock in a stopped backend
   memcached libmemcached-tools
   libwiredtiger-dev rocksdb-tools
   python3 python3-matplotlib            # lockswap report/compare: --png
