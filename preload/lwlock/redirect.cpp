@@ -164,16 +164,21 @@ constexpr const char* kNoRewriteAdvice =
 // One page of the executable, mapped apart and rewritten as redirect() will
 // rewrite the real text: whatever forbids it (MDWE by prctl or by a seccomp
 // filter, SELinux execmod on this file) forbids it here first, before any
-// entry has been touched.
+// entry has been touched. Where the page cannot be had (no /proc), there is
+// no answer: redirect() still stops at the first refused mprotect, before
+// main, so no half-written text ever runs.
 const char* text_rewrite_refused(uintptr_t entry) {
   const ElfW(Phdr)* ph = main_segment(entry, 1, true);
   const long page = sysconf(_SC_PAGESIZE);
   int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-  if (ph == nullptr || fd < 0) return "cannot open its own executable to check that its text may be rewritten";
+  if (ph == nullptr || fd < 0) {
+    if (fd >= 0) close(fd);
+    return nullptr;
+  }
   const off_t at = static_cast<off_t>(ph->p_offset + (entry - g_program.info->dlpi_addr - ph->p_vaddr)) & ~(page - 1);
   void* p = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, at);
   close(fd);
-  if (p == MAP_FAILED) return "cannot map a page of its own text";
+  if (p == MAP_FAILED) return nullptr;
   const char* why = nullptr;
   if (mprotect(p, static_cast<size_t>(page), PROT_READ | PROT_WRITE) != 0) {
     why = "may not make its text writable (mprotect refused)";
