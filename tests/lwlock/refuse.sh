@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# tests/lwlock/refuse.sh LIB LWLOCK_API PARTIAL_API UNLISTED MARKER_LIB — the
+# tests/lwlock/refuse.sh LIB LWLOCK_API PARTIAL_API UNLISTED MARKER_LIB SECCOMP_MDWE — the
 # settings and programs LOCKSWAP_LWLOCK refuses before main (exit 2, a
 # message saying why) and the programs it leaves alone.
 set -uo pipefail
-lib=$1 api=$2 partial=$3 unlisted=$4 marker_lib=$5
+lib=$1 api=$2 partial=$3 unlisted=$4 marker_lib=$5 seccomp_mdwe=$6
 failures=0
 
 # expect NAME STATUS PATTERN -- env...: runs `env ...`, checks its exit status
@@ -45,5 +45,14 @@ if python3 -c 'import ctypes, sys; sys.exit(0 if ctypes.CDLL(None).prctl(65, 1, 
     python3 -c 'import ctypes, os, sys; ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) == 0 or sys.exit(9); os.execv(sys.argv[1], sys.argv[1:])' "$api" --gtest_list_tests
 else
   echo "skip memory-deny-write-execute: this kernel has no PR_SET_MDWE"
+fi
+# The same under the seccomp filter systemd installs for MemoryDenyWriteExecute=yes
+# where the kernel has no PR_SET_MDWE (seccomp_mdwe.c).
+if "$seccomp_mdwe" /bin/true 2>/dev/null; then
+  expect memory-deny-write-execute-seccomp 2 'MemoryDenyWriteExecute' -- LOCKSWAP_LWLOCK=pg \
+    "$seccomp_mdwe" "$api" --gtest_list_tests
+  expect seccomp-mdwe-leaves-off-alone 0 '' -- LOCKSWAP_LWLOCK=off "$seccomp_mdwe" "$api" --gtest_list_tests
+else
+  echo "skip memory-deny-write-execute-seccomp: no seccomp filter here"
 fi
 ((failures == 0)) || exit 1
