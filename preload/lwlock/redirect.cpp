@@ -133,6 +133,11 @@ const AllowedBuild* allowed() {
   return nullptr;
 }
 
+// Where the main program's address `a`, in segment `ph`, lies in its file.
+off_t file_offset(const ElfW(Phdr)& ph, uintptr_t a) {
+  return static_cast<off_t>(ph.p_offset + (a - g_program.info->dlpi_addr - ph.p_vaddr));
+}
+
 // The executable file, read where the kernel reads an instruction a uprobe
 // replaced. Only for the synthetic target, which is on no allow-list.
 bool read_from_file(uintptr_t a, unsigned char* out, size_t n) {
@@ -140,7 +145,7 @@ bool read_from_file(uintptr_t a, unsigned char* out, size_t n) {
   if (ph == nullptr) return false;
   int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  off_t at = static_cast<off_t>(ph->p_offset + (a - g_program.info->dlpi_addr - ph->p_vaddr));
+  off_t at = file_offset(*ph, a);
   bool ok = pread(fd, out, n, at) == static_cast<ssize_t>(n);
   close(fd);
   return ok;
@@ -175,7 +180,7 @@ const char* text_rewrite_refused(uintptr_t entry) {
     if (fd >= 0) close(fd);
     return nullptr;
   }
-  const off_t at = static_cast<off_t>(ph->p_offset + (entry - g_program.info->dlpi_addr - ph->p_vaddr)) & ~(page - 1);
+  const off_t at = file_offset(*ph, entry) & ~(page - 1);
   void* p = mmap(nullptr, static_cast<size_t>(page), PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, at);
   close(fd);
   if (p == MAP_FAILED) return nullptr;
