@@ -49,7 +49,7 @@
 // thread of the asynchronous type borrows an id instead of entering the id
 // allocator's refill or global take, and skips its clock check:
 // core/cid.cpp). The rwlock try calls are wrapped
-// (preload/rwlock.cpp, NativeRwlock): percid's runs a writer's drain under a
+// (preload/pthread/rwlock.cpp, NativeRwlock): percid's runs a writer's drain under a
 // guard, and a cancellation landing there terminated the process.
 //
 // No call made while the type is asynchronous may go through a PLT stub.

@@ -110,7 +110,7 @@ LOCK_EVENT(lockref_rw_wake,     "lockref rwlock: a release woke the lock-half sl
 LOCK_EVENT(sem_wait_sleep,      "a semaphore wait slept on the futex")
 LOCK_EVENT(sem_post_wake,       "a post woke a semaphore sleeper")
 
-// --- per-lock profiler (preload/stats.cpp, LOCKSWAP_STATS=profile) ---
+// --- per-lock profiler (preload/stats/stats.cpp, LOCKSWAP_STATS=profile) ---
 LOCK_EVENT(stats_lock_untracked, "profile: acquisition of a lock the statistics table had no room for (not profiled)")
 LOCK_EVENT(stats_site_untracked, "profile: acquisition at a call site the statistics table had no room for")
 

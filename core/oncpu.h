@@ -3,7 +3,7 @@
 //
 // Design
 // ------
-// Sources, chosen once at start-up (preload/config.cpp):
+// Sources, chosen once at start-up (preload/config/config.cpp):
 //
 //   bpf   exact: one eBPF program for the whole machine
 //         (tools/oncpu/oncpu.bpf.c) on raw tracepoint sched_switch writes,

@@ -22,9 +22,9 @@
 //             (LLL_SHARED: shared futexes) for pshared!=0 and for sem_open
 //   A semaphore glibc's sem_open initialised is therefore a valid fresh
 //   semaphore for every variant (core/sem.h keeps this layout, and
-//   preload/variants/sem.h asserts it).
+//   preload/pthread/variants/sem.h asserts it).
 //
-// LOCKSWAP_SELECT (preload/select.h) keeps each object's chosen variant in
+// LOCKSWAP_SELECT (preload/config/select.h) keeps each object's chosen variant in
 // the object, as a tag (0 = not decided yet), in bits glibc never reads:
 //   pthread_mutex_t  bits 10..13 of __kind (glibc reads __kind masked to its
 //                    type, flag and elision bits, 0..9; a protect-kind
@@ -114,9 +114,9 @@ static_assert(kSemSharedFlag == FUTEX_PRIVATE_FLAG, "glibc XORs it into its fute
 static_assert(sizeof(sem_t) == 32 && alignof(sem_t) >= 8, "64-bit glibc sem_t");
 
 // Selection tags (see the file comment). The tag is the family's variant enum
-// value (preload/registry.h) in its low three bits, 0 while undecided, plus
+// value (preload/config/registry.h) in its low three bits, 0 while undecided, plus
 // kTagSelected on a lock a rule chose whose lock events are counted apart
-// (preload/select.h).
+// (preload/config/select.h).
 inline constexpr unsigned kTagVariantMask = 7;
 inline constexpr unsigned kTagSelected = 8;
 inline constexpr unsigned kTagValues = 16;

@@ -31,7 +31,7 @@
 // Statistics (LOCKSWAP_STATS counts or profile) route each call through a
 // timing function instead (timing_*, or timing_switching_* with the model
 // on), which records the wait at its caller in the wait table
-// (preload/waits.h): kind `idle` (waiting for work: descriptors, signals, a
+// (preload/stats/waits.h): kind `idle` (waiting for work: descriptors, signals, a
 // connection) or `delay` (a timed sleep: nanosleep, clock_nanosleep, select
 // or poll without descriptors). It is still glibc's function that sleeps,
 // so results, errno and cancellation are glibc's; the timing frame has no
@@ -55,8 +55,8 @@
 #include "arch/clock.h"
 #include "core/cancel.h"
 #include "core/cid.h"
-#include "preload/config.h"
-#include "preload/waits.h"
+#include "preload/config/config.h"
+#include "preload/stats/waits.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 

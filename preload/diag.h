@@ -1,6 +1,6 @@
 // preload/diag.h — what lockswap says: its own stderr, and the stop on a
 // setting that cannot be used. Apart from config.h so that the parsers of
-// other settings (preload/select.cpp) can report without knowing the
+// other settings (preload/config/select.cpp) can report without knowing the
 // configuration, and config.cpp can call them without a loop.
 #pragma once
 #include <cstddef>
@@ -32,7 +32,7 @@ void drop_diag_fd();
 
 // What config_error says: `lockswap: VAR=value: why`, VAR and value escaped
 // (they are the user's bytes), and every valid setting. Defined in
-// preload/config.cpp, beside the tables the list is made from; declared here,
+// preload/config/config.cpp, beside the tables the list is made from; declared here,
 // not in config.h, because config.cpp includes this header and diag.cpp may
 // not include config.h back (tests/layering refuses two files that include
 // each other).

@@ -13,7 +13,7 @@
 #include "core/cancel.h"
 #include "preload/ops.h"
 #include "preload/real.h"
-#include "preload/waits.h"
+#include "preload/stats/waits.h"
 
 #define LOCKSWAP_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -113,7 +113,7 @@ LOCKSWAP_EXPORT int cnd_signal(cnd_t* c) { return thrd_result(pthread_cond_signa
 LOCKSWAP_EXPORT int cnd_broadcast(cnd_t* c) {
   return thrd_result(pthread_cond_broadcast(reinterpret_cast<pthread_cond_t*>(c)));
 }
-// With statistics on, the wait table (preload/waits.h) records a condition
+// With statistics on, the wait table (preload/stats/waits.h) records a condition
 // wait at the program's call site: these two are that site for their
 // pthread_cond_* call, which comes from inside liblockswap.
 namespace {

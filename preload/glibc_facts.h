@@ -4,7 +4,7 @@
 //
 // Checked versions: 2.36 (Debian 12, every CI run) and 2.41 (Debian 13, the
 // glibc241 test tier: scripts/glibc_tier.sh, tests/glibc_tier/). On any other
-// glibc the library stops before main (preload/config.cpp), because the facts
+// glibc the library stops before main (preload/config/config.cpp), because the facts
 // below are read from memory glibc owns: a wrong one corrupts locks silently.
 //
 //   fact                                        2.36  2.41  used in           checked by

@@ -24,14 +24,14 @@
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
 #include "core/thread_registry.h"
-#include "preload/config.h"
+#include "preload/config/config.h"
 #include "preload/lwlock/lwlock.h"
-#include "preload/stats_selected.h"
+#include "preload/stats/selected.h"
 #include "preload/diag.h"
-#include "preload/registry.h"
-#include "preload/select.h"
-#include "preload/stats.h"
-#include "preload/stats_backtrace.h"
+#include "preload/config/registry.h"
+#include "preload/config/select.h"
+#include "preload/stats/stats.h"
+#include "preload/stats/backtrace.h"
 #include "preload/wtlock/wtlock.h"
 
 namespace lockswap {
@@ -64,7 +64,7 @@ __attribute__((constructor)) void lockswap_start() {
 
 // Statistics: kernel lock_event_counts style, one "name count" line per
 // non-zero event, plus the variants that produced them; then the machine
-// records of preload/stats_dump.cpp. A dump is written with one write(2)
+// records of preload/stats/dump.cpp. A dump is written with one write(2)
 // from a buffer mapped for it, so processes of a forking server that exit
 // together (O_APPEND) never interleave their lines. It runs at exit and in
 // the LOCKSWAP_STATS_SIGNAL handler, so it is async-signal-safe in practice:

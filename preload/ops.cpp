@@ -4,12 +4,12 @@
 
 #include <atomic>
 
-#include "preload/config.h"
-#include "preload/families.h"
-#include "preload/mixed.h"
-#include "preload/registry.h"
-#include "preload/select.h"
-#include "preload/stats.h"
+#include "preload/config/config.h"
+#include "preload/pthread/families.h"
+#include "preload/pthread/mixed.h"
+#include "preload/config/registry.h"
+#include "preload/config/select.h"
+#include "preload/stats/stats.h"
 
 namespace lockswap {
 namespace {
@@ -31,7 +31,7 @@ __attribute__((noinline)) void install_ops() {
   if (select::active(Family::mutex) || select::active(Family::rwlock) || select::active(Family::sem))
     install_mixed(t);
   // LOCKSWAP_STATS=profile: the variant's table moves inside the profiling
-  // wrappers (preload/stats.cpp). Off or counts, nothing here or on any lock
+  // wrappers (preload/stats/stats.cpp). Off or counts, nothing here or on any lock
   // path changes.
   if (g_config.profile) stats::install(t);
 #define X(name, ret, params, args, sleeps, family) __atomic_store_n(&g_ops.name, t.name, __ATOMIC_RELEASE);

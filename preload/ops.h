@@ -4,7 +4,7 @@
 // Every exported function (preload/exports.cpp) is one indirect jump through
 // `g_ops`, a table with one pointer per interposed function, filled once from
 // the registry when the configuration is read (preload/ops.cpp, from the
-// families' entry points, preload/families.h). Until then every pointer is a
+// families' entry points, preload/pthread/families.h). Until then every pointer is a
 // first-call stub that reads it and re-dispatches, so a lock taken by another
 // library's constructor before ours works.
 #pragma once

@@ -18,7 +18,7 @@
 // `sleeps`: the call may block (a lock, a condition or semaphore wait);
 // `returns`: it never sleeps. `family`: its ApiFamily. The dispatch table
 // type, glibc's table, the exported forwarders (preload/exports.cpp), the
-// statistics wrappers (preload/stats.cpp) and every list of one family's
+// statistics wrappers (preload/stats/stats.cpp) and every list of one family's
 // functions (for_each_function) are all generated from this list.
 namespace lockswap {
 

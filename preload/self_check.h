@@ -1,7 +1,7 @@
 // preload/self_check.h — the glibc facts lockswap's fast paths read
 // (preload/glibc_facts.h), checked on the running glibc before main.
 //
-// The version check (preload/config.cpp) trusts a version string; this looks
+// The version check (preload/config/config.cpp) trusts a version string; this looks
 // at glibc's behaviour itself, on every glibc, checked or not: on the calling
 // thread, through glibc's own functions (preload/real.h), in microseconds,
 // with no allocation and no thread.

@@ -67,7 +67,7 @@ QUICK=0 SETUP=1 REPEAT='' TIME='' OVERSUB=16 SB_THREADS='' PROFILE=0 STRICT=0
 LWLOCKS=pg,rwsem WTLOCKS=rwsem
 DEMO_ARGV=("$0" "$@")
 # The default variants: the columns tagged `bench` in
-# preload/variant_columns.def (as the server runners' default).
+# preload/config/variant_columns.def (as the server runners' default).
 VARIANTS=$(matrix_columns_tagged bench | paste -sd' ' -)
 PRINT_VARIANTS=0
 ONLY=$PARTS

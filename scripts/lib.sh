@@ -23,7 +23,7 @@ require_library() {
 
 # matrix_columns: "name:K=V,K=V" per line, the columns of the test matrix as
 # the library lists them (LOCKSWAP_LIST=columns: `NAME SETTINGS TAGS`); for a
-# library without that list, read from preload/variant_columns.def, the one
+# library without that list, read from preload/config/variant_columns.def, the one
 # list they come from.
 matrix_columns() {
   matrix_column_lines | cut -d' ' -f1,2 | tr ' ' ':'
@@ -38,7 +38,7 @@ matrix_columns_tagged() {
 # matrix_column_lines: `NAME SETTINGS TAGS` per line (TAGS comma-separated,
 # `-` for none), from the library or else the .def.
 matrix_column_lines() {
-  local out='' def=$LOCKSWAP_ROOT/preload/variant_columns.def
+  local out='' def=$LOCKSWAP_ROOT/preload/config/variant_columns.def
   [[ -f "$LIBLOCKSWAP" ]] && out=$(env -i PATH=/usr/bin:/bin LD_PRELOAD="$LIBLOCKSWAP" LOCKSWAP_LIST=columns /bin/true 2>&1)
   if grep -qE '^[^ ]+ LOCKSWAP_[A-Z_]+=[^ ]* [^ ]+$' <<<"$out"; then
     printf '%s\n' "$out"

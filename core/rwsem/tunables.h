@@ -1,6 +1,6 @@
 // core/rwsem/tunables.h — the rw_semaphore's settings and the pure functions of them.
 //
-// Set once by preload at start-up (LOCKSWAP_RWSEM_*, preload/config.cpp); the
+// Set once by preload at start-up (LOCKSWAP_RWSEM_*, preload/config/config.cpp); the
 // slow paths read them with plain loads. A setting "not in the kernel" turns a
 // deviation on or off (0 or false restores the kernel's rule where one
 // exists); docs/rwsem.md gives each deviation's reason and its measurements.

@@ -105,7 +105,7 @@ def run_child(cmd, env, prefix, timeout, pass_fds=()):
 def column_lines(lib):
     """[(name, {SETTING: value}, [tag, ...])]: the columns of the test matrix, in their order, as the
     library lists them (LOCKSWAP_LIST=columns: `NAME SETTINGS TAGS`), or else as
-    preload/variant_columns.def (the one list) holds them, for a library without the list."""
+    preload/config/variant_columns.def (the one list) holds them, for a library without the list."""
     out = []
     if lib and os.path.isfile(lib):
         env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, "LOCKSWAP_LIST": "columns"}
@@ -131,7 +131,7 @@ def matrix_columns(lib):
 
 
 def tagged_columns(tag, lib=None):
-    """{column name: {SETTING: value}} of the columns carrying TAG in preload/variant_columns.def
+    """{column name: {SETTING: value}} of the columns carrying TAG in preload/config/variant_columns.def
     (bench, microbench, speed, speedcheck, control, compare, ...), in the .def's order."""
     return {name: settings for name, settings, tags in column_lines(lib) if tag in tags}
 

@@ -39,7 +39,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 # name -> LOCKSWAP_* settings: the baseline `rwsem` column and one entry per
 # concurrency-id allocator, named by its LOCKSWAP_CID value, from the percid
-# columns of preload/variant_columns.def (not a tag: every allocator the
+# columns of preload/config/variant_columns.def (not a tag: every allocator the
 # matrix has a column for is what this experiment compares).
 _COLUMNS = matrix_columns(None)
 VARIANTS = {"rwsem": _COLUMNS["rwsem"]}

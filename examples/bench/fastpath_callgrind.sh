@@ -31,7 +31,7 @@ root="$(cd "$here/../.." && pwd)"
 build="$root/build"
 lib="" bin="" out=""
 # Default: none, the control column and the columns tagged microbench in
-# preload/variant_columns.def (as run_matrix.py's rwlock default).
+# preload/config/variant_columns.def (as run_matrix.py's rwlock default).
 variants=$(LOCKSWAP_ROOT="$root" bash -c 'source "$LOCKSWAP_ROOT/scripts/lib.sh" &&
   { echo none; matrix_columns_tagged control; matrix_columns_tagged microbench; }' | paste -sd, -)
 ops="mutex,rdlock,wrlock"

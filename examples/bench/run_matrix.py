@@ -65,7 +65,7 @@ def column_definition(settings):
 
 def default_variants(lib):
     """(rwlock, mutex) default variant lists: none, the `control` column (glibc) and the columns
-    tagged `microbench` in preload/variant_columns.def; the mutex list only those whose mutex is
+    tagged `microbench` in preload/config/variant_columns.def; the mutex list only those whose mutex is
     the column's rwlock variant (the others are rwlock-only names)."""
     columns = {**tagged_columns("control", lib), **tagged_columns("microbench", lib)}
     rwlock = ["none"] + list(columns)
@@ -105,7 +105,7 @@ def parse_args():
     p.add_argument("--loads", help="CS load in pause instructions, comma list (default 1,20,100)")
     p.add_argument("--reads", help="read percentages, comma list (default 50,90)")
     p.add_argument("--variants", help="rwlock variants (default none, the columns tagged control and microbench in "
-                   "preload/variant_columns.def: none,glibc,futex,rwsem,rwsem-rspin; "
+                   "preload/config/variant_columns.def: none,glibc,futex,rwsem,rwsem-rspin; "
                    "also: every column of `lockswap --list` (lockref, percid-percpu, rwsem-oncpu-off, ...; "
                    "percid+percpu etc. as before), rwsem+dropbias, percid, ceiling (no lock, every op a read: "
                    "the most any lock could reach), or names from --define)")

@@ -47,7 +47,7 @@ PARTS = ("sysbench", "rwlock", "sem", "instr")
 THREADS = (2, 16, 64)
 # The variants measured, per family: none, the `control` column (glibc) and
 # the family's variant in each column tagged `speedcheck` in
-# preload/variant_columns.def (futex, rwsem, percid-rseq: mutex futex rwsem,
+# preload/config/variant_columns.def (futex, rwsem, percid-rseq: mutex futex rwsem,
 # rwlock futex rwsem percid, sem futex). Family variant names, not column
 # names: the reference file's keys are these.
 _CONTROL = list(tagged_columns("control"))

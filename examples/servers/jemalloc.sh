@@ -13,7 +13,7 @@
 #
 #   jemalloc.sh [--dir D] [--threads N] [--ops N] [--repeat N] [--profile] [VARIANT...]
 #     default variants: none, then the columns tagged control and bench in
-#     preload/variant_columns.def (names of the test matrix, see
+#     preload/config/variant_columns.def (names of the test matrix, see
 #     server_lib.sh; `none`: jemalloc without lockswap);
 #     threads 16; ops 200000 per thread; 1 round. A round runs every variant
 #     once (rotated order), between two core-to-core probes (D/rounds.tsv).
@@ -48,7 +48,7 @@ while [[ $# -gt 0 ]]; do
 done
 VARIANTS=("$@")
 # Default: none, the control column and the columns tagged bench
-# (preload/variant_columns.def).
+# (preload/config/variant_columns.def).
 ((${#VARIANTS[@]})) || mapfile -t VARIANTS < <(echo none; matrix_columns_tagged control; matrix_columns_tagged bench)
 srv_need_number --repeat "$REPEAT" 1
 require_library

@@ -22,7 +22,7 @@
 #   --attribute-only the attribution runs alone
 #   --attribute-variant V  the eBPF attribution run under variant V (with its
 #                    counts dump: both views of one run); default none
-# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/config/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 8 --user lockswap-srv --port 23306
 #
 # How: mariadb-install-db into a private temporary directory owned by the

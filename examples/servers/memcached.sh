@@ -6,7 +6,7 @@
 # options (and the common ones below):
 #   --client-threads N  memcaslap -T [4]     --concurrency N  memcaslap -c [32]
 #   --server-threads N  memcached -t [4]
-# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 5
+# defaults: --variants: the columns tagged bench (preload/config/variant_columns.def), --repeat 6 --time 5
 #           --warmup 0 --user lockswap-srv --port 21211 (--threads sets --client-threads)
 #
 # memcached runs as the unprivileged user, listens on 127.0.0.1 only (TCP, UDP

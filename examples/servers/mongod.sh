@@ -9,7 +9,7 @@
 #   mongod.sh [options]
 # options (and the common ones below):
 #   --records N      documents of 10 x 100-byte fields [100000]
-# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/config/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 8 --user lockswap-srv --port 27117
 #
 # How: mongod runs as the unprivileged user on 127.0.0.1 with its dbpath and

@@ -52,7 +52,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/attribute_lib.sh"
 # tagged bench whose settings choose a semaphore variant (none and glibc are
 # always rows).
 SRV_VARIANTS=$(matrix_column_lines | awk '$3 ~ /(^|,)bench(,|$)/ && $2 ~ /LOCKSWAP_SEM=/ && $2 !~ /LOCKSWAP_SEM=glibc/ { print $1 }' | paste -sd, -)
-[[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench chooses a semaphore variant in preload/variant_columns.def"
+[[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench chooses a semaphore variant in preload/config/variant_columns.def"
 
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 TABLES=16 ROWS=10000 WORKLOAD=both DURABLE=1 LWLOCKS=''

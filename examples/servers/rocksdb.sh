@@ -9,7 +9,7 @@
 #   --workload W     readrandom | readwhilewriting | both [both]
 #   --num N          keys [500000]              --value-size N  [100]
 #   --cache-mb N     block cache [128]
-# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/config/variant_columns.def), --repeat 6 --time 10
 #           --warmup 0 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
 # How: the database is filled once (fillseq + flush, every key present)

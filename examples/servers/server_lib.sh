@@ -13,7 +13,7 @@
 #                    reference of the ratios) and glibc (the preload with
 #                    glibc's locks) always run.
 #                    A variant is a column of the test matrix (`lockswap --list`,
-#                    preload/variant_columns.def, with that column's LOCKSWAP_*
+#                    preload/config/variant_columns.def, with that column's LOCKSWAP_*
 #                    settings; default: its columns tagged bench), a MUTEX/RWLOCK pair
 #                    (glibc/rwsem), or settings alone (LOCKSWAP_SEM=lockref:LOCKSWAP_CID=1);
 #                    NAME:K=V:... adds settings to a name.
@@ -63,11 +63,11 @@ SRV_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$SRV_HERE/../../scripts/lib.sh"
 
 : "${SRV_NAME:?set SRV_NAME before sourcing server_lib.sh}"
-# The default variants: the columns tagged `bench` in preload/variant_columns.def
+# The default variants: the columns tagged `bench` in preload/config/variant_columns.def
 # (futex,rwsem,rwsem-rspin,lockref when this was written).
 if [[ -z "${SRV_VARIANTS:-}" ]]; then
   SRV_VARIANTS=$(matrix_columns_tagged bench | paste -sd, -)
-  [[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench in preload/variant_columns.def"
+  [[ -n "$SRV_VARIANTS" ]] || die "no column tagged bench in preload/config/variant_columns.def"
 fi
 SRV_REPEAT=${SRV_REPEAT:-6} SRV_TIME=${SRV_TIME:-10} SRV_WARMUP=${SRV_WARMUP:-2}
 SRV_THREADS=${SRV_THREADS:-} SRV_PORT_BASE=${SRV_PORT_BASE:-20000}

@@ -12,7 +12,7 @@
 #   --wtlock V[,V..] one more variant per LOCKSWAP_WTLOCK value V (off, wt, rwsem,
 #                    rwsem-rspin, percid; docs/wtlock.md): glibc's locks with WiredTiger's
 #                    own rwlocks swapped, the --variants spec glibc:LOCKSWAP_WTLOCK=V
-# defaults: --variants: the columns tagged bench (preload/variant_columns.def), --repeat 6 --time 10
+# defaults: --variants: the columns tagged bench (preload/config/variant_columns.def), --repeat 6 --time 10
 #           --warmup 2 --threads 4 x CPUs (4..64) --user lockswap-srv
 #
 # How: ycsb_wt is built (cc, -lwiredtiger) into build/servers/bin/. The table

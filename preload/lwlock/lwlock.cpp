@@ -31,12 +31,12 @@
 #include <cstring>
 
 #include "arch/clock.h"
-#include "preload/registry.h"
+#include "preload/config/registry.h"
 #include "preload/diag.h"
 #include "preload/lwlock/lwlock.h"
 #include "preload/lwlock/redirect.h"
 #include "preload/lwlock/variants.h"
-#include "preload/select.h"
+#include "preload/config/select.h"
 
 namespace lockswap::lwlock {
 

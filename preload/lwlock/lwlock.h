@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "preload/registry.h"
+#include "preload/config/registry.h"
 
 namespace lockswap::lwlock {
 

@@ -21,7 +21,7 @@
 // statistics offsets belong to WiredTiger's callers and are never written
 // here except as WiredTiger's own init writes them.
 //
-// Adapters (one per line of LOCKSWAP_WTLOCK_VARIANTS, preload/registry.h):
+// Adapters (one per line of LOCKSWAP_WTLOCK_VARIANTS, preload/config/registry.h):
 //   WtlockOff     never reached: `off` installs WiredTiger's functions
 //                 themselves (preload/wtlock/wtlock.cpp); here for the registry
 //   WtlockWt      WiredTiger's own functions, called through lockswap's

@@ -21,7 +21,7 @@
 //   rwsem*       the adapter's rwsem on the struct; nothing resolved.
 //   profile      (LOCKSWAP_STATS=profile, any variant but off) the slots hold
 //                wrappers that time the adapter's functions through
-//                preload/stats.h's outside_* calls (try first, then the
+//                preload/stats/stats.h's outside_* calls (try first, then the
 //                blocking call, as the rwlock wrappers do).
 //   counts       (LOCKSWAP_STATS=counts, any variant but off) the slots hold
 //                Counted<adapter>: per-lock counters in a table of this file
@@ -31,7 +31,7 @@
 //                failed, the rest of the call, timed: contention and wait.
 //                One write hold in 64 per lock is timed. The dump writes
 //                them as `wtlock` records (preload/wtlock/wtlock.h,
-//                preload/stats_dump.cpp); `lockswap report` shows them in a
+//                preload/stats/dump.cpp); `lockswap report` shows them in a
 //                "WiredTiger rwlocks" section. The pthread families have no
 //                per-lock figures in this mode; the LWLock family's
 //                per-tranche counters are the model (docs/wtlock.md).
@@ -85,12 +85,12 @@
 #include "arch/clock.h"
 #include "core/nocancel_io.h"
 #include "core/spin_guard.h"
-#include "preload/config.h"
+#include "preload/config/config.h"
 #include "preload/diag.h"
-#include "preload/registry.h"
-#include "preload/select.h"
-#include "preload/stats.h"
-#include "preload/stats_table.h"
+#include "preload/config/registry.h"
+#include "preload/config/select.h"
+#include "preload/stats/stats.h"
+#include "preload/stats/table.h"
 #include "preload/wtlock/variants_percid.h"
 #include "preload/wtlock/wtlock.h"
 
@@ -366,7 +366,7 @@ constexpr auto kWt = static_cast<uint8_t>(stats::Kind::wtlock);
 #define LOCKSWAP_WT_CALLER() select::caller_ip(__builtin_return_address(0), __builtin_dwarf_cfa())
 
 // An acquisition, profiled: the variant's try function first, then `Slot`
-// (itself, for the try calls), as the rwlock wrappers of preload/stats.cpp do.
+// (itself, for the try calls), as the rwlock wrappers of preload/stats/stats.cpp do.
 template <auto Slot, stats::Op kOp, bool kRead>
 struct Acquire;
 template <class R, R (*Table::*Slot)(Session*, Rwlock*), stats::Op kOp, bool kRead>
@@ -420,7 +420,7 @@ Table wrapped(const Table& inner) {
 // (WiredTiger's writer unlocks what it locked); reads have no hold time, as
 // in the profiler. Entries are updated after the acquisition: readers
 // atomically, a writer, holding the lock, with plain stores
-// (preload/stats_table.h's rule).
+// (preload/stats/table.h's rule).
 
 constexpr unsigned kCountBits = 14;
 constexpr uint32_t kCountSlots = 1u << kCountBits;

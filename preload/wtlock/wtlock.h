@@ -1,7 +1,7 @@
 // preload/wtlock/wtlock.h — WiredTiger's rwlocks (LOCKSWAP_WTLOCK) as the
 // statistics dump sees them: the per-lock counters of the counts mode
 // (preload/wtlock/wtlock.cpp, "Counts"), written as `wtlock` records by
-// preload/stats_dump.cpp.
+// preload/stats/dump.cpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -24,7 +24,7 @@ required=(
   # the waits of the concurrency-id switch model (preload/blocking_calls.cpp)
   epoll_wait epoll_pwait epoll_pwait2 poll ppoll select pselect nanosleep clock_nanosleep
   sigwait sigwaitinfo sigtimedwait accept accept4
-  # the futex waits of a program's own locks (preload/waits.cpp)
+  # the futex waits of a program's own locks (preload/stats/waits.cpp)
   syscall
   # WiredTiger's rwlocks (preload/wtlock/wtlock.cpp, LOCKSWAP_WTLOCK)
   __wt_rwlock_init __wt_rwlock_destroy __wt_readlock __wt_try_readlock __wt_readunlock

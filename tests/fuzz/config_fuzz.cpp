@@ -1,4 +1,4 @@
-// tests/fuzz/config_fuzz.cpp — libFuzzer target for preload/config.cpp, the
+// tests/fuzz/config_fuzz.cpp — libFuzzer target for preload/config/config.cpp, the
 // LOCKSWAP_* environment parser, with a differential oracle.
 //
 // Input: an environment block, entries separated by '\n' or NUL. The harness
@@ -27,7 +27,8 @@
 // that starts with "lockswap: ", names the variable and lists the valid
 // settings. Any disagreement, crash, or ASan/UBSan report is a finding.
 //
-// The seam, without touching config.cpp: config.cpp is included into this
+// The seam, without touching config.cpp: config.cpp (and boot.cpp, whose
+// load_config() calls it) is included into this
 // translation unit after every header it includes, with `_exit` and `write`
 // renamed by macros, so that its exit returns here (longjmp) and its message
 // is captured; its file-local state (anonymous namespace) is then reachable
@@ -74,10 +75,13 @@ inline void fuzz_atomic_store_n(T* p, V v, int mo) {
 #define __atomic_load_n(p, mo) fuzz_atomic_load_n(p, mo)
 #define __atomic_store_n(p, v, mo) fuzz_atomic_store_n(p, v, mo)
 
+#include "core/cid.h"
 #include "core/lockref.h"
 #include "core/nocancel_io.h"
+#include "core/oncpu.h"
 #include "core/rwsem.h"
-#include "preload/config.h"
+#include "preload/config/config.h"
+#include "preload/lwlock/lwlock.h"
 
 namespace fuzz {
 jmp_buf g_exit_jmp;
@@ -99,7 +103,7 @@ namespace lockswap::nocancel {
 inline ssize_t lockswap_fuzz_write(int fd, const void* buf, size_t n) { return ::lockswap_fuzz_write(fd, buf, n); }
 }  // namespace lockswap::nocancel
 
-// LOCKSWAP_SELECT is parsed by preload/select.cpp, which resolves symbols of
+// LOCKSWAP_SELECT is parsed by preload/config/select.cpp, which resolves symbols of
 // the loaded objects and is not linked here: its rules and their errors are
 // tested by tests/select. load_config() calls it through this stand-in.
 namespace lockswap::select {
@@ -119,7 +123,8 @@ void refuse_if_glibc_differs() {}
 
 #define _exit(code) lockswap_fuzz_exit(code)
 #define write(fd, buf, n) lockswap_fuzz_write(fd, buf, n)
-#include "preload/config.cpp"
+#include "preload/config/config.cpp"
+#include "preload/boot.cpp"  // load_config(): the parse, then what it starts
 #include "preload/diag.cpp"  // the private stderr config.cpp's messages go to
 #undef write
 #undef _exit

@@ -1,5 +1,5 @@
 // tests/fuzz/elf_fuzz.cpp — libFuzzer target for the ELF symbol reader of
-// preload/select.cpp (select::elf::for_each_symbol), which LOCKSWAP_SELECT's
+// preload/config/select.cpp (select::elf::for_each_symbol), which LOCKSWAP_SELECT's
 // sym:/func: rules run over the files of the loaded objects and over the
 // vDSO's image in memory, before main.
 //
@@ -33,7 +33,7 @@
 #include <cstring>
 #include <string>
 
-#include "preload/select.h"
+#include "preload/config/select.h"
 
 namespace lockswap {
 void diag(const char*, size_t) {}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/fuzz/run_fuzz.sh — build a libFuzzer target with clang and run it for
 # a short budget:
-#   config  the environment parser (config_fuzz.cpp, preload/config.cpp)
+#   config  the environment parser (config_fuzz.cpp, preload/config/config.cpp)
 #   elf     the ELF symbol reader of LOCKSWAP_SELECT (elf_fuzz.cpp,
-#           preload/select.cpp)
+#           preload/config/select.cpp)
 #
 #   run_fuzz.sh --source DIR --build DIR --isa x86_64 --core-lib liblockswap_core.a [--target config] [--time 20]
 #
@@ -25,7 +25,7 @@ budget=${FUZZ_TIME:-$budget}
 [[ -n $src && -n $build && -n $core_lib ]] || { echo "usage: run_fuzz.sh --source DIR --build DIR --core-lib LIB" >&2; exit 2; }
 case $target in
   config) sources=() max_len=6000 ;;
-  elf) sources=("$src/preload/select.cpp") max_len=65536 ;;
+  elf) sources=("$src/preload/config/select.cpp") max_len=65536 ;;
   *) echo "fuzz: unknown target $target (config, elf)" >&2; exit 2 ;;
 esac
 
@@ -60,9 +60,9 @@ if [[ $target == config ]]; then
   # Every LOCKSWAP_* name the parser knows, every variant name, and a few
   # numbers at the edges.
   {
-    grep -ohE '\bLOCKSWAP_[A-Z_]+\b' "$src/preload/config.cpp" | sort -u | grep -vE '_(TUNABLES|FAMILIES|VARIANTS|WRAPPER_VARIABLES)$' |
+    grep -ohE '\bLOCKSWAP_[A-Z_]+\b' "$src/preload/config/config.cpp" | sort -u | grep -vE '_(TUNABLES|FAMILIES|VARIANTS|WRAPPER_VARIABLES)$' |
       while read -r n; do printf '"%s="\n' "$n"; done
-    grep -ohE '^\s*X\([a-z_]+, "[a-z0-9-]+"' "$src/preload/registry.h" | sed -E 's/.*"([^"]+)"/"\1"/' | sort -u
+    grep -ohE '^\s*X\([a-z_]+, "[a-z0-9-]+"' "$src/preload/config/registry.h" | sed -E 's/.*"([^"]+)"/"\1"/' | sort -u
     printf '"%s"\n' 0 1 00 4000 1000000 10000000 10000001 18446744073709551615 18446744073709551616 "\\x0a" "=" "%p"
   } >"$dict"
 else

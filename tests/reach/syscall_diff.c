@@ -1,6 +1,6 @@
 /* tests/reach/syscall_diff.c — what syscall() returns and leaves in errno,
  * printed one line per case so that syscall_diff.sh can compare a run under
- * liblockswap (whose syscall() is its own, preload/waits.cpp) with a run on
+ * liblockswap (whose syscall() is its own, preload/stats/waits.cpp) with a run on
  * glibc's, with statistics off and on (which times futex waits):
  *
  *   futex wait on a value that differs (EAGAIN), with a timeout (ETIMEDOUT),

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "preload/abi.h"
-#include "preload/registry.h"
+#include "preload/config/registry.h"
 
 using namespace lockswap;
 

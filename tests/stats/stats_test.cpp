@@ -1,10 +1,10 @@
 // tests/stats/stats_test.cpp — per-lock and per-site statistics
-// (LOCKSWAP_STATS, preload/stats.cpp) under every variant.
+// (LOCKSWAP_STATS, preload/stats/stats.cpp) under every variant.
 //
 // Each test runs this same program again as a child (`--child SCENARIO`)
 // with LOCKSWAP_STATS_FILE set; the child inherits LD_PRELOAD and the
 // variant's settings. The parent reads the machine records
-// (format `lockswap-v1`, preload/stats_dump.cpp) and names call sites the way `lockswap
+// (format `lockswap-v1`, preload/stats/dump.cpp) and names call sites the way `lockswap
 // report` does: a site's ip is turned into a file offset through the child's
 // `map` records, and the offset into a function name through this process's
 // own mapping of the same executable (exported with -rdynamic, so dladdr

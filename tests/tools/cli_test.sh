@@ -36,7 +36,7 @@ expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
 expect percid-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant percid -- true
 # --variant NAME is the column of that name in the library's one list
-# (preload/variant_columns.def), printed by --list; explicit options win.
+# (preload/config/variant_columns.def), printed by --list; explicit options win.
 expect list-columns 0 'rwsem-rspin LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin' -- "$CLI" --list
 expect variant-column 0 '^LOCKSWAP_CID=percpu$' -- "$CLI" --variant percid-percpu -- env
 expect variant-oncpu-off 0 '^LOCKSWAP_ONCPU=off$' -- "$CLI" --variant rwsem-oncpu-off -- env

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/tools/dummy_column_test.sh — preload/variant_columns.def is the one
+# tests/tools/dummy_column_test.sh — preload/config/variant_columns.def is the one
 # list of the matrix's columns: a column added there, with every tag, reaches
 # every consumer with no other edit. The source tree (tracked and untracked
 # files, not the ignored build outputs) is copied to a scratch directory, a
@@ -37,7 +37,7 @@ mkdir -p "$tree"
   while IFS= read -r -d '' f; do [[ -e "$f" || -L "$f" ]] && printf '%s\0' "$f"; done |
   tar --null -T - -cf -) | tar -xf - -C "$tree" || { echo "FAIL: copying $src"; exit 1; }
 
-def=$tree/preload/variant_columns.def
+def=$tree/preload/config/variant_columns.def
 [[ -f "$def" ]] || { echo "FAIL: no $def"; exit 1; }
 tags=$(sed -n 's/^LOCKSWAP_COLUMN(.*, "\([^"]*\)")$/\1/p' "$def" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)
 echo "tags in the .def: $tags"

@@ -6,7 +6,7 @@
 - Every setting the library accepts is documented in liblockswap(7)'s
   SETTINGS section: the names the library lists (LOCKSWAP_LIST=1) and every
   LOCKSWAP_* name compiled into it as a string of its own (the names it
-  reads or accepts, preload/config.cpp) that it accepts when set.
+  reads or accepts, preload/config/config.cpp) that it accepts when set.
 - Every name documented there, and every LOCKSWAP_* name any page mentions,
   is one the library accepts (an unknown name stops a program before main
   with "unknown lockswap variable").

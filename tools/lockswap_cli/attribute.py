@@ -57,11 +57,11 @@ GLIBC_LOCK_RE = re.compile(r"pthread_mutex|pthread_rwlock|pthread_spin|pthread_b
                            r"sem_timedwait|sem_clockwait|__new_sem|__old_sem|^__lll_lock_wait$|"
                            r"__pthread_mutex|__pthread_rwlock|do_futex_wait")
 SYSCALL_FN_RE = re.compile(r"^syscall$")
-# liblockswap's syscall() pass-through (preload/waits.cpp): a wait whose only liblockswap frames
+# liblockswap's syscall() pass-through (preload/stats/waits.cpp): a wait whose only liblockswap frames
 # are these is the program's own futex lock, not one of lockswap's sleeps (those have
 # lockswap::arch::futex_wait and the lock's slow path under them).
 LOCKSWAP_PASSTHROUGH_RE = re.compile(r"^(syscall|timed_syscall)$")
-# liblockswap's condition-wait sleeper (preload/mutex.cpp: cond waits sleep through
+# liblockswap's condition-wait sleeper (preload/pthread/mutex.cpp: cond waits sleep through
 # CancellableSleeper<PlainSleeper>; semaphores through CancellableSleeper<SemPlainSleeper>).
 LOCKSWAP_COND_RE = re.compile(r"CancellableSleeper<lockswap::PlainSleeper>|cond_wait_native")
 # The library functions a wait goes through (the look-ahead past a stale frame): acquiring or

@@ -314,7 +314,7 @@ def loadavg_text():
         return "unknown"
 
 
-# The default rows: the matrix columns the library tags so (preload/variant_columns.def, the
+# The default rows: the matrix columns the library tags so (preload/config/variant_columns.def, the
 # one list of them), read from `lockswap --list`, whose column entries end in `[tags: a,b]`.
 DEFAULT_TAG = "compare"
 COLUMN_LINE = re.compile(r"^  (\S+) LOCKSWAP_[A-Z_]+=")
