@@ -22,8 +22,12 @@ rather than one path is checked only as far as it is literal.
   upper-case name of one to four letters standing for a value (`N`, `X`,
   `NAME`, `ISA`), as in `tests/lwlock/<case>` or `examples/servers/N.sh`.
 
-Each missing path is printed as FILE:LINE: TOKEN; the exit status is 1 if
-there is one, else 0. Run by ctest as tools/doc_paths (label tools).
+And one check the other way: every document under docs/ has its line in
+docs/README.md, the reading order (a Markdown link to it).
+
+Each missing path is printed as FILE:LINE: TOKEN, each document without a
+line as FILE: not in docs/README.md; the exit status is 1 if there is one,
+else 0. Run by ctest as tools/doc_paths (label tools).
 """
 
 import glob
@@ -122,18 +126,33 @@ def check(name):
     return missing
 
 
+def unlisted(names):
+    """The documents under docs/ that docs/README.md does not link."""
+    door = os.path.join("docs", "README.md")
+    if not os.path.exists(os.path.join(ROOT, door)):
+        return [f"{door}: missing (the documents' reading order)"]
+    with open(os.path.join(ROOT, door), encoding="utf-8") as f:
+        linked = {os.path.normpath(os.path.join("docs", m.group(1).split("#", 1)[0]))
+                  for m in LINK.finditer(f.read())}
+    return [f"{name}: not in {door}" for name in names
+            if name.startswith("docs" + os.sep) and name != door and name not in linked]
+
+
 def main():
     missing = []
     names = documents()
     for name in names:
         missing += check(name)
+    missing += unlisted(names)
     for m in missing:
         print(m)
     if missing:
-        print(f"doc_paths: {len(missing)} path(s) named in the documents do not exist "
-              "(the rules: the top of tests/tools/doc_paths_test.py)")
+        print(f"doc_paths: {len(missing)} problem(s): paths named in the documents that do not "
+              "exist, documents docs/README.md does not list (the rules: the top of "
+              "tests/tools/doc_paths_test.py)")
         return 1
-    print(f"doc_paths: every path named in {len(names)} documents exists")
+    print(f"doc_paths: every path named in {len(names)} documents exists, "
+          "and docs/README.md lists every document under docs/")
     return 0
 
 
