@@ -10,7 +10,7 @@
 // after it. PostgreSQL's backends block between queries in epoll_wait on
 // their client socket (latch.c's WaitEventSet) and read from it only when
 // epoll said it is readable, so blocking accept/recv/read are not
-// interposed (docs/cid_switch.md has the trace).
+// interposed (docs/cid-switch.md has the trace).
 //
 // Exact pass-through: every exported function calls glibc's own (found with
 // dlsym(RTLD_NEXT) once, before main) with the same arguments and

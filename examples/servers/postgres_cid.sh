@@ -13,7 +13,7 @@
 # With the model on, every backend gives up or parks its concurrency id each
 # time it blocks (between queries, in epoll_wait on its client socket) and
 # takes one when it resumes, as the kernel did at every context switch
-# (docs/cid_switch.md). Each connection count is one examples/servers/postgres.sh
+# (docs/cid-switch.md). Each connection count is one examples/servers/postgres.sh
 # run (its rounds, checks and results); then one table: tps (median and its
 # 95% interval, lockswap_stats.median_ci), and from the event counters,
 # summed over every process of a run: allocator calls (switch-in + switch-out)

@@ -1,6 +1,7 @@
-// preload/pthread/entry.h — what the family entry files (mutex.cpp, rwlock.cpp,
-// cond.cpp, sem.cpp) share: how a call was asked for, timeout checks, and the
-// cancellable futex sleep of condition and semaphore waits.
+// preload/pthread/entry.h — what the family entry files (mutex.cpp with the
+// condition variable, rwlock.cpp, sem.cpp) share: how a call was asked for,
+// timeout checks, and the cancellable futex sleep of condition and semaphore
+// waits.
 //
 // Everything here has internal linkage (an unnamed namespace) on purpose:
 // each entry file gets its own copy, and the compiler keeps the freedom it

@@ -1,6 +1,6 @@
 // preload/pthread/families.h — each API family's entry points, installed into an
-// ops table for one variant (the family entry files: preload/pthread/mutex.cpp,
-// rwlock.cpp, cond.cpp, sem.cpp).
+// ops table for one variant (the family entry files: preload/pthread/mutex.cpp
+// with the condition variable, rwlock.cpp, sem.cpp).
 //
 // Variant `glibc` installs glibc's own functions, so the control costs one
 // extra jump and nothing else. A native variant installs the family's

@@ -1,6 +1,6 @@
 /* tests/wtlock/idle_pair.c — N idle (uncontended) pairs on one WT_RWLOCK,
- * for counting instructions per pair with callgrind (docs/wtlock.md,
- * "Statistics"):
+ * for counting instructions per pair with callgrind
+ * (docs/results/idle-pairs.md):
  *
  *   idle_pair read|write N
  *
