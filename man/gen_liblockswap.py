@@ -3,8 +3,8 @@
 library's own listing of its settings.
 
 The SETTINGS and MATRIX COLUMNS sections of the page are what the library
-prints for LOCKSWAP_LIST=1 (preload/config.cpp, say_valid_settings and the
-columns of preload/variant_columns.def): the same tables it validates the
+prints for LOCKSWAP_LIST=1 (preload/config/config.cpp, say_valid_settings and the
+columns of preload/config/variant_columns.def): the same tables it validates the
 environment against, so the page cannot drift from them. Run at build time
 (man/CMakeLists.txt):
 
