@@ -7,7 +7,7 @@
 #include "preload/config/config.h"
 #include "preload/pthread/families.h"
 #include "preload/pthread/mixed.h"
-#include "preload/config/registry.h"
+#include "preload/pthread/adapters.h"
 #include "preload/config/select.h"
 #include "preload/stats/stats.h"
 

@@ -119,7 +119,7 @@ def column_lines(lib):
                 out.append((f[0], f[1], f[2]))
     if not out:
         pattern = re.compile(r'^LOCKSWAP_COLUMN\("([^"]+)", "([^"]*)", "[^"]*", "([^"]*)"\)')
-        with open(os.path.join(ROOT, "preload", "variant_columns.def")) as f:
+        with open(os.path.join(ROOT, "preload", "config", "variant_columns.def")) as f:
             out = [m.groups() for m in map(pattern.match, f) if m]
     return [(name, dict(kv.split("=", 1) for kv in settings.split(",") if "=" in kv),
              [t for t in tags.split(",") if t and t != "-"]) for name, settings, tags in out]

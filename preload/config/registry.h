@@ -16,15 +16,15 @@
 //
 // X(identifier, "name users type", AdapterType, "one-line description")
 // (for LOCKSWAP_CID the third field is the core allocator, a CidMode).
+// This header names the adapter types without declaring them: what only
+// parses or names a choice (config/, stats/) compiles no algorithm. The
+// files that run the adapters include their family's adapter list
+// (preload/pthread/adapters.h, preload/lwlock/variants.h,
+// preload/wtlock/variants.h).
 #pragma once
 #include <cstdint>
 
 #include "core/cid.h"
-#include "preload/pthread/variants/futex.h"
-#include "preload/pthread/variants/glibc.h"
-#include "preload/pthread/variants/lockref.h"
-#include "preload/pthread/variants/percid.h"
-#include "preload/pthread/variants/rwsem.h"
 
 #define LOCKSWAP_MUTEX_VARIANTS(X)                                                              \
   X(glibc, "glibc", GlibcVariant, "glibc's own pthread_mutex (the control of every experiment)") \
@@ -141,14 +141,6 @@ inline constexpr unsigned kWtlockVariantCount = 0 LOCKSWAP_WTLOCK_VARIANTS(LOCKS
 template <class Adapter>
 void adapter_after_fork_in_child() {
   if constexpr (requires { Adapter::after_fork_in_child(); }) Adapter::after_fork_in_child();
-}
-
-inline void variants_after_fork_in_child() {
-#define X(id, name, type, desc) adapter_after_fork_in_child<type>();
-  LOCKSWAP_MUTEX_VARIANTS(X)
-  LOCKSWAP_RWLOCK_VARIANTS(X)
-  LOCKSWAP_SEM_VARIANTS(X)
-#undef X
 }
 
 // The name users type, for statistics and error messages (generated in

@@ -21,7 +21,8 @@
 // Statistics (always counted, dumped with LOCKSWAP_STATS): per tranche,
 // acquisitions, attempts that did not acquire (a failed conditional
 // acquisition, a wait-until-free), the calls that waited and their time
-// (a variable wait too), and the hold time of one acquisition in kHoldSample.
+// (a variable wait too), and the hold time of one acquisition in
+// stats::kHoldSample.
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -37,6 +38,7 @@
 #include "preload/lwlock/redirect.h"
 #include "preload/lwlock/variants.h"
 #include "preload/config/select.h"
+#include "preload/stats/stats.h"
 
 namespace lockswap::lwlock {
 
@@ -61,7 +63,7 @@ static_assert(kMaxProcs <= rwshared::kMaxProcs, "every process number fits the r
 // above it (extensions' tranches) the process-wide choice and one shared
 // counter row.
 constexpr unsigned kTrancheSlots = 256;
-constexpr unsigned kHoldSample = 64;
+constexpr size_t kTrancheRecordBound = 512;  // one lwlock record, worst case (a tranche name is short)
 
 struct Held {
   PgLwlock* lock;
@@ -144,7 +146,7 @@ __attribute__((noinline)) uint64_t sample_start() { return arch::monotonic_ns();
 
 __attribute__((always_inline)) inline void remember(PgLwlock* l, Mode m) {
   uint64_t n = ++counters(*l).acquired;
-  g_held[g_nheld++] = {l, m, __builtin_expect(n % kHoldSample == 0, 0) ? sample_start() : 0};
+  g_held[g_nheld++] = {l, m, __builtin_expect(n % stats::kHoldSample == 0, 0) ? sample_start() : 0};
 }
 
 [[noreturn]] __attribute__((noinline)) void too_many() { pg_error(kError, "too many LWLocks taken"); }
@@ -585,6 +587,51 @@ void side_area_ready() {
   if (__builtin_expect(!g_side.made, 0)) make_side_area();
 }
 
+namespace {
+
+// ------------------------------------------------ the dump's lwlock records
+
+// " lwlock=VARIANT" in the dump's first lines: PostgreSQL's LWLocks run on
+// lockswap's algorithms.
+void dump_heading(stats::Out& o) {
+  o.put(" lwlock=");
+  o.put(variant_name(g_default));
+}
+
+size_t dump_bound() { return (kTrancheSlots + 1) * kTrancheRecordBound; }
+
+// One `lwlock` record per tranche used (preload/stats/dump.cpp, "Format");
+// dump_bound() keeps room for every one.
+void dump_records(stats::Out& o, stats::Tally& t) {
+  for (unsigned s = 0; s <= kTrancheSlots; ++s) {
+    const TrancheCounters& c = g_counters[s];
+    if (c.acquired == 0 && c.waits == 0 && c.missed == 0) continue;
+    ++t.written;
+    stats::record_start(o, "lwlock");
+    o.put(" id=");
+    if (s < kTrancheSlots)
+      o.dec(s);
+    else
+      o.put("-1");  // every extension tranche together
+    const char* name = s < kTrancheSlots ? tranche_name(static_cast<uint16_t>(s)) : "(extensions)";
+    o.put(" tranche=");
+    o.escaped(name, strlen(name));
+    o.put(" variant=");
+    o.put(variant_name(s < kTrancheSlots ? g_variant_of[s] : g_default));
+    o.key_dec("acq", c.acquired);
+    o.key_dec("missed", c.missed);
+    o.key_dec("waits", c.waits);
+    o.key_dec("wait_ns", c.wait_ns);
+    o.key_dec("hold_samples", c.hold_samples);
+    o.key_dec("hold_ns", c.hold_ns);
+    o.put("\n");
+  }
+}
+
+const stats::Section kDumpSection{dump_heading, dump_bound, dump_records, false};
+
+}  // namespace
+
 void start(LwlockVariant chosen) {
   if (chosen == LwlockVariant::off && !any_tranche_rule()) return;
   g_default = chosen == LwlockVariant::off ? LwlockVariant::pg : chosen;
@@ -601,22 +648,10 @@ void start(LwlockVariant chosen) {
   redirect(v, replacement);
   g_label = v.label;
   g_redirected = true;
+  stats::add_section(kDumpSection);
 }
 
 bool redirected() { return g_redirected; }
 const char* build_label() { return g_label; }
-
-void for_each_tranche(void (*visit)(const TrancheRow&, void*), void* context) {
-  if (!g_redirected) return;
-  for (unsigned s = 0; s <= kTrancheSlots; ++s) {
-    const TrancheCounters& c = g_counters[s];
-    if (c.acquired == 0 && c.waits == 0 && c.missed == 0) continue;
-    TrancheRow row{s < kTrancheSlots ? tranche_name(static_cast<uint16_t>(s)) : "(extensions)",
-                   s < kTrancheSlots ? static_cast<int>(s) : -1,
-                   variant_name(s < kTrancheSlots ? g_variant_of[s] : g_default),
-                   c.acquired, c.missed, c.waits, c.wait_ns, c.hold_samples, c.hold_ns};
-    visit(row, context);
-  }
-}
 
 }  // namespace lockswap::lwlock

@@ -1,5 +1,6 @@
 // preload/lwlock/lwlock.h — the LWLock family as the rest of the library
-// sees it: started by load_config, read by the statistics.
+// sees it: started before main (preload/boot.cpp); its statistics are a
+// section of every dump (preload/lwlock/lwlock.cpp).
 #pragma once
 #include <cstdint>
 
@@ -14,17 +15,5 @@ void start(LwlockVariant chosen);
 
 bool redirected();
 const char* build_label();  // the allow-list entry in use
-
-struct TrancheRow {
-  const char* name;  // as pg_stat_activity shows it
-  int id;            // tranche number; -1: every extension tranche together
-  const char* variant;
-  uint64_t acquired;   // every acquisition (conditional ones that succeeded too)
-  uint64_t missed;     // attempts that did not acquire (conditional, wait-until-free)
-  uint64_t waits;      // calls that waited (acquisitions, wait-until-free, variable waits)
-  uint64_t wait_ns;    // their time
-  uint64_t hold_samples, hold_ns;  // hold time of one acquisition in 64
-};
-void for_each_tranche(void (*visit)(const TrancheRow&, void*), void* context);
 
 }  // namespace lockswap::lwlock

@@ -12,7 +12,7 @@
 // to nothing else.
 #pragma once
 #include "preload/real.h"
-#include "preload/config/registry.h"
+#include "preload/pthread/adapters.h"
 
 namespace lockswap {
 

@@ -22,7 +22,7 @@
 #include "preload/pthread/entry.h"
 #include "preload/pthread/families.h"
 #include "preload/pthread/mixed.h"
-#include "preload/config/registry.h"
+#include "preload/pthread/adapters.h"
 #include "preload/config/select.h"
 
 namespace lockswap {

@@ -18,7 +18,7 @@
 #include "preload/pthread/families.h"
 #include "preload/ops.h"
 #include "preload/real.h"
-#include "preload/config/registry.h"
+#include "preload/pthread/adapters.h"
 #include "preload/config/select.h"
 #include "preload/stats/stats.h"
 #include "preload/stats/waits.h"

@@ -13,7 +13,7 @@
 #include "preload/pthread/entry.h"
 #include "preload/pthread/families.h"
 #include "preload/real.h"
-#include "preload/config/registry.h"
+#include "preload/pthread/adapters.h"
 #include "preload/stats/stats.h"
 
 namespace lockswap {

@@ -65,24 +65,28 @@
 // open/read/readlink, nothing allocates, locks or touches stdio. Counters are
 // read with relaxed loads while other threads keep counting: each record is
 // a consistent-enough snapshot, never a torn value.
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 
 #include "arch/clock.h"
+#include "core/cid.h"
 #include "core/lock_events.h"
 #include "core/nocancel_io.h"
+#include "core/oncpu.h"
 #include "core/thread_registry.h"
 #include "preload/abi.h"
 #include "preload/stats/selected.h"
 #include "preload/config/config.h"
 #include "preload/config/select.h"
+#include "preload/diag.h"
 #include "preload/stats/stats.h"
-#include "preload/lwlock/lwlock.h"
-#include "preload/wtlock/wtlock.h"
 #include "preload/stats/table.h"
 #include "preload/stats/waits.h"
 
@@ -164,7 +168,6 @@ void Out::key_path(const char* key, const char* path, size_t n) {
 
 namespace {
 
-constexpr size_t kRecordBound = 4096;   // one lock or site record, worst case
 constexpr size_t kFixedBound = 1 << 20;  // begin, calls, events, maps, dropped, end
 constexpr size_t kTailReserve = 1 << 19;  // kept free for maps, dropped and end
 
@@ -174,9 +177,40 @@ uint64_t realtime_ns() { return arch::clock_ns(CLOCK_REALTIME); }
 
 std::atomic<uint64_t> g_seq{0};
 
+}  // namespace
+
 void record_start(Out& o, const char* type) {
   o.put("lockswap-v1 ");
   o.put(type);
+}
+
+namespace {
+
+// What a dump's begin and dropped records say besides the tables.
+struct DumpHeader {
+  const char* mutex;
+  const char* rwlock;
+  const char* sem;
+  const char* cid;
+  bool profile;                  // stats=profile: lock, site, calls and map records follow
+  uint64_t signals_dropped;      // statistics signals that came too soon after a dump
+  const char* wtlock;            // LOCKSWAP_WTLOCK (preload/wtlock/)
+};
+
+// The sections of the families outside the ops table (add_section).
+const Section* g_sections[kMaxSections];
+std::atomic<unsigned> g_section_count{0};
+
+template <class Fn>
+void for_each_section(Fn&& fn) {
+  unsigned n = g_section_count.load(std::memory_order_acquire);
+  for (unsigned i = 0; i < n; ++i) fn(*g_sections[i]);
+}
+
+void section_headings(Out& o) {
+  for_each_section([&](const Section& s) {
+    if (s.heading != nullptr) s.heading(o);
+  });
 }
 
 void hist(Out& o, const char* key, const Timing& t) {
@@ -357,10 +391,7 @@ void begin_record(Out& o, uint64_t seq, const DumpHeader& h, char* exe) {
     o.put(" wtlock=");
     o.put(h.wtlock);
   }
-  if (lwlock::redirected()) {
-    o.put(" lwlock=");
-    o.put(variant_name(g_config.lwlock));
-  }
+  section_headings(o);
   o.put(h.profile ? " stats=profile" : " stats=counts");
   ssize_t n = readlink("/proc/self/exe", exe, kScratchBytes);
   if (n > 0) o.key_path("exe", exe, static_cast<size_t>(n));
@@ -445,58 +476,6 @@ void selected_records(Out& o) {
   }
 }
 
-// ------------------------------------------------------- lwlock records
-
-void lwlock_record(const lwlock::TrancheRow& r, void* out) {
-  Out& o = *static_cast<Out*>(out);
-  record_start(o, "lwlock");
-  o.put(" id=");
-  if (r.id < 0)
-    o.put("-1");
-  else
-    o.dec(static_cast<uint64_t>(r.id));
-  o.put(" tranche=");
-  o.escaped(r.name, strlen(r.name));
-  o.put(" variant=");
-  o.put(r.variant);
-  o.key_dec("acq", r.acquired);
-  o.key_dec("missed", r.missed);
-  o.key_dec("waits", r.waits);
-  o.key_dec("wait_ns", r.wait_ns);
-  o.key_dec("hold_samples", r.hold_samples);
-  o.key_dec("hold_ns", r.hold_ns);
-  o.put("\n");
-}
-
-// ------------------------------------------------------- wtlock records
-
-struct WtlockOut {
-  Out& o;
-  uint64_t written, unwritten;
-};
-bool room(const Out& o);
-
-void wtlock_record(const wtlock::LockRow& r, void* out) {
-  auto& w = *static_cast<WtlockOut*>(out);
-  Out& o = w.o;
-  if (!room(o)) return void(++w.unwritten);
-  ++w.written;
-  record_start(o, "wtlock");
-  o.key_hex("addr", r.addr);
-  o.put(" kind=wtlock variant=");
-  o.put(r.variant);
-  if (r.first_ip != 0) o.key_hex("first_ip", r.first_ip);
-  o.key_dec("acq", r.acq);
-  o.key_dec("rd_acq", r.rd_acq);
-  o.key_dec("contended", r.contended);
-  o.key_dec("rd_contended", r.rd_contended);
-  o.key_dec("wait_ns", r.wait_ns);
-  o.key_dec("wait_max_ns", r.wait_max_ns);
-  o.key_dec("hold_samples", r.hold_samples);
-  o.key_dec("hold_ns", r.hold_ns);
-  o.put("\n");
-}
-
 // --------------------------------------------------------- wait records
 
 bool used(const waits::Site& s) {
@@ -554,21 +533,16 @@ void wait_summary(Out& o) {
   }
 }
 
-// Room for one more lock or site record and the tail? (Entries created
-// after records_bound() was computed may not fit; they are counted.)
-bool room(const Out& o) { return o.cap - o.len >= kRecordBound + kTailReserve; }
-
-}  // namespace
-
 size_t records_bound() {
   size_t entries = 0;
   if (const Tables* t = g_tables) {
     for (const LockEntry& e : t->locks) entries += used(e);
     for (const SiteEntry& e : t->sites) entries += used(e);
   }
-  entries += used_waits() + wtlock::counted_locks();
-  constexpr size_t kLwlockBound = 257 * 512;  // a record per tranche slot (preload/lwlock/lwlock.cpp)
-  return kFixedBound + entries * kRecordBound + (lwlock::redirected() ? kLwlockBound : 0);
+  entries += used_waits();
+  size_t sections = 0;
+  for_each_section([&](const Section& s) { sections += s.bound(); });
+  return kFixedBound + entries * kRecordBound + sections;
 }
 
 // Acquisitions that found no room in a table (per-thread counters, see
@@ -589,9 +563,15 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
   if (h.profile) call_records(o);
   event_records(o);
   selected_records(o);
-  lwlock::for_each_tranche(lwlock_record, &o);
-  WtlockOut wt{o, 0, 0};
-  wtlock::for_each_counted_lock(wtlock_record, &wt);
+  Tally sections;
+  bool sections_name_code = false;
+  for_each_section([&](const Section& s) {
+    Tally t;
+    s.records(o, t);
+    sections.written += t.written;
+    sections.unwritten += t.unwritten;
+    sections_name_code |= s.names_code && t.written != 0;
+  });
   const Tables* t = h.profile ? g_tables : nullptr;
   uint64_t unwritten_locks = 0, unwritten_sites = 0;
   if (t != nullptr) {
@@ -611,9 +591,9 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
       unwritten_waits += s.n.load(std::memory_order_relaxed);
     }
   }
-  if (h.profile || wait_sites != 0 || wt.written != 0) map_records(o, scratch);
+  if (h.profile || wait_sites != 0 || sections_name_code) map_records(o, scratch);
   record_start(o, "dropped");
-  o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks + wt.unwritten);
+  o.key_dec("locks", untracked(LockEvent::stats_lock_untracked) + unwritten_locks + sections.unwritten);
   o.key_dec("sites", untracked(LockEvent::stats_site_untracked) + unwritten_sites);
   o.key_dec("signals", h.signals_dropped);
   o.key_dec("waits", waits::dropped() + unwritten_waits);
@@ -623,5 +603,190 @@ void format_records(Out& o, const DumpHeader& h, char* scratch) {
   o.key_dec("seq", seq);
   o.put("\n");
 }
+
+}  // namespace
+
+// Room for one more record and the tail? (Entries created after
+// records_bound() was computed may not fit; they are counted.)
+bool room(const Out& o) { return o.cap - o.len >= kRecordBound + kTailReserve; }
+
+void add_section(const Section& s) {
+  unsigned n = g_section_count.load(std::memory_order_relaxed);
+  if (n == kMaxSections) return;
+  g_sections[n] = &s;
+  g_section_count.store(n + 1, std::memory_order_release);
+}
+
+// ------------------------------------------------------------- the writer
+
+namespace {
+
+// Statistics: kernel lock_event_counts style, one "name count" line per
+// non-zero event, plus the variants that produced them; then the machine
+// records of preload/stats/dump.cpp. A dump is written with one write(2)
+// from a buffer mapped for it, so processes of a forking server that exit
+// together (O_APPEND) never interleave their lines. It runs at exit and in
+// the LOCKSWAP_STATS_SIGNAL handler, so it is async-signal-safe in practice:
+// numbers formatted by hand, no malloc, no stdio, strerrordesc_np (a static
+// string) for errors, large buffers in the mapping rather than on the stack
+// (the handler may run on a small alternate stack); and it never acts on the
+// interrupted thread's pending cancellation (core/nocancel_io.h).
+void fill_stats(Out& o, char* scratch, uint64_t signals_dropped) {
+  o.put("lockswap: pid ");
+  o.dec(static_cast<uint64_t>(getpid()));
+  const char* const pairs[][2] = {{" mutex=", variant_name(g_config.mutex)},
+                                  {" rwlock=", variant_name(g_config.rwlock)},
+                                  {" sem=", variant_name(g_config.sem)},
+                                  {" cid=", variant_name(cid::mode())}};
+  for (const auto& kv : pairs) {
+    o.put(kv[0]);
+    o.put(kv[1]);
+  }
+  if (cid::rseq_fell_back()) o.put(" (LOCKSWAP_CID=rseq: no kernel mm_cid, percpu used)");
+  if (g_config.wtlock != WtlockVariant::off && g_config.wtlock != WtlockVariant::unset) {
+    o.put(" wtlock=");  // said only when asked for: WiredTiger's rwlocks are swapped
+    o.put(variant_name(g_config.wtlock));
+  }
+  section_headings(o);  // e.g. PostgreSQL's LWLocks run on lockswap's algorithms
+  o.put(" oncpu=");
+  o.put(oncpu::source_name(oncpu::source()));
+  o.put(g_config.profile ? " stats=profile\n" : " stats=counts\n");
+#if LOCKSWAP_LOCK_EVENTS
+  for (uint32_t i = 0; i < kNumLockEvents; ++i) {
+    uint64_t v = lockevent_total(static_cast<LockEvent>(i));
+    if (v == 0) continue;
+    o.put("lockswap: ");
+    o.put_left(kLockEventNames[i], 24);
+    o.put(" ");
+    o.dec_right(v, 12);
+    o.put("  ");
+    o.put(kLockEventMeanings[i]);
+    o.put("\n");
+  }
+#else
+  o.put("lockswap: lock events were compiled out (LOCKSWAP_LOCK_EVENTS=OFF)\n");
+#endif
+  if (signals_dropped != 0) {
+    o.put("lockswap: ");
+    o.dec(signals_dropped);
+    o.put(" statistics signal(s) dropped: at most one dump per 100 ms\n");
+  }
+  DumpHeader h{variant_name(g_config.mutex), variant_name(g_config.rwlock), variant_name(g_config.sem),
+                      variant_name(cid::mode()),   g_config.profile,               signals_dropped,
+                      variant_name(g_config.wtlock)};
+  format_records(o, h, scratch);
+}
+
+bool has_pid_pattern(const char* p) { return strstr(p, "%p") != nullptr; }
+
+// LOCKSWAP_STATS_FILE with every "%p" replaced by the pid (one file per
+// process of a forking server), into `out` (kScratchBytes). False if it does
+// not fit.
+bool expand_stats_path(char* out) {
+  char pid[16];
+  Out pid_text{pid, sizeof pid};
+  pid_text.dec(static_cast<uint64_t>(getpid()));
+  size_t n = 0;
+  for (const char* p = g_config.stats_file; *p; ++p) {
+    const char* piece = p;
+    size_t len = 1;
+    if (p[0] == '%' && p[1] == 'p') {
+      piece = pid;
+      len = pid_text.len;
+      ++p;
+    }
+    if (n + len >= kScratchBytes) return false;
+    memcpy(out + n, piece, len);
+    n += len;
+  }
+  out[n] = '\0';
+  return true;
+}
+
+// The process that created this pid's file (O_EXCL): its later dumps append.
+std::atomic<pid_t> g_created_by{0};
+
+// Why the opened statistics file is not one to write to, or null. Only a
+// regular file the effective user owns with no other name: a FIFO would
+// block the exit, a hard link or someone else's file would put lockswap's
+// output where the caller of a program cannot write themselves.
+const char* unsuitable(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return "cannot stat it";
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (st.st_uid != geteuid()) return "owned by another user";
+  if (st.st_nlink != 1) return "a file with more than one link";
+  return nullptr;
+}
+
+std::atomic<bool> g_open_failure_reported{false};
+
+void report_open_failure(const char* path, const char* why) {
+  if (g_open_failure_reported.exchange(true)) return;
+  char text[640];
+  Out m{text, sizeof text - 1};
+  m.put("lockswap: cannot open LOCKSWAP_STATS_FILE=");
+  m.escaped(path, strnlen(path, 256));
+  m.put(" (");
+  m.put(why);
+  m.put("); statistics follow on stderr");
+  text[m.len] = '\n';
+  diag(text, m.len + 1);
+}
+
+// The statistics file, or lockswap's stderr (-1: none) with a one-line
+// reason when it cannot be used (once per process, never silently dropped).
+// `path` is scratch room (kScratchBytes).
+int open_stats_fd(char* path) {
+  if (g_config.stats_file == nullptr || *g_config.stats_file == '\0') return diag_fd();
+  if (!expand_stats_path(path)) {
+    report_open_failure(g_config.stats_file, strerrordesc_np(ENAMETOOLONG));
+    return diag_fd();
+  }
+  // A fresh pid's file must not exist yet: one planted there is refused.
+  bool fresh = has_pid_pattern(g_config.stats_file) && g_created_by.load() != getpid();
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (fresh ? O_EXCL : 0);
+  int fd = nocancel::open(path, flags, 0600);
+  const char* why = fd < 0 ? strerrordesc_np(errno) : unsuitable(fd);
+  if (why == nullptr) {
+    if (fresh) g_created_by.store(getpid());
+    return fd;
+  }
+  if (fd >= 0) nocancel::close(fd);
+  report_open_failure(path, why);
+  return diag_fd();
+}
+
+void write_all(int fd, const char* p, size_t n) {
+  while (n != 0) {
+    ssize_t w = nocancel::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+constexpr size_t kHumanLinesBound = 64 * 1024;
+
+}  // namespace
+
+void write_dump(uint64_t signals_dropped) {
+  size_t cap = kHumanLinesBound + records_bound();
+  size_t bytes = cap + kScratchBytes;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    diag("lockswap: cannot map a buffer for the statistics\n");
+    return;
+  }
+  char* scratch = static_cast<char*>(mem) + cap;
+  Out o{static_cast<char*>(mem), cap};
+  fill_stats(o, scratch, signals_dropped);
+  int fd = open_stats_fd(scratch);
+  if (fd >= 0) write_all(fd, o.text, o.len);
+  if (fd >= 0 && fd != diag_fd()) nocancel::close(fd);
+  munmap(mem, bytes);
+}
+
 
 }  // namespace lockswap::stats

@@ -6,9 +6,9 @@
 // event counters only). With profile, install_ops() (preload/ops.cpp) hands
 // its finished table to install(): the variant's functions move to an inner
 // table and `g_ops` points at profiling wrappers (preload/stats/stats.cpp) that
-// call them. The output — human lines plus the machine records of
-// preload/stats/dump.cpp — is written at exit and on
-// LOCKSWAP_STATS_SIGNAL by preload/lifecycle.cpp through format_records().
+// call them. The output — human lines plus the machine records, one file:
+// preload/stats/dump.cpp — is written at exit and on LOCKSWAP_STATS_SIGNAL,
+// when preload/lifecycle.cpp calls write_dump().
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,16 +42,10 @@ struct Out {
   void escaped(const char* s, size_t n);
 };
 
-// What a dump's begin and dropped records say besides the tables.
-struct DumpHeader {
-  const char* mutex;
-  const char* rwlock;
-  const char* sem;
-  const char* cid;
-  bool profile;                  // stats=profile: lock, site, calls and map records follow
-  uint64_t signals_dropped;      // statistics signals that came too soon after a dump
-  const char* wtlock = nullptr;  // LOCKSWAP_WTLOCK (preload/wtlock/); null: not said
-};
+// The families that count without the profiler (PostgreSQL's LWLocks,
+// WiredTiger's rwlocks) time the hold of one acquisition in this many: two
+// clock reads on a path that must stay near its uncounted cost.
+inline constexpr unsigned kHoldSample = 64;
 
 // Room the dump functions borrow instead of their stack (the dump may run
 // in a signal handler, perhaps on a small alternate stack).
@@ -73,12 +67,34 @@ int outside_acquire(const OutsideAttempt& a, OutsideCall try_fn, OutsideCall wai
 void outside_release(const void* lock, uint8_t kind);  // closes a write hold
 void outside_init(const void* lock, uint8_t kind, uintptr_t ip);
 
-// Upper bound of what format_records() writes now.
-size_t records_bound();
-// Appends one dump's machine records ("lockswap-v1 begin" ... "end").
-// Async-signal-safe in practice: reads /proc with open/read, no allocation,
-// no locks, no stdio. `scratch` holds kScratchBytes.
-void format_records(Out& out, const DumpHeader& h, char* scratch);
+// Writes one dump (the human lines, then the machine records) to
+// LOCKSWAP_STATS_FILE or lockswap's stderr, with one write(2) from a buffer
+// mapped for it: at exit and in the LOCKSWAP_STATS_SIGNAL handler
+// (preload/lifecycle.cpp decides when), so async-signal-safe in practice.
+// `signals_dropped`: statistics signals that came too soon after a dump.
+void write_dump(uint64_t signals_dropped);
+
+// ---------------------------------------------------------------- sections
+// A family outside the ops table (preload/lwlock/, preload/wtlock/) adds its
+// own records to every dump through a section it registers when it starts,
+// so the statistics know no family. The hooks run where the dump runs.
+struct Tally {
+  uint64_t written = 0, unwritten = 0;  // records appended; records left out for want of room
+};
+struct Section {
+  void (*heading)(Out& o);            // " key=value" for the human line and the begin record (may be null)
+  size_t (*bound)();                  // bytes its records may take now
+  void (*records)(Out& o, Tally& t);  // appends its records
+  bool names_code;                    // its records hold code addresses: map records follow any written
+};
+inline constexpr unsigned kMaxSections = 4;
+// `s` must outlive the process (a static); before main, from one thread.
+void add_section(const Section& s);
+// For a section's records: the start of a record line ("lockswap-v1 TYPE"),
+// and whether one more record (kRecordBound) fits besides the dump's tail.
+void record_start(Out& o, const char* type);
+bool room(const Out& o);
+inline constexpr size_t kRecordBound = 4096;  // one record, worst case
 
 // The dump's start_ns: now, unless already set (the profiler's first use).
 void mark_start();

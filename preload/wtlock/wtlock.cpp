@@ -415,7 +415,7 @@ Table wrapped(const Table& inner) {
 // cache; nothing allocates. Per lock: read and write acquisitions
 // (successful try calls included), contended ones (the first attempt
 // failed), the time in the rest of a contended call, and the hold of one
-// write acquisition in kHoldSample (the sampling of the LWLock family's
+// write acquisition in stats::kHoldSample (the sampling of the LWLock family's
 // counts, preload/lwlock/lwlock.cpp), its start kept by the writing thread
 // (WiredTiger's writer unlocks what it locked); reads have no hold time, as
 // in the profiler. Entries are updated after the acquisition: readers
@@ -425,7 +425,6 @@ Table wrapped(const Table& inner) {
 constexpr unsigned kCountBits = 14;
 constexpr uint32_t kCountSlots = 1u << kCountBits;
 constexpr uint32_t kCountProbes = 64;
-constexpr uint64_t kHoldSample = 64;
 
 // One lock's counters; an idle pair touches the first cache line only.
 struct alignas(64) LockCounts {
@@ -490,7 +489,7 @@ __attribute__((noinline)) void end_hold(Rwlock* l) {
 __attribute__((always_inline)) inline void wrote(LockCounts& e) {
   uint64_t n = e.wr_acq.load(std::memory_order_relaxed) + 1;
   e.wr_acq.store(n, std::memory_order_relaxed);
-  if (__builtin_expect(n % kHoldSample == 0, 0)) begin_hold(e);
+  if (__builtin_expect(n % stats::kHoldSample == 0, 0)) begin_hold(e);
 }
 void read_once(LockCounts& e) { e.rd_acq.fetch_add(1, std::memory_order_relaxed); }
 
@@ -565,6 +564,66 @@ constexpr Table counted_table_of() {
           C::writeunlock};
 }
 
+// ------------------------------------------------- the dump's wtlock records
+
+struct LockRow {
+  uintptr_t addr;        // the WT_RWLOCK
+  uintptr_t first_ip;    // where it was initialised, else first taken (0: unknown)
+  uint64_t acq, rd_acq;  // acquisitions (try calls that succeeded too), of them reads
+  uint64_t contended, rd_contended;  // the first attempt failed, the call went on
+  uint64_t wait_ns, wait_max_ns;     // time in the rest of a contended call
+  uint64_t hold_samples, hold_ns;    // write holds, 1 in kHoldSample per lock
+};
+
+// Each lock with a counted acquisition, in table order; async-signal-safe
+// (relaxed loads only).
+template <class Visit>
+void for_each_counted_lock(Visit&& visit) {
+  const LockCounts* t = g_counts;
+  if (t == nullptr) return;
+  auto get = [](const stats::Counter& c) { return c.load(std::memory_order_relaxed); };
+  for (uint32_t i = 0; i < kCountSlots; ++i) {
+    const LockCounts& e = t[i];
+    uintptr_t addr = e.addr.load(std::memory_order_relaxed);
+    uint64_t rd = get(e.rd_acq), wr = get(e.wr_acq);
+    if (addr == 0 || rd + wr == 0) continue;  // initialised, never taken
+    visit(LockRow{addr, e.first_ip.load(std::memory_order_relaxed), rd + wr, rd,
+                  get(e.rd_contended) + get(e.wr_contended), get(e.rd_contended), get(e.wait_ns),
+                  get(e.wait_max_ns), get(e.hold_samples), get(e.hold_ns)});
+  }
+}
+
+size_t dump_bound() {
+  size_t n = 0;
+  for_each_counted_lock([&](const LockRow&) { ++n; });
+  return n * stats::kRecordBound;
+}
+
+// One `wtlock` record per counted lock (preload/stats/dump.cpp, "Format").
+void dump_records(stats::Out& o, stats::Tally& t) {
+  const char* variant = variant_name(wtlock_variant());
+  for_each_counted_lock([&](const LockRow& r) {
+    if (!stats::room(o)) return void(++t.unwritten);
+    ++t.written;
+    stats::record_start(o, "wtlock");
+    o.key_hex("addr", r.addr);
+    o.put(" kind=wtlock variant=");
+    o.put(variant);
+    if (r.first_ip != 0) o.key_hex("first_ip", r.first_ip);
+    o.key_dec("acq", r.acq);
+    o.key_dec("rd_acq", r.rd_acq);
+    o.key_dec("contended", r.contended);
+    o.key_dec("rd_contended", r.rd_contended);
+    o.key_dec("wait_ns", r.wait_ns);
+    o.key_dec("wait_max_ns", r.wait_max_ns);
+    o.key_dec("hold_samples", r.hold_samples);
+    o.key_dec("hold_ns", r.hold_ns);
+    o.put("\n");
+  });
+}
+
+const stats::Section kDumpSection{nullptr, dump_bound, dump_records, true};
+
 // The counting table, once (install_once runs this once per process).
 bool map_counts() {
   void* p = mmap(nullptr, sizeof(LockCounts) * kCountSlots, PROT_READ | PROT_WRITE,
@@ -574,6 +633,7 @@ bool map_counts() {
     return false;
   }
   g_counts = static_cast<LockCounts*>(p);  // zero pages are free entries
+  stats::add_section(kDumpSection);
   return true;
 }
 
@@ -678,28 +738,6 @@ void note_caller(void* ra) {
   auto r = reinterpret_cast<uintptr_t>(ra);
   install_once(r);
   if (__builtin_expect(known(r) == nullptr, 0)) new_caller(r);
-}
-
-size_t counted_locks() {
-  size_t n = 0;
-  for_each_counted_lock([](const LockRow&, void* p) { ++*static_cast<size_t*>(p); }, &n);
-  return n;
-}
-
-void for_each_counted_lock(void (*visit)(const LockRow&, void*), void* context) {
-  const LockCounts* t = g_counts;
-  if (t == nullptr) return;
-  auto get = [](const stats::Counter& c) { return c.load(std::memory_order_relaxed); };
-  for (uint32_t i = 0; i < kCountSlots; ++i) {
-    const LockCounts& e = t[i];
-    uintptr_t addr = e.addr.load(std::memory_order_relaxed);
-    uint64_t rd = get(e.rd_acq), wr = get(e.wr_acq);
-    if (addr == 0 || rd + wr == 0) continue;  // initialised, never taken
-    visit({addr, e.first_ip.load(std::memory_order_relaxed), variant_name(wtlock_variant()), rd + wr, rd,
-           get(e.rd_contended) + get(e.wr_contended), get(e.rd_contended), get(e.wait_ns), get(e.wait_max_ns),
-           get(e.hold_samples), get(e.hold_ns)},
-          context);
-  }
 }
 
 void after_fork_in_child() {

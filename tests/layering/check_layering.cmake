@@ -1,7 +1,7 @@
 # Layers point one way: arch/ <- core/ <- preload/.
 #   arch/    may include only arch/ (and system headers)
 #   core/    may include arch/ and core/, never preload/
-#   preload/ may include all three
+#   preload/ may include all three; inside it, the rooms as check_room says
 # A quoted include that climbs out of its directory ("../") is refused too,
 # since it could reach any layer. Inside a layer, two files (x.h and x.cpp
 # count as one, `x`) may not include each other: a loop that one of them
@@ -39,6 +39,30 @@ endfunction()
 check_layer(arch "core/|preload/|tests/")
 check_layer(core "preload/|tests/")
 check_layer(preload "tests/")
+
+# Inside preload/, rooms point one way too: the families (pthread/, lwlock/,
+# wtlock/) never include one another; the statistics (stats/) and the
+# settings (config/) include no family, and config/ not the statistics
+# either: a family registers its records with stats/, and what the settings
+# start is the shim's (preload/boot.cpp).
+function(check_room room forbidden_regex)
+  file(GLOB_RECURSE _files RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/preload/${room}/*.h ${SOURCE_DIR}/preload/${room}/*.cpp)
+  foreach(_file IN LISTS _files)
+    file(STRINGS ${SOURCE_DIR}/${_file} _includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"preload/")
+    foreach(_line IN LISTS _includes)
+      if(_line MATCHES "\"preload/(${forbidden_regex})/")
+        list(APPEND _violations "${_file}: ${_line} (preload/${room}/ may not include preload/${CMAKE_MATCH_1}/)")
+      endif()
+    endforeach()
+  endforeach()
+  set(_violations "${_violations}" PARENT_SCOPE)
+endfunction()
+
+check_room(pthread "lwlock|wtlock")
+check_room(lwlock "pthread|wtlock")
+check_room(wtlock "pthread|lwlock")
+check_room(stats "pthread|lwlock|wtlock")
+check_room(config "pthread|lwlock|wtlock|stats")
 
 foreach(_edge IN LISTS _edges)
   string(REPLACE ">" ";" _pair "${_edge}")
