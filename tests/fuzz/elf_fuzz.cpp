@@ -1,5 +1,5 @@
 // tests/fuzz/elf_fuzz.cpp — libFuzzer target for the ELF symbol reader of
-// preload/config/select.cpp (select::elf::for_each_symbol), which LOCKSWAP_SELECT's
+// preload/config/elf.cpp (select::elf::for_each_symbol), which LOCKSWAP_SELECT's
 // sym:/func: rules run over the files of the loaded objects and over the
 // vDSO's image in memory, before main.
 //
@@ -16,9 +16,7 @@
 // With ELF_FUZZ_SEEDS=DIR set, the start-up also writes the vDSO's image
 // there as a seed (run_fuzz.sh does).
 //
-// select.cpp is compiled in as it is; the two functions of config.cpp it
-// calls (messages and the fatal error of a bad rule, neither reached here)
-// are stand-ins below.
+// elf.cpp is compiled in as it is; it calls nothing else of the library.
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -33,13 +31,7 @@
 #include <cstring>
 #include <string>
 
-#include "preload/config/select.h"
-
-namespace lockswap {
-void diag(const char*, size_t) {}
-void diag(const char*) {}
-[[noreturn]] void config_error(const char*, const char*, const char*) { abort(); }
-}  // namespace lockswap
+#include "preload/config/elf.h"
 
 namespace {
 
@@ -75,7 +67,7 @@ void check(const Symbol& s, void* context) {
   exit(1);
 }
 
-// The program's own file, as select.cpp reads an object's file.
+// The program's own file, as select.cpp reads an object's file for elf.cpp.
 void expect_own_file() {
   int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   struct stat st;

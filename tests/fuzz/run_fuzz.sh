@@ -3,7 +3,7 @@
 # a short budget:
 #   config  the environment parser (config_fuzz.cpp, preload/config/config.cpp)
 #   elf     the ELF symbol reader of LOCKSWAP_SELECT (elf_fuzz.cpp,
-#           preload/config/select.cpp)
+#           preload/config/elf.cpp)
 #
 #   run_fuzz.sh --source DIR --build DIR --isa x86_64 --core-lib liblockswap_core.a [--target config] [--time 20]
 #
@@ -25,7 +25,7 @@ budget=${FUZZ_TIME:-$budget}
 [[ -n $src && -n $build && -n $core_lib ]] || { echo "usage: run_fuzz.sh --source DIR --build DIR --core-lib LIB" >&2; exit 2; }
 case $target in
   config) sources=() max_len=6000 ;;
-  elf) sources=("$src/preload/config/select.cpp") max_len=65536 ;;
+  elf) sources=("$src/preload/config/elf.cpp") max_len=65536 ;;
   *) echo "fuzz: unknown target $target (config, elf)" >&2; exit 2 ;;
 esac
 
