@@ -35,6 +35,11 @@ expect preload-first 0 '^LD_PRELOAD=[^ ]*liblockswap\.so /nonexistent-keep\.so$'
   env LD_PRELOAD=/nonexistent-keep.so "$CLI" --mutex futex -- sh -c 'echo "LD_PRELOAD=$LD_PRELOAD"'
 expect rspin-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant rwsem-rspin -- true
 expect percid-map 0 'LOCKSWAP_MUTEX=rwsem' -- "$CLI" --dry-run --variant percid -- true
+# --print-env: what COMMAND would get, NUL-separated, no command needed;
+# the settings are checked first, like a run's.
+expect print-env 0 '^LOCKSWAP_RWLOCK=rwsem-rspin$' -- sh -c '"$0" --variant rwsem-rspin --print-env | tr "\\0" "\\n"' "$CLI"
+expect print-env-preload 0 '^LD_PRELOAD=[^ ]*liblockswap\.so$' -- sh -c '"$0" --mutex futex --print-env | tr "\\0" "\\n"' "$CLI"
+expect print-env-refused 2 'unknown sem variant' -- "$CLI" --sem nope --print-env
 # --variant NAME is the column of that name in the library's one list
 # (preload/config/variant_columns.def), printed by --list; explicit options win.
 expect list-columns 0 'rwsem-rspin LOCKSWAP_MUTEX=rwsem,LOCKSWAP_RWLOCK=rwsem-rspin' -- "$CLI" --list

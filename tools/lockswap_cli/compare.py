@@ -9,7 +9,6 @@ import resource
 import shlex
 import signal
 import statistics
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -277,21 +276,17 @@ class Environments:
         return [*variant_options("glibc"), *self.sets, "--select", self.selects[v]]
 
     def capture(self, v, extra, stats_file=None):
-        """`lockswap <options> -- env -0` -> the environment COMMAND would get. With statistics,
-        the env process's own dump goes to a scratch file, and the row's file is put in after."""
-        scratch = tempfile.mkdtemp(prefix="lockswap-env-") if stats_file else None
-        opts = extra + (["--stats-file", os.path.join(scratch, "env.%p")] if scratch else [])
-        argv = [self.wrapper, *self.lib, *self.row_options(v), *opts, "--", "env", "-0"]
-        try:
-            p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
-        finally:
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+        """The environment COMMAND would get: the wrapper checks the row's settings (its
+        pre-flight) and prints LD_PRELOAD and the LOCKSWAP_* variables (`--print-env`); the
+        row's statistics file is put in here, so only the measured command writes to it."""
+        argv = [self.wrapper, *self.lib, *self.row_options(v), *extra, "--print-env"]
+        p = subprocess.run(argv, capture_output=True, env=clean_environ(keep=("LOCKSWAP_LIB",)))
         if p.returncode != 0:
             sys.stderr.write(p.stderr.decode("utf-8", errors="replace"))
             warn(f"compare: row {v} ({self.describe(v)}): the settings were refused; nothing was run")
             raise SystemExit(2)
-        env = dict(item.split("=", 1) for item in os.fsdecode(p.stdout).split("\0") if "=" in item)
+        env = clean_environ()
+        env.update(item.split("=", 1) for item in os.fsdecode(p.stdout).split("\0") if "=" in item)
         if stats_file:
             env["LOCKSWAP_STATS_FILE"] = stats_file
         return env
