@@ -46,8 +46,14 @@ SpinBudget budget_of(uint64_t ns) { return SpinBudget::until(arch::monotonic_ns(
 uint32_t my_id() { return self_slot().id; }
 ThreadSlot& slot(uint32_t id) { return *slot_of(id); }
 
-// While alive, the calling thread's CPU is unknown to spinners queued behind
-// it (they take it as running), as on a kernel without rseq.
+// From now on the calling thread's CPU is unknown to spinners queued behind
+// it (they take it as running), as on a kernel without rseq. A spinner
+// thread keeps it hidden until it exits (the registry retracts the pointer
+// then): a neighbour that read its id just before it left may still judge
+// it, and must not find a CPU published again.
+void hide_cpu_for_good() { self_slot().cpu_word.store(nullptr); }
+
+// The same for a scope of the test's main thread (it judges no one after).
 class CpuHidden {
  public:
   CpuHidden() : slot_(self_slot()), saved_(slot_.cpu_word.exchange(nullptr)) {}
@@ -77,7 +83,7 @@ class Spinner {
  public:
   Spinner(std::atomic<uint32_t>& tail, uint64_t budget_ns, const int* handed = nullptr)
       : thread_([this, &tail, budget_ns, handed] {
-          CpuHidden hidden;
+          hide_cpu_for_good();
           id_.store(my_id());
           SpinBudget budget = budget_of(budget_ns);
           bool head = osq_lock(tail, budget);
