@@ -180,7 +180,7 @@ bool in_futex_wait_on(pid_t tid, const void* word) {
 // not enough: a waiter makes its second attempt (or variable check) after
 // queueing, and one the test's next step overtakes there legitimately
 // succeeds without sleeping. A waiter sleeps only once that check failed.
-bool becomes_queued(const TestHost& h, int32_t proc, const OnThread& t) {
+bool sleeps_in_queue(const TestHost& h, int32_t proc, const OnThread& t) {
   return eventually([&] { return t.tid() != 0 && h.waiting(proc) && in_futex_wait_on(t.tid(), &h.records[proc].waiting); });
 }
 
@@ -292,7 +292,7 @@ TEST(PgLwlock, ReleaseWakesEverySharedWaiterAtOnce) {
       if (!eventually([&] { return holding.load() == kReaders; }, 3000ms)) all_held_together.store(false);
       r.release(kShared);
     }));
-  for (int32_t p = 1; p <= kReaders; ++p) ASSERT_TRUE(becomes_queued(h, p, *readers[p - 1]));
+  for (int32_t p = 1; p <= kReaders; ++p) ASSERT_TRUE(sleeps_in_queue(h, p, *readers[p - 1]));
   owner.release(kExclusive);
   for (auto& r : readers) r->join();
   EXPECT_TRUE(all_held_together.load()) << "the shared waiters were woken one by one";
@@ -314,14 +314,14 @@ TEST(PgLwlock, ReleaseWakesOnlyTheFirstExclusiveWaiter) {
     second_stayed_queued.store(stays_queued(h, 2) && h.words.head.load() == 2);
     b.release(kExclusive);
   });
-  ASSERT_TRUE(becomes_queued(h, 1, first));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, first));
   OnThread second([&] {
     Backend b(h, 2);
     EXPECT_FALSE(b.acquire(kExclusive));
     order[turns.fetch_add(1)].store(2);
     b.release(kExclusive);
   });
-  ASSERT_TRUE(becomes_queued(h, 2, second));
+  ASSERT_TRUE(sleeps_in_queue(h, 2, second));
   EXPECT_EQ(h.words.head.load(), 1);
   EXPECT_EQ(h.words.tail.load(), 2) << "queued at the tail, in arrival order";
   owner.release(kExclusive);
@@ -353,16 +353,16 @@ TEST(PgLwlock, SharedWaitersBehindAQueuedExclusiveOneAreWokenToo) {
     r.release(kShared);
   };
   OnThread r1([&] { reader(1); });
-  ASSERT_TRUE(becomes_queued(h, 1, r1));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, r1));
   OnThread writer([&] {
     Backend w(h, 2);
     EXPECT_FALSE(w.acquire(kExclusive));
     readers_when_writer_held.store(readers_holding.load());
     w.release(kExclusive);
   });
-  ASSERT_TRUE(becomes_queued(h, 2, writer));
+  ASSERT_TRUE(sleeps_in_queue(h, 2, writer));
   OnThread r3([&] { reader(3); });
-  ASSERT_TRUE(becomes_queued(h, 3, r3));
+  ASSERT_TRUE(sleeps_in_queue(h, 3, r3));
   owner.release(kExclusive);
   r1.join();
   r3.join();
@@ -380,7 +380,7 @@ TEST(PgLwlock, AcquireOrWaitOnAHeldLockWaitsUntilFreeWithoutTakingIt) {
   ASSERT_TRUE(owner.acquire(kExclusive));
   std::atomic<int> result{-1};
   OnThread waiter([&] { result.store(Backend(h, 1).acquire_or_wait(kExclusive) ? 1 : 0); });
-  ASSERT_TRUE(becomes_queued(h, 1, waiter));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, waiter));
   EXPECT_FALSE(waiter.done()) << "it waits while the lock is held";
   owner.release(kExclusive);
   waiter.join();
@@ -402,10 +402,10 @@ TEST(PgLwlock, AcquireOrWaitQueuesAtTheHeadAndIsWokenWithTheFirstTaker) {
     writer_held.store(true);
     w.release(kExclusive);
   });
-  ASSERT_TRUE(becomes_queued(h, 1, writer));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, writer));
   std::atomic<int> result{-1};
   OnThread flusher([&] { result.store(Backend(h, 2).acquire_or_wait(kExclusive) ? 1 : 0); });
-  ASSERT_TRUE(becomes_queued(h, 2, flusher));
+  ASSERT_TRUE(sleeps_in_queue(h, 2, flusher));
   EXPECT_EQ(h.words.head.load(), 2) << "wait-until-free waiters are pushed at the head";
   EXPECT_EQ(h.words.tail.load(), 1);
   owner.release(kExclusive);
@@ -430,7 +430,7 @@ TEST(PgLwlock, UpdateVarWakesAVariableWaiterWithTheNewValue) {
     result.store(Backend(h, 1).wait_for_var(10, &newval) ? 1 : 0);
     seen.store(newval);
   });
-  ASSERT_TRUE(becomes_queued(h, 1, waiter));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, waiter));
   EXPECT_FALSE(waiter.done()) << "held, and the variable is still the old value";
   owner.update_var(11);
   waiter.join();
@@ -451,7 +451,7 @@ TEST(PgLwlock, ReleaseClearVarWakesAVariableWaiterWithTheLockFree) {
     uint64_t newval = 0;
     result.store(Backend(h, 1).wait_for_var(10, &newval) ? 1 : 0);
   });
-  ASSERT_TRUE(becomes_queued(h, 1, waiter));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, waiter));
   owner.release_clear_var(0);
   waiter.join();
   EXPECT_EQ(result.load(), 1) << "true: the lock is free";
@@ -471,14 +471,14 @@ TEST(PgLwlock, UpdateVarLeavesAnExclusiveWaiterQueued) {
     EXPECT_FALSE(w.acquire(kExclusive));
     w.release(kExclusive);
   });
-  ASSERT_TRUE(becomes_queued(h, 1, writer));
+  ASSERT_TRUE(sleeps_in_queue(h, 1, writer));
   std::atomic<uint64_t> seen{0};
   OnThread waiter([&] {
     uint64_t newval = 0;
     EXPECT_FALSE(Backend(h, 2).wait_for_var(1, &newval));
     seen.store(newval);
   });
-  ASSERT_TRUE(becomes_queued(h, 2, waiter));
+  ASSERT_TRUE(sleeps_in_queue(h, 2, waiter));
   EXPECT_EQ(h.words.head.load(), 2);
   owner.update_var(2);
   waiter.join();
