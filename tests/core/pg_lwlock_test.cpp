@@ -181,7 +181,9 @@ bool in_futex_wait_on(pid_t tid, const void* word) {
 // queueing, and one the test's next step overtakes there legitimately
 // succeeds without sleeping. A waiter sleeps only once that check failed.
 bool sleeps_in_queue(const TestHost& h, int32_t proc, const OnThread& t) {
-  return eventually([&] { return t.tid() != 0 && h.waiting(proc) && in_futex_wait_on(t.tid(), &h.records[proc].waiting); });
+  return eventually([&] {
+    return t.tid() != 0 && h.waiting(proc) && in_futex_wait_on(t.tid(), &h.records[proc].waiting);
+  });
 }
 
 // Still asleep after a moment: a waiter the last release must not have woken.
@@ -570,7 +572,8 @@ TEST(PgLwlock, StressExclusionHoldsAndNoWaiterIsLost) {
   for (int32_t p = 0; p < kBackends; ++p)
     threads.emplace_back([&, p] {
       Backend b(*h, p);
-      for (auto i = static_cast<unsigned>(p * 5); !stop.load(std::memory_order_relaxed); ++i) stress_step(b, *counts, i);
+      for (auto i = static_cast<unsigned>(p * 5); !stop.load(std::memory_order_relaxed); ++i)
+        stress_step(b, *counts, i);
       finished.fetch_add(1);
     });
   std::this_thread::sleep_for(run_for);
