@@ -14,7 +14,10 @@
 // rwlock only needs ids to be small: its slots are counters, so a shared id
 // costs a shared cache line, never correctness.
 //
-// LOCKSWAP_CID selects one allocator for the process (CidMode):
+// LOCKSWAP_CID selects one allocator for the process (CidMode). Each has a
+// file of its own in core/cid/ (global.cpp, percpu.cpp, rseq.cpp,
+// thread.cpp); core/cid/common.cpp selects one, runs the switch model and
+// resets the state in a fork child.
 //
 //   global  v6.3 (af7f588d8f73, §4.2): one lock (the cid_lock) and one bitmap.
 //           A thread takes the lowest free id, under the lock, the first time
@@ -238,7 +241,7 @@ CidMode select(CidMode requested);
 CidMode requested_mode();
 inline CidMode mode() { return g_mode.load(arch::mo_hint); }
 
-// Slow paths (core/cid.cpp).
+// Slow paths (core/cid/<allocator>.cpp).
 uint32_t global_take();
 uint32_t percpu_refill(uint32_t cpu);
 uint32_t percpu_stamp(CpuCache& c, uint32_t epoch);
