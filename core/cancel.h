@@ -48,7 +48,7 @@
 // SlowPaths open their scope before calling into frames with cleanups; a
 // thread of the asynchronous type borrows an id instead of entering the id
 // allocator's refill or global take, and skips its clock check:
-// core/cid.cpp). The rwlock try calls are wrapped
+// core/cid/). The rwlock try calls are wrapped
 // (preload/pthread/rwlock.cpp, NativeRwlock): percid's runs a writer's drain under a
 // guard, and a cancellation landing there terminated the process.
 //

@@ -25,7 +25,7 @@
 // (EPERM, a different or unknown namespace, where the same number names
 // another process) counts as alive: the old behaviour, wait. The caller's
 // critical section must be written so that the state a holder killed at any
-// point leaves behind is one the next holder accepts (core/cid.cpp says why
+// point leaves behind is one the next holder accepts (core/cid/global.cpp says why
 // its sections are). Residual risks, both needing the kernel to hand the dead
 // holder's pid to a new process of the same namespace: before the takeover
 // the waiter keeps waiting until that process exits too (liveness, not

@@ -168,7 +168,7 @@ extern ThreadSlot g_shared_slot;
 inline std::atomic<uint32_t> g_attached_threads{0};
 
 // Runs in an exiting thread that has a slot, before the slot is recycled
-// (core/cid.cpp returns a LOCKSWAP_CID=global id there); null when unused.
+// (core/cid/global.cpp returns a LOCKSWAP_CID=global id there); null when unused.
 inline std::atomic<void (*)()> g_thread_exit_hook{nullptr};
 
 ThreadSlot& attach_current_thread();

@@ -24,7 +24,7 @@ namespace lockswap {
 
 // Every sleep in lockswap goes through WaitCtx::sleep_around, so this is the
 // one place to learn "this thread stops running lock code now" (the kernel's
-// switch-out). core/cid.cpp installs a hook there for LOCKSWAP_CID=global;
+// switch-out). core/cid/common.cpp installs a hook there for LOCKSWAP_CID=global;
 // otherwise it is null and costs a load and a branch next to a system call.
 // Without the switch model nothing is needed after the wake-up: the next
 // lock code that wants a concurrency id takes one lazily. With it
