@@ -1,4 +1,4 @@
-// core/percid_rwlock.h — readers counted per concurrency id; a writer drains them.
+// core/percid/thread.h — readers counted per concurrency id; a writer drains them.
 //
 // Design
 // ------

@@ -1,4 +1,4 @@
-// core/percid_shared.h — readers counted per concurrency id, for locks that
+// core/percid/shared.h — readers counted per concurrency id, for locks that
 // several processes share (PostgreSQL's LWLocks, preload/lwlock/).
 //
 // Design
@@ -92,7 +92,7 @@
 #include "arch/futex.h"
 #include "arch/relax.h"
 #include "core/lock_events.h"
-#include "core/percid_rwlock.h"
+#include "core/percid/thread.h"
 #include "core/rwsem_shared.h"
 #include "core/wait_ctx.h"
 
