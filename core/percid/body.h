@@ -207,7 +207,9 @@ struct Body {
   using Sleeper = typename Rep::Sleeper;
 
   // The read try: true = read-held. `back_off`: the bits of `state` that
-  // keep fast readers out. Never blocks.
+  // keep fast readers out. Never blocks. The slot RMW before the state
+  // load, both seq_cst: the reader's half of the Dekker pair (design block,
+  // "Memory order"); the writer's is its PENDING RMW or store, then its sum.
   template <class Word>
   __attribute__((always_inline)) static bool enter(Where w, ReaderSlot& slot, const std::atomic<Word>& state,
                                                    Word back_off) {

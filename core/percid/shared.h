@@ -188,7 +188,7 @@ struct Lock {
   // PENDING, then the body's drain: it cannot fail here (no tries, no
   // deadlines).
   static void drain(const Block& b, rwshared::Sleeper& s) {
-    b.control->state.store(kPending, arch::mo_dekker);
+    b.control->state.store(kPending, arch::mo_dekker);  // the writer's half of the Dekker pair
     Body::drain(b, s, percid::ZeroSumOwns{});
   }
 };

@@ -306,7 +306,7 @@ struct PercidRwlock {
     if (index == percid::kNoBlock) index = percid::assign_block(s.index, &s);
     if (!percid::has_block(index)) return Sem::write_lock(s, ctx);
     if (int rc = Sem::write_lock(s, ctx)) return rc;
-    s.state.fetch_or(percid::kWriterPending, arch::mo_dekker);
+    s.state.fetch_or(percid::kWriterPending, arch::mo_dekker);  // the writer's half of the Dekker pair
     DrainGuard guard{s};
     int rc = Body::drain(index, ctx, Claim{s});
     guard.armed = false;
