@@ -56,7 +56,7 @@
 #include <cstring>
 
 #include "core/cid.h"
-#include "core/percid_shared.h"
+#include "core/percid/shared.h"
 #include "preload/lwlock/host.h"
 #include "preload/lwlock/pg15.h"
 #include "preload/lwlock/variants_rwsem.h"

@@ -45,7 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/percid_rwlock.h"
+#include "core/percid/thread.h"
 #include "preload/wtlock/variants.h"
 
 namespace lockswap::wtlock {

@@ -1,10 +1,10 @@
-// tests/core/percid_rwlock_test.cpp — core/percid_rwlock.h tested directly,
+// tests/core/percid_rwlock_test.cpp — core/percid/thread.h tested directly,
 // under every concurrency-id allocator: readers share, a writer drains them,
 // new readers wait behind it while recursive ones pass, counters balance when
 // a reader's id changes, blocks are freed and reused, and a lock that finds no
 // free block still works as a plain rwsem. The stress test checks mutual
 // exclusion on plain data, so the TSan build checks the happens-before edges.
-#include "core/percid_rwlock.h"
+#include "core/percid/thread.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstddef>
 
-#include "core/percid_rwlock.h"
+#include "core/percid/thread.h"
 #include "core/read_pref.h"
 #include "preload/abi.h"
 

@@ -1,58 +1,42 @@
-// core/percid_shared.h — readers counted per concurrency id, for locks that
+// core/percid/shared.h — the percid lock (core/percid/body.h) for locks that
 // several processes share (PostgreSQL's LWLocks, preload/lwlock/).
 //
 // Design
 // ------
-// The same lock as core/percid_rwlock.h, the kernel's percpu_rw_semaphore
-// shape: a reader that meets no writer increments a counter of its own
-// (`slot[key]`, one cache line) and reads one flag; a writer takes an inner
-// rw_semaphore for writing (which serialises writers and makes later
-// readers wait), sets PENDING, waits until the counters sum to zero, and
-// owns the lock. Readers that meet PENDING take the inner rwsem for reading
-// (they wait for the writer there, as percpu_down_read() waits on the
-// rcuwait), count themselves, and let the rwsem go.
+// The body's lock (core/percid/body.h: the slots, the drain, the memory
+// order, the deviations from the kernel). Its inner rwsem is the
+// process-shared one (core/rwsem_shared.h: it names processes by number and
+// sleeps on shared futexes); the readers that meet PENDING wait for the
+// writer there, as percpu_down_read() waits for the kernel's writer. This
+// host adds where the words live, a read again, and a write try that never
+// disturbs readers.
 //
 // Where it lives. Everything is in one block of memory that every process
 // maps at the same address (a shared mapping made before the processes are
-// forked), never in the lock the program sees:
+// forked, never unmapped while they run), never in the lock the program
+// sees:
 //
-//   line 0   Control: the inner rwsem (core/rwsem_shared.h, 12 bytes: it
-//            names processes by number, sleeps on shared futexes), `state`
-//            (bit 0 PENDING)
-//   line 1+  S reader slots (percid::ReaderSlot), S a power of two, each
-//            with its counter and the drain flag (core/percid_rwlock.h)
+//   line 0   Control: the inner rwsem (12 bytes), `state` (bit 0 PENDING)
+//   line 1+  S reader slots (percid::ReaderSlot), S a power of two
 //
 // Which block a lock uses, and when the block is (re)initialised, is the
 // adapter's business (preload/lwlock/variants_percid.h); this file is the
-// algorithm on a block.
+// algorithm on a block. A reader's slot is the one of its key, which the
+// caller gives (key & (S-1)): a process's key is its own business.
 //
-// Transitions
-//   read try     slot[key] += 1 (seq_cst); state has PENDING -> leave, fail.
-//   read slow    inner read lock (sleeps while a writer holds it);
-//                slot[key] += 1; inner read unlock. While we hold the inner
-//                rwsem for reading no writer is pending, so the count is
-//                safe to add.
+// Transitions (the body's, with these words)
+//   read try     the body's read try with back-off mask PENDING.
+//   read slow    the body's read behind a writer (the inner rwsem sleeps
+//                while a writer holds it).
 //   read again   the caller holds a counted read hold of this lock: slot += 1
 //                at once (the writer cannot reach zero before we leave).
-//   read unlock  slot[key'] -= 1 (seq_cst; key' may differ from the key at
-//                lock time: only the sum means anything); if that slot's
-//                drain flag says the writer sleeps: exchange the first
-//                slot's to 0 and wake it.
-//   write        inner write lock; state = PENDING (seq_cst); drain: sum the
-//                slots; zero -> owned; else percid::DrainSpin, then set
-//                the drain flag in every slot, re-sum, futex-wait on the
-//                first slot's; a wake-up spins anew.
+//   read unlock  the body's leave.
+//   write        inner write lock; state = PENDING (seq_cst); the body's
+//                drain, where a zero sum is ownership (percid::ZeroSumOwns).
 //   write try    one sum: not zero -> fail, having written nothing; inner
 //                write trylock (fail: fail); PENDING (seq_cst); a second
 //                sum: zero -> owned, else as write unlock, fail.
 //   write unlock state = 0 (release); inner write unlock (wakes its queue).
-//
-// Memory order: the Dekker pair of core/percid_rwlock.h (a reader's slot RMW
-// before its state load, the writer's PENDING store before its slot loads,
-// all seq_cst; the writer's drain flag stores before its re-sum, a reader's
-// decrement before its load of its own slot's flag). A reader's decrement is a release that
-// the writer's seq_cst sum acquires; the writer's release store of `state`
-// and the inner rwsem order its section before later readers.
 //
 // The try (LWLockConditionalAcquire; ProcArrayEndTransaction's try of
 // ProcArrayLock at every commit) must not disturb the readers it fails on:
@@ -70,29 +54,28 @@
 // only in this narrow window (it waits on the inner rwsem for the back-out
 // and is woken there, as before). A reader that holds the lock throughout
 // makes every try fail at the first sum: readers arriving then never see
-// PENDING (tests/lwlock/adapter_test.cpp).
+// PENDING (tests/core/percid_shared_test.cpp, tests/lwlock/adapter_test.cpp).
 //
-// Deviations from core/percid_rwlock.h, and why:
-//   - No reader preference, no recursion flags, no timed waits, no epoch:
-//     PostgreSQL's LWLocks have none of the pthread rwlock kinds; a process
-//     asking again for a lock it holds shared says so (read again).
+// Deviations from core/percid/thread.h, and why:
+//   - No reader preference, no recursion flags, no timed waits, no tries of
+//     the drain, no cancellation, no epoch: PostgreSQL's LWLocks have none of
+//     the pthread rwlock kinds; a process asking again for a lock it holds
+//     shared says so (read again), so no reader enters past a pending writer
+//     but one already counted.
 //   - Only PENDING in `state`: nobody asks whether the lock is write-held
 //     but the inner rwsem's users (the variable wait), and the inner rwsem
 //     says so for the whole write hold.
 //   - Readers waiting for a writer sleep in the inner rwsem's queue, never on
-//     `state` (the pthread version cannot: glibc's reader-preferring kinds
-//     must be let in past a pending writer).
-// Deviations from the kernel's percpu_rw_semaphore: as core/percid_rwlock.h
-// (a writer spins before it sleeps; concurrency ids instead of CPUs).
+//     `state` (the thread host cannot: glibc's reader-preferring kinds must
+//     be let in past a pending writer).
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "arch/atomic.h"
-#include "arch/futex.h"
-#include "arch/relax.h"
 #include "core/lock_events.h"
-#include "core/percid_rwlock.h"
+#include "core/percid/body.h"
 #include "core/rwsem_shared.h"
 #include "core/wait_ctx.h"
 
@@ -128,28 +111,52 @@ struct Block {
   }
 };
 
+// The body's representation here (core/percid/body.h): a block is named by
+// the Block the caller holds; a leaving reader's cold path gets the drain
+// futex itself. Sleeps are shared futex waits of an rwshared::Sleeper that
+// runs the host's hook (its wait event) before its first sleep; they never
+// time out.
+struct SharedRep {
+  using Where = const Block&;
+  using Wake = std::atomic<uint32_t>*;
+  using Sleeper = rwshared::Sleeper;
+  static constexpr bool kSharedFutex = true;
+  static constexpr bool kTriesAndTimeouts = false;
+  static std::atomic<uint32_t>* wake_of(const Block& b) { return &b.drain_futex(); }
+  static std::atomic<uint32_t>& drain_futex(std::atomic<uint32_t>* futex) { return *futex; }
+  static uint64_t readers(const Block& b) { return b.readers(); }
+  static void set_drain(const Block& b, uint32_t value) { percid::set_drain_slots(b.slots, b.slot_mask + 1, value); }
+  static int sleep(rwshared::Sleeper& s, const std::atomic<uint32_t>& futex, uint32_t expected) {
+    if (!s.slept && s.first_sleep != nullptr) s.first_sleep(s.arg);
+    s.slept = true;
+    return s.ctx.sleep(&futex, expected, true);
+  }
+};
+using SharedBody = percid::Body<SharedRep>;
+
 // Policy: rwshared's RwsemSteal or RwsemRspin, for the inner rwsem.
 template <class Policy>
 struct Lock {
   using Sem = rwshared::SharedRwsem<Policy>;
+  using Body = SharedBody;
 
   __attribute__((always_inline)) static bool read_try(const Block& b, uint32_t key) {
-    percid::ReaderSlot& slot = b.slot(key);
-    slot.readers.fetch_add(1, arch::mo_dekker);
-    if (__builtin_expect((b.control->state.load(arch::mo_dekker) & kPending) == 0, 1)) return true;
-    leave(b, slot);
-    return false;
+    return Body::enter(b, b.slot(key), b.control->state, kPending);
   }
   static void read_slow(const Block& b, uint32_t key, const rwshared::Records& rs, int32_t me, rwshared::Sleeper& s) {
-    Sem::read_lock(b.control->sem, rs, me, s);
-    b.slot(key).readers.fetch_add(1, arch::mo_dekker);
-    Sem::read_unlock(b.control->sem, rs);
-    lockevent_inc(LockEvent::percid_rlock_slow);
+    Body::read_behind_writer(
+        [&] {
+          Sem::read_lock(b.control->sem, rs, me, s);
+          return 0;
+        },
+        [&]() -> percid::ReaderSlot& { return b.slot(key); }, [&] { Sem::read_unlock(b.control->sem, rs); });
   }
   static void read_again(const Block& b, uint32_t key) { b.slot(key).readers.fetch_add(1, arch::mo_dekker); }
-  __attribute__((always_inline)) static void read_unlock(const Block& b, uint32_t key) { leave(b, b.slot(key)); }
+  __attribute__((always_inline)) static void read_unlock(const Block& b, uint32_t key) { Body::leave(b, b.slot(key)); }
   // The same, given the slot (one of b's; a caller that has its address).
-  __attribute__((always_inline)) static void read_unlock_slot(const Block& b, percid::ReaderSlot& slot) { leave(b, slot); }
+  __attribute__((always_inline)) static void read_unlock_slot(const Block& b, percid::ReaderSlot& slot) {
+    Body::leave(b, slot);
+  }
 
   // Sum, trylock, PENDING, sum (design block: why the first sum, and why
   // only the second decides).
@@ -178,44 +185,12 @@ struct Lock {
   }
 
  private:
-  __attribute__((always_inline)) static void leave(const Block& b, percid::ReaderSlot& slot) {
-    slot.readers.fetch_sub(1, arch::mo_dekker);
-    if (__builtin_expect(slot.drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(b.drain_futex());
-  }
-  __attribute__((noinline)) static void wake_writer(std::atomic<uint32_t>& drain) {
-    if (drain.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&drain, 1, true);
-  }
-
-  // PENDING, then wait for the readers: spin, then sleep on `drain`.
+  // PENDING, then the body's drain: it cannot fail here (no tries, no
+  // deadlines).
   static void drain(const Block& b, rwshared::Sleeper& s) {
-    b.control->state.store(kPending, arch::mo_dekker);
-    percid::DrainSpin spin;
-    for (;;) {
-      const uint64_t holders = b.readers();
-      if (holders == 0) return;
-      if (spin.goes_on(holders)) {
-        arch::cpu_relax();
-        continue;
-      }
-      sleep_while_readers(b, s);
-      spin = percid::DrainSpin{};
-    }
+    b.control->state.store(kPending, arch::mo_dekker);  // the writer's half of the Dekker pair
+    Body::drain(b, s, percid::ZeroSumOwns{});
   }
-
-  static void sleep_while_readers(const Block& b, rwshared::Sleeper& s) {
-    DrainClear clear{b};
-    percid::set_drain_slots(b.slots, b.slot_mask + 1, percid::kDrainSleeps);
-    if (b.readers() == 0) return;
-    if (!s.slept && s.first_sleep != nullptr) s.first_sleep(s.arg);
-    s.slept = true;
-    lockevent_inc(LockEvent::percid_wlock_sleep);
-    s.ctx.sleep(&b.drain_futex(), percid::kDrainSleeps, true);
-  }
-  // Every way out of the drain sleep, a cancellation's unwinding included.
-  struct DrainClear {
-    const Block& b;
-    ~DrainClear() { percid::set_drain_slots(b.slots, b.slot_mask + 1, percid::kDrainAwake); }
-  };
 };
 
 }  // namespace lockswap::percid_shared

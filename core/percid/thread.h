@@ -1,14 +1,13 @@
-// core/percid_rwlock.h — readers counted per concurrency id; a writer drains them.
+// core/percid/thread.h — the percid lock (core/percid/body.h) for the
+// threads of one process: a pthread rwlock's words, or WiredTiger's.
 //
 // Design
 // ------
-// A read-mostly lock in the spirit of the kernel's percpu_rw_semaphore and of
-// BRAVO: a reader that meets no writer touches only a counter of its own,
-// `slot[cid]`, on a cache line no other running thread writes; a writer stops
-// new fast-path readers, waits for the counters to drain to zero, then owns
-// the lock. Readers that meet a writer wait for it on the lock's own rwsem
-// (core/rwsem/rwsem.h, v5.11 policy), which also serialises the writers and gives
-// them the rwsem's queueing, spinning and handoff.
+// The body's lock (core/percid/body.h: the slots, the drain, the memory
+// order, the deviations from the kernel). Its inner rwsem is the threads'
+// own (core/rwsem.h, v5.11 policy), on the lock's count/owner/waitq/osq
+// words. This host adds where the counters live, reader preference and
+// recursion for glibc's rwlock kinds, timeouts, tries and cancellation.
 //
 // Where the counters live. A pthread_rwlock_t has 56 bytes and the rwsem uses
 // them all but 12 (offsets 36..47 are free, see preload/abi.h), so the lock
@@ -36,17 +35,6 @@
 //                                      "drained" CAS fails if one came in
 //                                      meanwhile
 //
-// The drain flag (a u32 in every reader slot of the block, beside its
-// counter): a writer that sleeps while readers drain sets it in every slot
-// and futex-waits on the first slot's; a leaving reader, after its
-// decrement, reads the flag in its own slot (the line it just wrote) and,
-// if set, clears the first slot's and wakes the writer. Never the lock: a
-// reader's decrement may be the lock's last hold, after which the writer
-// may own, release and destroy the lock and free or unmap its memory. The
-// block's memory stays mapped; if the block was handed to another lock
-// meanwhile, the reader's wake-up is a spurious one for that lock's writer,
-// which counts again and sleeps again.
-//
 // Why 60 bits: between the writer's load of `state` and its CAS, the epoch
 // must not come back to the same value. Every bump is a successful RMW of
 // this one cache line, which takes well over a nanosecond; 2^59 ns is 18
@@ -59,11 +47,13 @@
 // The arena is one mmap (MAP_NORESERVE, pages touched only for blocks in use)
 // of kMaxLocks blocks of S slots, S = 2 x CPUs rounded up to a power of two,
 // within [kMinSlotsPerLock, kMaxSlotsPerLock]; a slot is one 64-byte line
-// holding a u64 counter. Memory bound: kMaxLocks x S x 64 B = 512 KiB on a
+// (percid::ReaderSlot). Memory bound: kMaxLocks x S x 64 B = 512 KiB on a
 // 2-CPU machine, 16 MiB at 128+ CPUs, plus 12 KiB of bookkeeping. A reader
 // uses slot spread(cid & (S-1)): ids are dense (core/cid.h), so folding is
 // rare and only costs a shared line; spread() keeps the lowest S/2 ids 128
-// bytes apart (adjacent-line prefetch) without doubling the memory. Blocks return to a free list at
+// bytes apart (adjacent-line prefetch) without doubling the memory. The
+// arena is never unmapped, which is what the body's drain flag needs of a
+// block. Blocks return to a free list at
 // pthread_rwlock_destroy of an idle lock; glibc's destroy does nothing, so a
 // lock destroyed while held or waited on keeps its block and works on. A lock
 // whose memory is re-initialised or reused without (an idle) destroy leaves
@@ -71,14 +61,9 @@
 // assigned at that same address takes it back (the old one cannot be in use
 // any more); a block is zeroed whenever it is handed out.
 //
-// Counters, not flags: a reader increments the slot of its id at lock time
-// and decrements the slot of its id at unlock time, which may be another slot
-// (the id changed after a sleep, a migration or a scan). Only the sum over the
-// block means anything, and it counts the read holders exactly (u64, modular).
-//
-// Transitions
-//   read fast     index has a block; slot += 1 (seq_cst); state has no
-//                 PENDING/OWNS -> read-held; else slot -= 1 (leave) and slow.
+// Transitions (the body's, with these words)
+//   read fast     index has a block; the body's read try with back-off mask
+//                 PENDING|OWNS -> read-held; else slow.
 //   read slow     (a) no block yet: assign, retry fast; (b) plain: rwsem read
 //                 lock, held until unlock; (c) the caller already holds read
 //                 locks and the kind allows recursion: slot += 1, then CAS
@@ -105,46 +90,32 @@
 //                 holder that waits for this very reader (glibc's nptl test
 //                 tst-rwlock16), and a reader queued on the rwsem could not
 //                 be let in past it. Other kinds (writer-nonrecursive) and
-//                 non-blocking calls: rwsem read lock (waits while a writer
-//                 holds the rwsem), slot += 1, rwsem read unlock -> read-held.
-//   read unlock   slot -= 1 (seq_cst); if the slot's drain flag says a
-//                 writer sleeps: exchange the first slot's to 0, FUTEX_WAKE.
-//   write lock    rwsem write lock; state |= PENDING; drain: snapshot state,
-//                 sum == 0 -> CAS snapshot -> snapshot | OWNS; else spin
-//                 kDrainPolls sums and, with spinning on, on until the
-//                 kernel's reader-phase budget (rwsem_rspin_threshold(),
-//                 rwsem::rspin_budget_ns()) has passed, then set the
-//                 drain flags, re-sum, futex-wait on the first; a wake-up spins anew. The kernel's
-//                 percpu_down_write() sleeps at once; here a sleep and
-//                 wake-up cost more than a reader's critical section while
-//                 every new reader waits behind the pending writer
-//                 (docs/percid.md, "The writer's drain spin").
+//                 non-blocking calls: the body's read behind a writer (the
+//                 rwsem read lock fails at once for a try) -> read-held.
+//   read unlock   the body's leave.
+//   write lock    rwsem write lock; state |= PENDING (seq_cst); the body's
+//                 drain, whose claim is a CAS of the `state` looked at before
+//                 the sum to itself | OWNS.
 //                 Timeout/try failure, or a cancellation unwinding the drain
 //                 sleep (DrainGuard): as write unlock.
 //   write unlock  state &= ~(writer bits | READERS_WAIT | PREF_BATCH)
 //                 (release); wake every reader sleeping on `state` if
 //                 READERS_WAIT was set; rwsem write unlock.
 //
+// Memory order, beyond the body's: the increment of a reader entering past a
+// pending writer (cases (c), (e)) follows PENDING, so the Dekker pair does
+// not order it before the writer's scan; its epoch CAS does. If the CAS
+// precedes the writer's look at `state`, so does the increment, and the sum
+// (after the look) sees it; if it falls between the look and the writer's
+// claim, the claim's CAS fails and the writer looks and sums again; if the
+// claim comes first, the reader's CAS sees OWNS and the reader leaves.
+//
 // Cancellation: lock code runs deferred (core/cancel.h); an asynchronous
 // cancellation lands only in a futex sleep. A writer unwound out of its drain
-// sleep releases PENDING and the rwsem (DrainGuard); a reader unwound out of
-// its sleep on `state` leaves at worst a stale READERS_WAIT (one spurious
-// wake-up); a reader unwound out of the rwsem is the rwsem's business.
-//
-// Memory order. Fast readers and the writer are a Dekker pair: the reader's
-// slot RMW precedes its state load, the writer's PENDING RMW precedes its
-// slot loads, all seq_cst, so either the writer counts the reader or the
-// reader sees PENDING. A sum is not a snapshot, but every increment the
-// writer must see is ordered before its scan (a fast reader's by the Dekker
-// pair, a slow reader's by the rwsem it held, a recursive reader's by the
-// epoch CAS that makes the writer's own CAS fail), and a decrement is only
-// seen after its increment, so a sum of zero means no holders. The reader's
-// decrement is a release that the writer's sum (seq_cst loads) acquires; the
-// writer's release of `state` orders its critical section before readers
-// whose seq_cst state load sees it clear, and the rwsem orders it before
-// slow readers. The writer's stores of the drain flags precede its re-sum
-// and a reader's decrement precedes its load of its slot's flag (seq_cst),
-// so a wake is never lost.
+// sleep clears the drain flags (the body's DrainClear) and releases PENDING
+// and the rwsem (DrainGuard); a reader unwound out of its sleep on `state`
+// leaves at worst a stale READERS_WAIT (one spurious wake-up); a reader
+// unwound out of the rwsem is the rwsem's business.
 //
 // Destroy: glibc's destroy of a private rwlock does nothing, so a lock is
 // often destroyed (or re-initialised) while held or waited on and used on.
@@ -172,9 +143,9 @@
 #include "arch/relax.h"
 #include "core/cid.h"
 #include "core/lock_events.h"
+#include "core/percid/body.h"
 #include "core/read_pref.h"
 #include "core/rwsem.h"
-#include "core/spin_budget.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap {
@@ -193,19 +164,11 @@ inline constexpr uint64_t kWriterBits = kWriterPending | kWriterOwns;
 // Everything a writer's release clears.
 inline constexpr uint64_t kWriterPhaseBits = kWriterBits | kReadersWait | kPrefBatch;
 inline constexpr uint64_t kEpochOne = uint64_t{1} << 4;
-// --- drain flag (ReaderSlot::drain, outside the lock) ---
-inline constexpr uint32_t kDrainAwake = 0;
-inline constexpr uint32_t kDrainSleeps = 1;
+// The read try's back-off mask (core/percid/body.h).
 inline constexpr uint64_t kReadersBackOff = kWriterPending | kWriterOwns;
 // --- arena ---
 inline constexpr uint32_t kMinSlotsPerLock = 8;
 inline constexpr uint32_t kMaxSlotsPerLock = 256;
-// Sums a writer always polls before it sleeps. Past these it polls on for the
-// kernel's reader-phase spin budget (rwsem::rspin_budget_ns()) when spinning
-// is on: a futex sleep and wake-up costs more than a reader's critical
-// section, and every new reader waits while the writer drains
-// (docs/percid.md, "The writer's drain spin").
-inline constexpr unsigned kDrainPolls = 32;
 // State polls a reader that met a writer spends waiting for it before it
 // queues on the rwsem: a write section is usually far shorter than a futex
 // sleep and wake-up (docs/percid.md, "Reader polls before queueing").
@@ -220,37 +183,9 @@ static_assert(kPlainRwsem - 1 >= kMaxLocks, "has_block() rejects both kNoBlock a
 static_assert((kWriterPhaseBits & (kEpochOne - 1)) == kWriterPhaseBits, "the epoch counts above the writer bits");
 static_assert(kEpochOne < (uint64_t{1} << 32), "every flag is in the futex half of `state`");
 static_assert(64 - std::countr_zero(kEpochOne) >= 59, "a 59-bit epoch cannot wrap (design block)");
-static_assert(kDrainAwake == 0, "a zero-filled drain flag: no writer sleeps");
 static_assert((kMinSlotsPerLock & (kMinSlotsPerLock - 1)) == 0 && (kMaxSlotsPerLock & (kMaxSlotsPerLock - 1)) == 0);
 static_assert(kMinSlotsPerLock >= 2, "spread() rotates within at least two slots");
 static_assert(kMaxSlotsPerLock <= cid::kMaxCids, "every slot is reachable by some id");
-
-// `drain`: the writer-sleeps flag, in every slot of a block (design block,
-// "The drain flag"); the block's first slot's is also the futex word.
-struct alignas(64) ReaderSlot {
-  std::atomic<uint64_t> readers;
-  std::atomic<uint32_t> drain;
-};
-static_assert(sizeof(ReaderSlot) == 64, "one cache line per slot");
-
-// The slots of one block, here and in core/percid_shared.h.
-// The read holders: the sum of the counters (seq_cst loads).
-inline uint64_t sum_slots(const ReaderSlot* slots, uint32_t n) {
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < n; ++i) sum += slots[i].readers.load(arch::mo_dekker);
-  return sum;
-}
-// A writer about to sleep (kDrainSleeps) or awake again (kDrainAwake), in every slot.
-inline void set_drain_slots(ReaderSlot* slots, uint32_t n, uint32_t value) {
-  for (uint32_t i = 0; i < n; ++i) slots[i].drain.store(value, arch::mo_dekker);
-}
-// Free slots: no holder counted, no writer asleep.
-inline void clear_slots(ReaderSlot* slots, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) {
-    slots[i].readers.store(0, arch::mo_hint);
-    slots[i].drain.store(kDrainAwake, arch::mo_hint);
-  }
-}
 
 // Written once, under the arena lock, before the first block index is
 // published (release); readers reach it only through an acquired index.
@@ -298,21 +233,26 @@ uint32_t slots_per_lock();
 uint32_t blocks_in_use();
 void after_fork_in_child();
 
-// A writer's drain: kDrainPolls sums, then (spinning on) until rwsem::rspin_budget_ns() of
-// the holders first counted has passed; the clock is read every
-// kClockEvery polls. `holders` is a racy sum: a wrapped (huge) one only
-// takes the budget's maximum.
-struct DrainSpin {
-  unsigned polls = 0;
-  uint64_t deadline = 0;
-  bool goes_on(uint64_t holders) {
-    ++polls;
-    if (polls <= percid::kDrainPolls) return true;
-    if (!g_rwsem_tunables.writer_spin) return false;
-    if (deadline == 0) deadline = arch::monotonic_ns() + rwsem::rspin_budget_ns(holders);
-    return polls % kClockEvery != 0 || arch::monotonic_ns() < deadline;
+// The body's representation here (core/percid/body.h): a block is named by
+// its index (the reader's cold path too: it finds the drain futex from it),
+// sleeps are private futex waits of a WaitCtx (tries, deadlines), and a
+// drain sleep counts as a read holder's sleep for core/read_pref.h rule (a).
+struct ThreadRep {
+  using Where = uint32_t;
+  using Wake = uint32_t;
+  using Sleeper = const WaitCtx;
+  static constexpr bool kSharedFutex = false;
+  static constexpr bool kTriesAndTimeouts = true;
+  static uint32_t wake_of(uint32_t index) { return index; }
+  static std::atomic<uint32_t>& drain_futex(uint32_t index) { return percid::drain_futex(index); }
+  static uint64_t readers(uint32_t index) { return percid::readers(index); }
+  static void set_drain(uint32_t index, uint32_t value) { percid::set_drain(index, value); }
+  static int sleep(const WaitCtx& ctx, const std::atomic<uint32_t>& futex, uint32_t expected) {
+    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
+    return ctx.sleep(&futex, expected);
   }
 };
+using ThreadBody = Body<ThreadRep>;
 
 }  // namespace percid
 
@@ -320,6 +260,7 @@ struct DrainSpin {
 template <class S>
 struct PercidRwlock {
   using Sem = Rwsem<RwsemSteal, S>;
+  using Body = percid::ThreadBody;
 
   // The fast path alone: true = read-held. Never blocks, so try uses it too.
   // Always inlined (as read_unlock): with cid::current() inside, the compiler
@@ -327,11 +268,7 @@ struct PercidRwlock {
   __attribute__((always_inline)) static bool read_fast(S& s) {
     uint32_t index = s.index.load(arch::mo_lock);  // acquire: the arena geometry
     if (__builtin_expect(!percid::has_block(index), 0)) return false;
-    percid::ReaderSlot& slot = percid::my_slot(index);
-    slot.readers.fetch_add(1, arch::mo_dekker);
-    if (__builtin_expect((s.state.load(arch::mo_dekker) & percid::kReadersBackOff) == 0, 1)) return true;
-    leave(index, slot);
-    return false;
+    return Body::enter(index, percid::my_slot(index), s.state, percid::kReadersBackOff);
   }
 
   // 0 or ctx.give_up_code(). The flags as in Rwsem (core/rwsem.h):
@@ -361,7 +298,7 @@ struct PercidRwlock {
   __attribute__((always_inline)) static void read_unlock(S& s) {
     uint32_t index = s.index.load(arch::mo_hint);  // our lock call acquired it
     if (__builtin_expect(!percid::has_block(index), 0)) return Sem::read_unlock(s);
-    leave(index, percid::my_slot(index));
+    Body::leave(index, percid::my_slot(index));
   }
 
   __attribute__((noinline)) static int write_lock(S& s, const WaitCtx& ctx) {
@@ -369,9 +306,9 @@ struct PercidRwlock {
     if (index == percid::kNoBlock) index = percid::assign_block(s.index, &s);
     if (!percid::has_block(index)) return Sem::write_lock(s, ctx);
     if (int rc = Sem::write_lock(s, ctx)) return rc;
-    s.state.fetch_or(percid::kWriterPending, arch::mo_dekker);
+    s.state.fetch_or(percid::kWriterPending, arch::mo_dekker);  // the writer's half of the Dekker pair
     DrainGuard guard{s};
-    int rc = drain_readers(s, index, ctx);
+    int rc = Body::drain(index, ctx, Claim{s});
     guard.armed = false;
     if (rc != 0) release_writer(s);
     return rc;
@@ -407,19 +344,6 @@ struct PercidRwlock {
   }
 
  private:
-  // Gives up a read hold. After the decrement the lock may already be gone
-  // (design block, "The drain flag"): only the block's memory is touched.
-  // The flag is read in the reader's own slot, the line its decrement holds.
-  __attribute__((always_inline)) static void leave(uint32_t index, percid::ReaderSlot& slot) {
-    slot.readers.fetch_sub(1, arch::mo_dekker);
-    if (__builtin_expect(slot.drain.load(arch::mo_dekker) != percid::kDrainAwake, 0)) wake_writer(index);
-  }
-
-  __attribute__((noinline)) static void wake_writer(uint32_t index) {
-    std::atomic<uint32_t>& futex = percid::drain_futex(index);
-    if (futex.exchange(percid::kDrainAwake, arch::mo_dekker) != percid::kDrainAwake) arch::futex_wake(&futex, 1);
-  }
-
   // Read-slow case (c): we hold read locks, a writer is pending but cannot
   // own while our earlier hold (if on this lock) is counted.
   static bool enter_past_pending_writer(S& s, uint32_t index,
@@ -429,7 +353,7 @@ struct PercidRwlock {
     uint64_t st = s.state.load(arch::mo_dekker);
     do {
       if (st & percid::kWriterOwns) {
-        leave(index, slot);
+        Body::leave(index, slot);
         return false;
       }
     } while (!s.state.compare_exchange_weak(st, st + percid::kEpochOne, arch::mo_dekker));
@@ -513,75 +437,30 @@ struct PercidRwlock {
     WaitCtx::until(CLOCK_MONOTONIC, &end, ctx.family).sleep(percid::futex_word(s.state), percid::futex_value(waiting));
   }
 
-  // Read-slow case (d): wait for the writer on the rwsem. While we hold the
-  // rwsem for reading no writer can be pending, so our count is safe to add.
-  // The rwsem underneath: reader preference for every kind but the
-  // writer-nonrecursive one.
+  // Read-slow case (d): wait for the writer on the rwsem (the body's read
+  // behind a writer). The rwsem underneath: reader preference for every
+  // kind but the writer-nonrecursive one.
   static rwsem::ReadFlags sem_flags(bool caller_holds_reads, bool behind_writers) {
     return (caller_holds_reads ? rwsem::kReadHoldsThis : rwsem::kReadPlain) |
            (behind_writers ? rwsem::kReadBehindWriters : rwsem::kReadReaderPref);
   }
   static int read_after_writer(S& s, uint32_t index, const WaitCtx& ctx, bool caller_holds_reads,
                                bool behind_writers) {
-    if (int rc = Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers))) return rc;
-    percid::my_slot(index).readers.fetch_add(1, arch::mo_dekker);
-    Sem::read_unlock(s);
-    lockevent_inc(LockEvent::percid_rlock_slow);
-    return 0;
+    return Body::read_behind_writer(
+        [&] { return Sem::read_lock(s, ctx, sem_flags(caller_holds_reads, behind_writers)); },
+        [&]() -> percid::ReaderSlot& { return percid::my_slot(index); }, [&] { Sem::read_unlock(s); });
   }
 
-  // 0 = we own it. No reader in: own it at once; else wait_for_readers().
-  static int drain_readers(S& s, uint32_t index, const WaitCtx& ctx) {
-    uint64_t st = s.state.load(arch::mo_dekker);
-    if (percid::readers(index) == 0 && own_drained(s, st)) return 0;
-    return wait_for_readers(s, index, ctx);
-  }
-
-  // The sum was zero after `st` was read: OWNS, unless a recursive reader or
-  // a waker changed `state` meanwhile (then sum again).
-  static bool own_drained(S& s, uint64_t st) {
-    return s.state.compare_exchange_strong(st, st | percid::kWriterOwns, arch::mo_dekker);
-  }
-
-  // Spin, then sleep, until the readers are gone. Each sleep starts a new
-  // spin, as the kernel's writer spins again once woken. Out of line: the
-  // idle write pair does not pay for the spin's state.
-  __attribute__((noinline)) static int wait_for_readers(S& s, uint32_t index, const WaitCtx& ctx) {
-    percid::DrainSpin spin;
-    for (;;) {
-      uint64_t st = s.state.load(arch::mo_dekker);
-      const uint64_t holders = percid::readers(index);
-      if (holders == 0) {
-        if (own_drained(s, st)) return 0;
-        continue;
-      }
-      if (!ctx.may_block()) return EBUSY;
-      if (spin.goes_on(holders)) {
-        arch::cpu_relax();
-        continue;
-      }
-      if (sleep_while_readers(index, ctx) == ETIMEDOUT) return ETIMEDOUT;
-      spin = percid::DrainSpin{};
+  // The writer's claim on a drained lock (the body's drain): OWNS by a CAS
+  // from the `state` looked at before the sum, which fails if a reader
+  // entering past it (read-slow (c), (e)) or a waker changed `state`
+  // meanwhile (design block, "Memory order").
+  struct Claim {
+    S& s;
+    uint64_t look() const { return s.state.load(arch::mo_dekker); }
+    bool own(uint64_t seen) const {
+      return s.state.compare_exchange_strong(seen, seen | percid::kWriterOwns, arch::mo_dekker);
     }
-  }
-
-  // Announce the sleep in every slot's drain flag, re-check (Dekker with
-  // leave()), sleep on the first slot's. The flags are cleared on the way
-  // out, woken or not, so later readers do not wake a writer that no longer
-  // sleeps.
-  static int sleep_while_readers(uint32_t index, const WaitCtx& ctx) {
-    DrainClear clear{index};
-    percid::set_drain(index, percid::kDrainSleeps);
-    if (percid::readers(index) == 0) return 0;
-    lockevent_inc(LockEvent::percid_wlock_sleep);
-    read_pref::ReadHolderSleep holder_asleep;  // rule (a) for the read locks we hold
-    return ctx.sleep(&percid::drain_futex(index), percid::kDrainSleeps);
-  }
-
-  // Every way out of the drain sleep, a cancellation's unwinding included.
-  struct DrainClear {
-    uint32_t index;
-    ~DrainClear() { percid::set_drain(index, percid::kDrainAwake); }
   };
 
   static void release_writer(S& s) {

@@ -1,5 +1,5 @@
-// core/percid_rwlock.cpp — the reader-slot arena (design: core/percid_rwlock.h).
-#include "core/percid_rwlock.h"
+// core/percid/thread.cpp — the reader-slot arena (design: core/percid/thread.h).
+#include "core/percid/thread.h"
 
 #include <sys/mman.h>
 
