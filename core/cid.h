@@ -4,7 +4,7 @@
 // ------
 // A concurrency id (cid) is a small integer per thread running lock code, so
 // that per-reader state can be sharded into "as many slots as threads run at
-// once" instead of one per thread or per possible CPU (core/percid_rwlock.h is
+// once" instead of one per thread or per possible CPU (core/percid/thread.h is
 // the user). The kernel facts it follows are in docs/kernel-algorithms.md §4;
 // the contract is the kernel's (§4.1): ids are < kMaxCids, compact toward 0, and two
 // threads never hold the same id at once — for `global` and `thread` exactly,

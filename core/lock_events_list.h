@@ -70,7 +70,7 @@ LOCK_EVENT(cid_switch_out,      "switch model: a thread blocked in a wait locksw
 LOCK_EVENT(cid_switch_in,       "switch model: a thread resumed from such a wait and took its id (an allocator call)")
 LOCK_EVENT(cid_switch_cpu_ns,   "switch model: the process's CPU ns at exit (cid_slow_ns / this = the allocator's CPU share)")
 
-// --- per-CID sharded reader rwlock (core/percid_rwlock.h) ---
+// --- per-CID sharded reader rwlock (core/percid/thread.h) ---
 LOCK_EVENT(percid_rlock_slow,   "reader met a writer and waited for it on the rwsem")
 LOCK_EVENT(percid_rlock_recursive, "reader holding read locks entered past a pending writer")
 LOCK_EVENT(percid_rlock_reader_pref, "default-kind reader entered past a draining writer: a read holder sleeps in lockswap")

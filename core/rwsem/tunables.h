@@ -69,7 +69,7 @@ static_assert(handoff_stretch(64, 2, 1) == 1 && handoff_stretch(1, 8, 16) == 1 &
 // rwsem_rspin_threshold(): how long a writer may spin on a reader-owned
 // lock before it sleeps: a base plus a share per reader, up to a cap on the
 // readers counted (the kernel's constants). Also the percid writer's drain
-// spin (core/percid_rwlock.h).
+// spin (core/percid/thread.h).
 inline constexpr uint64_t kRspinBaseNs = 10'000;
 inline constexpr uint64_t kRspinPerReaderNs = 500;
 inline constexpr uint64_t kRspinMaxReaders = 30;

@@ -1,5 +1,5 @@
 // preload/lwlock/variants_percid.h — LOCKSWAP_LWLOCK=percid: readers counted
-// per concurrency id (core/percid_shared.h) for the locks of PostgreSQL's
+// per concurrency id (core/percid/shared.h) for the locks of PostgreSQL's
 // main LWLock array; every other LWLock runs the process-shared rwsem.
 //
 // Which locks. The per-lock state (an inner rwsem, a flag, a drain word and
@@ -41,7 +41,7 @@
 // pgprocno), spreading backends over the slots as the 2025 read-biased
 // ProcArrayLock patch spread them by process; under `global` (one id space
 // for the whole process tree, core/cid.h) the id alone. The postmaster (no
-// PGPROC) uses the id. A deviation from core/percid_rwlock.h, which keys by
+// PGPROC) uses the id. A deviation from core/percid/thread.h, which keys by
 // the id alone. Under `thread` and `rseq` the id of a single-threaded
 // process never changes (its one thread keeps its registry id; the kernel
 // gives the one thread of an mm mm_cid 0), so the key is computed once per

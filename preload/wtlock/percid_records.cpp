@@ -63,7 +63,7 @@ bool release(WtPercidWords& w, const void* lock) {
   if (owned_by(n, lock)) {
     PercidRecord& r = g_table[n - 1];
     if (!WtlockPercid::Lock::idle(r)) return false;  // busy: the lock keeps working (the record stays its)
-    WtlockPercid::Lock::destroy(r);                  // its reader-slot block back to core/percid_rwlock's list
+    WtlockPercid::Lock::destroy(r);                  // its reader-slot block back to core/percid/thread.h's list
     r.lock = nullptr;
     g_free_next[n - 1] = g_free_head;
     g_free_head = n;

@@ -30,7 +30,7 @@
 //                 osq in the free padding word, owner and waitq over the two
 //                 condition pointers. Nothing is allocated: init zeroes the
 //                 words, destroy zeroes them again.
-//   WtlockPercid  core/percid_rwlock.h, its 40 bytes of words in a record of
+//   WtlockPercid  core/percid/thread.h, its 40 bytes of words in a record of
 //                 lockswap's table: WT_RWLOCK has 30 free to an algorithm
 //                 (variants_percid.h)
 //

@@ -1,7 +1,7 @@
 // preload/wtlock/variants_percid.h — LOCKSWAP_WTLOCK=percid: readers counted
-// per concurrency id (core/percid_rwlock.h) for WiredTiger's rwlocks.
+// per concurrency id (core/percid/thread.h) for WiredTiger's rwlocks.
 //
-// Where the words live. core/percid_rwlock.h needs 40 bytes (the rwsem's
+// Where the words live. core/percid/thread.h needs 40 bytes (the rwsem's
 // count, owner, waitq and osq, a block index, a 64-bit state); a WT_RWLOCK
 // leaves 30 to an algorithm (variants.h). So each lock's words are a record
 // of a table in lockswap's memory (one 64-byte line each, kRecords of them,

@@ -1,5 +1,5 @@
 // tests/lwlock/adapter_test.cpp — the LOCKSWAP_LWLOCK adapters
-// (preload/lwlock/variants.h) and core/percid_shared.h driven directly, in
+// (preload/lwlock/variants.h) and core/percid/shared.h driven directly, in
 // one process, where a test can put a lock in exactly the state a race
 // would leave it in: no redirection, no server. This file stands in for
 // preload/lwlock/lwlock.cpp's host helpers (the PGPROC, the wait-event word,
@@ -121,7 +121,7 @@ TEST_F(AdapterTest, FutexSlowPathThatSleepsReportsIt) {
 
 // ------------------------------------------------ percid's conditional exclusive
 
-// One percid block (core/percid_shared.h) and the rwsem's waiter records.
+// One percid block (core/percid/shared.h) and the rwsem's waiter records.
 struct PercidBlock {
   static constexpr uint32_t kSlots = 8;
   void* mem = nullptr;

@@ -1,4 +1,4 @@
-// preload/pthread/variants/percid.h — core/percid_rwlock.h laid over pthread_rwlock_t.
+// preload/pthread/variants/percid.h — core/percid/thread.h laid over pthread_rwlock_t.
 //
 // LOCKSWAP_RWLOCK=percid: readers count themselves in the slot of their
 // concurrency id (LOCKSWAP_CID picks the allocator, core/cid.h); writers
@@ -39,7 +39,7 @@ static_assert(offsetof(PercidRwlockWords, state) % alignof(std::atomic<uint64_t>
 // the object's address) may pass a pending writer, except on the
 // writer-nonrecursive kind; on the default kinds, readers held off by a
 // draining writer, and readers that fall back to the rwsem, get the
-// reader-preference rules (core/percid_rwlock.h read-slow case (e)).
+// reader-preference rules (core/percid/thread.h read-slow case (e)).
 struct PercidRwlockVariant {
   static constexpr bool forwards_to_glibc = false;
   using Lock = PercidRwlock<PercidRwlockWords>;
