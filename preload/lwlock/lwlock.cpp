@@ -32,6 +32,7 @@
 #include <cstring>
 
 #include "arch/clock.h"
+#include "core/percid/thread.h"  // slots_per_lock(): the slots of a percid block, as the thread host sizes them
 #include "preload/config/registry.h"
 #include "preload/diag.h"
 #include "preload/lwlock/lwlock.h"
