@@ -57,8 +57,8 @@ pthread_pairs() {
 
 # Inclusive instructions of the function FN in a callgrind output file.
 inclusive_of() {  # FILE FN
-  callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
-    awk -v fn="$2" 'index($0, fn) { gsub(",", "", $1); print $1; exit }'
+  callgrind_annotate --inclusive=yes "$1" >"$1.txt" 2>/dev/null
+  awk -v fn="$2" 'index($0, fn) && !found { gsub(",", "", $1); print $1; found = 1 }' "$1.txt"
 }
 
 # --- wtlock: N idle pairs, at two N
