@@ -117,10 +117,10 @@ names, calls, cost = {}, {}, {}
 want = ("LWLockAcquire", "LWLockRelease")
 cfn, pending = None, None
 for line in open(path, errors="replace"):
-    m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line)
+    m = re.match(r"(c?)fn=\((\d+)\)(?: (.*))?", line)  # ids name functions in fn= and cfn= lines alike
     if m:
-        if m.group(2): names[m.group(1)] = m.group(2).strip()
-        cfn = names.get(m.group(1))
+        if m.group(3): names[m.group(2)] = m.group(3).strip()
+        if m.group(1): cfn = names.get(m.group(2))
         continue
     if line.startswith("calls="):
         pending = int(line.split()[0][6:]) if cfn in want else None
