@@ -1,6 +1,6 @@
 // core/rwsem/deadlines.h — the clock and the deadlines the tunables set.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
+// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else.
 //
 // The slow paths read RwsemTunables (core/rwsem/tunables.h) through

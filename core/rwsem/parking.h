@@ -1,6 +1,6 @@
 // core/rwsem/parking.h — the sleep-token protocol, the wake queue and a queued writer's sleep.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
+// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else.
 //
 // How a queued waiter sleeps and how a waker wakes it at most once per

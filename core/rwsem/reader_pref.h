@@ -1,6 +1,6 @@
 // core/rwsem/reader_pref.h — readers that get in past queued writers: recursion and reader preference.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
+// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else.
 //
 // Neither rule is in the kernel. A thread that holds a read lock re-enters
@@ -28,7 +28,7 @@ namespace {
 
 using namespace rwsem;
 
-// Defined with mark_wake() in core/rwsem.cpp.
+// Defined with mark_wake() in core/rwsem/thread.cpp.
 void grant_readers(const WordRefs& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q);
 template <class P>
 void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q);

@@ -53,7 +53,7 @@
 //                guards the list, WAITERS and HANDOFF transitions)
 //   osq   (u32)  slot id of the last optimistic spinner (MCS tail), 0 = none
 //
-// Transitions (B = BIAS; "slow" = noinline code in core/rwsem.cpp):
+// Transitions (B = BIAS; "slow" = noinline code in core/rwsem/thread.cpp):
 //   read_lock     count += B (acquire). No WRITER/WAITERS/HANDOFF/READFAIL in
 //                 the result -> owned; else slow: steal / spin / queue.
 //   write_lock    CAS 0 -> WRITER (acquire); else slow: spin, then queue.
@@ -320,7 +320,7 @@ inline uint64_t polite_ns_of(const RwsemTunables& t, bool exclusive_only) {
   return exclusive_only ? t.exclusive_polite_ns : t.polite_ns;
 }
 
-// Slow paths (core/rwsem.cpp), instantiated there for both policies.
+// Slow paths (core/rwsem/thread.cpp), instantiated there for both policies.
 template <class Policy>
 struct SlowPaths {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
@@ -346,7 +346,7 @@ extern template struct SlowPaths<RwsemRspin>;
 // `count`, if given, gets its queue flags fixed should the wait_lock have to
 // be recovered from a thread lost in fork().
 std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count = nullptr);
-// Spinner seats (core/rwsem.cpp): false when max_spinners threads of the
+// Spinner seats (core/rwsem/thread.cpp): false when max_spinners threads of the
 // process spin already. Every optimistic spin holds one.
 bool take_spinner_seat();
 void give_back_spinner_seat();

@@ -1,6 +1,6 @@
 // core/rwsem/spinning.h — optimistic spinning, spinner seats, reader polls, the woken-writer yield.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
+// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else.
 //
 // rwsem_can_spin_on_owner(), rwsem_spin_on_owner() and rwsem_optimistic_spin()

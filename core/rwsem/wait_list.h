@@ -1,6 +1,6 @@
 // core/rwsem/wait_list.h — the kernel's wait_lock and wait_list.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
+// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else.
 //
 // A waiter record lives in its thread's type-stable ThreadSlot, so that a

@@ -1,7 +1,7 @@
-/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem.cpp
+/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem/thread.cpp
  * (Linux rw_semaphore port), checked exhaustively with spin.
  *
- * What is modelled, function by function (names as in core/rwsem.cpp):
+ * What is modelled, function by function (names as in core/rwsem/thread.cpp):
  *   count word   WL (WRITER_LOCKED), WAITERS, HANDOFF, RC (reader biases);
  *                every change of it is one atomic step (it is one RMW, or a
  *                CAS loop whose successful CAS decides on the value it read).
@@ -52,7 +52,7 @@
  *     reports as an invalid end state; the final state must be all-zero.
  *
  * -DWAITLOCK_RECOVER (with FORK): the wait_lock taken over from a lost holder
- * (WaitList::recover() in the working tree of core/rwsem.cpp), so a lost
+ * (WaitList::recover() in core/rwsem/wait_list.h), so a lost
  * wait_lock holder no longer excuses a child that blocks.
  *
  * Switches: NR readers, NW writers, ITERS lock/unlock rounds each, SPINS

@@ -1,6 +1,6 @@
-// core/rwsem_shared.cpp — the slow paths of core/rwsem_shared.h (its design
+// core/rwsem/shared.cpp — the slow paths of core/rwsem/shared.h (its design
 // block says what each one does and why).
-#include "core/rwsem_shared.h"
+#include "core/rwsem/shared.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// core/rwsem.cpp — rw_semaphore slow paths (design: core/rwsem/rwsem.h).
+// core/rwsem/thread.cpp — rw_semaphore slow paths (design: core/rwsem/rwsem.h).
 //
 // What is left here reads side by side with kernel/locking/rwsem.c, in its
 // order: rwsem_mark_wake() and its helpers, rwsem_cond_wake_waiter(),

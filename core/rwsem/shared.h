@@ -1,4 +1,4 @@
-// core/rwsem_shared.h — the Linux rw_semaphore, process-shared, on three
+// core/rwsem/shared.h — the Linux rw_semaphore, process-shared, on three
 // 32-bit words whose owner initialises them to 1<<29, 0x7fffffff, 0x7fffffff.
 //
 // Design
