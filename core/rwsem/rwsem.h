@@ -166,6 +166,7 @@
 #include <cstdint>
 
 #include "arch/atomic.h"
+#include "core/rwsem/policy.h"
 #include "core/rwsem/tunables.h"
 #include "core/thread_registry.h"
 #include "core/trace.h"
@@ -210,12 +211,6 @@ static_assert((kReadFailedMask & kReaderCountMask) == 0, "a reader never fails b
 static_assert((kUnlocked & (kLockMask | kFlagWaiters | kFlagHandoff)) == 0, "zero is unlocked, no waiters");
 static_assert(kReaderCountMask >> kReaderShift == (1ull << 55) - 1, "55-bit reader field, as in the kernel");
 
-// --- owner word (the nonspinnable bits are per policy, below) ---
-inline constexpr uint64_t kReaderOwned = 1ull << 0;
-
-// Readers granted by one wakeup (MAX_READERS_WAKEUP, d3681e269fff).
-inline constexpr uint32_t kMaxReadersWakeup = 256;
-
 inline constexpr uint64_t reader_count(uint64_t count) { return (count & kReaderCountMask) >> kReaderShift; }
 
 // How a reader may enter (not in the kernel; docs/rwsem.md, "Recursive reads
@@ -255,31 +250,8 @@ constexpr ReaderEntry reader_may_enter(uint64_t count, uint64_t own_bias, ReadFl
 }
 }  // namespace rwsem
 
-// Linux >= v5.11: reader lock stealing, no reader spinning, one NONSPINNABLE bit.
-struct RwsemSteal {
-  static constexpr bool reader_spinning = false;
-  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // both names are the one
-  static constexpr uint64_t kWrNonspinnable = 1ull << 1;  // RWSEM_NONSPINNABLE bit
-  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
-  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
-};
-
-// Linux v5.10: reader optimistic spinning with adaptive disabling.
-struct RwsemRspin {
-  static constexpr bool reader_spinning = true;
-  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // readers may not spin
-  static constexpr uint64_t kWrNonspinnable = 1ull << 2;  // writers may not spin
-  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
-  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
-};
-
 static_assert(alignof(ThreadSlot) > RwsemSteal::kOwnerFlags && alignof(ThreadSlot) > RwsemRspin::kOwnerFlags,
               "owner flags fit below a ThreadSlot pointer");
-static_assert((RwsemSteal::kNonspinnable & rwsem::kReaderOwned) == 0 &&
-                  (RwsemRspin::kNonspinnable & rwsem::kReaderOwned) == 0,
-              "nonspinnable bits never alias READER_OWNED");
-static_assert(RwsemSteal::kRdNonspinnable == RwsemRspin::kRdNonspinnable,
-              "bit 1 is what a new reader owner keeps, in both versions");
 
 // Storage for tests; preload uses its own struct with the same members.
 struct RwsemWords {

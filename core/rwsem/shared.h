@@ -124,7 +124,7 @@
 #include <cstdint>
 
 #include "arch/atomic.h"
-#include "core/rwsem/rwsem.h"
+#include "core/rwsem/policy.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap::rwshared {
