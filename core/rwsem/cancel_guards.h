@@ -27,7 +27,7 @@ using namespace rwsem;
 // exported call has already made the type deferred and the scope is a no-op.
 using CancelScope = cancel::DeferredScope;
 
-// Defined with mark_wake() in core/rwsem/thread.cpp.
+// Defined in core/rwsem/thread.cpp.
 template <class P>
 void del_wake_waiter(const WordRefs& r, WaitList& wl, Waiter* w, WakeQ& q);
 template <class P>

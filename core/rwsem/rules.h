@@ -68,9 +68,11 @@
 // need_resched(), no owner_on_cpu(), no preempt_disable().
 //   * owner_on_cpu() is the host's owner_running() (threads: not asleep in
 //     lockswap and on a CPU by LOCKSWAP_ONCPU's source; processes: not asleep
-//     in lockswap); need_resched() is a time budget per spin (SpinBudget:
-//     owner_spin_ns on a writer or no owner, time on readers credited back,
-//     the whole spin capped) (docs/rwsem.md, "Scheduler stand-ins").
+//     in lockswap); need_resched() is the host's Budget, a time budget per
+//     spin: owner_spin_ns on a writer or no owner (threads: SpinBudget, time
+//     on readers credited back and the whole spin capped; processes: no cap)
+//     (docs/rwsem.md, "Scheduler stand-ins"). A writer spinning on readers
+//     is bounded by the reader phase's threshold, as in the kernel.
 //   * The OSQ is the host's: spin_enter() may refuse a spinner (threads: the
 //     process's spinner seats, then the OSQ; processes: a seat on the lock).
 //   * HANDOFF is requested only on timeout: no rt_task().
@@ -82,8 +84,12 @@
 //     woken head writer is marked WOKEN; READER_FIRST decides whether a
 //     reader that got in brings queued readers along; a writer's spin ends
 //     when it lost the freed lock to another thread ("One contended lock");
-//     a reader-preference batch mark is cleared when its writer is woken. The
-//     process-shared host applies the kernel's rules alone.
+//     a reader-preference batch mark is cleared when its writer is woken; a
+//     default-kind reader may steal a read-held lock (steal_read_held). The
+//     process-shared host applies the kernel's rules alone, but for:
+//   * Back-out wakes (Rep::kBackOutWakes, the process-shared host): a v5.10
+//     reader that gives back a bias it added without getting the lock wakes
+//     the queue as up_read() would (back_out_bias()).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -113,7 +119,8 @@ inline uint64_t now_ns() { return arch::monotonic_ns(); }
 //   Policy                   RwsemSteal or RwsemRspin
 //   kThreadRules             the thread-only rules apply (see Deviations)
 //   kBackOutWakes            a backed-out reader bias wakes like up_read()
-//   kProcessShared           waiters sleep on process-shared futexes
+//   kProcessShared           waiters sleep on process-shared futexes (the
+//                            host's flush() and sleeps use it)
 //   count_t, count(l)        the count word; kWriterLocked, kWaiters, kHandoff,
 //                            kReaderBias, kReaderCountMask, kReadFail (0: none);
 //                            with kThreadRules also kWoken, kReaderFirst
@@ -397,10 +404,12 @@ struct Rules {
   // event its steal counts, or none when it may not steal.
   // Deviation (thread host, steal_read_held, default-kind locks only): the
   // reader steals even then, as glibc's reader-preferring default does
-  // (`reader_pref`; the process-shared host never passes it).
+  // (`reader_pref`; the process-shared host has no such kind).
   static std::optional<LockEvent> steal_verdict(uint64_t owner, uint64_t other_readers, bool reader_pref) {
     if (!((owner & kReaderOwned) && other_readers >= 1)) return LockEvent::rwsem_rlock_steal;
-    if (reader_pref && tunables().steal_read_held) return LockEvent::rwsem_rlock_steal_held;
+    if constexpr (Rep::kThreadRules) {
+      if (reader_pref && tunables().steal_read_held) return LockEvent::rwsem_rlock_steal_held;
+    }
     return std::nullopt;
   }
 

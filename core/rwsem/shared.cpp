@@ -24,7 +24,7 @@ bool Sleeper::until_woken(Waiter& self) {
     if (!slept && first_sleep != nullptr) first_sleep(arg);
     slept = now_slept = true;
     self.sleeping.store(1, arch::mo_hint);
-    ctx.sleep(&self.wait, 1, /*shared=*/true);  // a signal ends it early: re-check
+    ctx.sleep(&self.wait, 1, kSharedFutex);  // a signal ends it early: re-check
     self.sleeping.store(0, arch::mo_hint);
   }
   return now_slept;

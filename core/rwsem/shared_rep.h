@@ -31,6 +31,8 @@ namespace lockswap::rwshared {
 namespace {
 
 constexpr auto kSeq = std::memory_order_seq_cst;
+// Records live in memory several processes map: their futexes are shared.
+constexpr bool kSharedFutex = true;
 
 using rwsem_rules::now_ns;
 using rwsem_rules::tunables;
@@ -199,12 +201,12 @@ struct WakeList {
     writer = p;
   }
   void flush(const Records& rs) {
-    if (writer != kNoProc) arch::futex_wake(&rs.at(writer).wait, 1, /*shared=*/true);
+    if (writer != kNoProc) arch::futex_wake(&rs.at(writer).wait, 1, kSharedFutex);
     for (int32_t p = chain; p != kNoProc;) {
       Waiter& x = rs.at(p);
       const int32_t next = x.wake_next;  // before the store lets the record be reused
       x.wait.store(0, std::memory_order_release);
-      arch::futex_wake(&x.wait, 1, /*shared=*/true);
+      arch::futex_wake(&x.wait, 1, kSharedFutex);
       p = next;
     }
     chain = last = writer = kNoProc;
@@ -233,7 +235,7 @@ template <class P>
 struct SharedRep {
   using Policy = P;
   static constexpr bool kThreadRules = false;
-  static constexpr bool kProcessShared = true;
+  static constexpr bool kProcessShared = kSharedFutex;
   static constexpr bool kBackOutWakes = true;  // no backed-out bias hides a release (rules.h)
 
   using count_t = uint32_t;

@@ -635,19 +635,22 @@ TYPED_TEST(RwsemAgreementTest, OptimisticSpin) {
 }
 
 // v5.11 stealing: the verdict is one function of the owner word and the
-// readers in; a stealer brings queued readers along only from a read-held
-// lock's first reader.
+// readers in besides the stealer. A default-kind rwlock's reader may also
+// steal a read-held lock (steal_read_held, a thread rule: the process-shared
+// host has no such kind).
 TYPED_TEST(RwsemAgreementTest, StealVerdict) {
   using P = TypeParam;
   using KT = typename ThreadHost<P>::K;
   using KS = typename SharedHost<P>::K;
   for (uint64_t owner : {uint64_t{0}, rwsem::kReaderOwned, rwsem::kReaderOwned | P::kRdNonspinnable})
-    for (uint64_t others : {0, 1, 5})
-      for (bool pref : {false, true}) {
-        g_rwsem_tunables.steal_read_held = pref;
-        EXPECT_EQ(KT::steal_verdict(owner, others, pref), KS::steal_verdict(owner, others, pref))
-            << "owner " << owner << ", " << others << " other readers";
-      }
+    for (uint64_t others : {0, 1, 5}) {
+      EXPECT_EQ(KT::steal_verdict(owner, others, false), KS::steal_verdict(owner, others, false))
+          << "owner " << owner << ", " << others << " other readers";
+      const bool read_held = (owner & rwsem::kReaderOwned) && others >= 1;
+      EXPECT_EQ(KT::steal_verdict(owner, others, true),
+                read_held ? LockEvent::rwsem_rlock_steal_held : LockEvent::rwsem_rlock_steal);
+      EXPECT_EQ(KS::steal_verdict(owner, others, true), KS::steal_verdict(owner, others, false));
+    }
 }
 
 // ---------------------------------------------------------------------------
