@@ -1,4 +1,4 @@
-// core/rwsem/deadlines.h — the clock and the deadlines the tunables set.
+// core/rwsem/deadlines.h — the clock, and the handoff deadline the tunables set.
 //
 // Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
 // linkage, so include it nowhere else (but core/rwsem/thread_rep.h, which

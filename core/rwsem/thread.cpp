@@ -1,12 +1,12 @@
 // core/rwsem/thread.cpp — rw_semaphore slow paths (design: core/rwsem/rwsem.h).
 //
 // The kernel's rules (rwsem_mark_wake(), rwsem_cond_wake_waiter(),
-// rwsem_try_write_lock(), the spinning) are core/rwsem/rules.h's, shared with
-// the process-shared host; Rules<P> runs them on this host's representation
-// (core/rwsem/thread_rep.h). What is left here reads side by side with
-// kernel/locking/rwsem.c, in its order: rwsem_wake(), up_read()/up_write()
-// with waiters queued, the read slow path, the write slow path, the entry
-// points. Each function names the kernel function it stands for. What
+// rwsem_wake(), rwsem_try_write_lock(), the spinning) are core/rwsem/rules.h's,
+// shared with the process-shared host; Rules<P> runs them on this host's
+// representation (core/rwsem/thread_rep.h). What is left here reads side by
+// side with kernel/locking/rwsem.c, in its order: rwsem_del_wake_waiter(),
+// up_read()/up_write() with waiters queued, the read slow path, the write
+// slow path, the entry points. Each function names the kernel function it stands for. What
 // userspace adds lives in core/rwsem/, one header per concern, all included
 // by this one translation unit (so the compiler sees what it saw when this was
 // one file):
