@@ -1,8 +1,8 @@
 // core/rwsem/deadlines.h — the clock, and the handoff deadline the tunables set.
 //
-// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else (but core/rwsem/thread_rep.h, which
-// tests/core/rwsem_agreement_test.cpp includes too).
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else (but core/rwsem/
+// thread_rep.h, which tests/core/rwsem_agreement_test.cpp includes too).
 //
 // The slow paths read RwsemTunables (core/rwsem/tunables.h) through
 // tunables() and the clock (the stand-in for jiffies and sched_clock())

@@ -1,7 +1,7 @@
 // core/rwsem/reader_pref.h — readers that get in past queued writers: recursion and reader preference.
 //
-// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else.
 //
 // Neither rule is in the kernel. A thread that holds a read lock re-enters
 // it past queued writers (POSIX recursive reads), and on glibc's default

@@ -4,9 +4,9 @@
 // ------
 // The kernel's non-PREEMPT_RT rw_semaphore (kernel/locking/rwsem.c; the
 // facts it relies on are in docs/kernel-algorithms.md §1) runs in two hosts:
-// a thread's lock (core/rwsem/rwsem.h, slow paths core/rwsem/thread.cpp:
+// a thread's lock (core/rwsem/rwsem.h, slow paths core/rwsem/thread_host.cpp:
 // pointers in 64-bit words) and a process-shared lock (core/rwsem/shared.h,
-// core/rwsem/shared.cpp: process numbers in three 32-bit words). Its rules
+// core/rwsem/shared_host.cpp: process numbers in three 32-bit words). Its rules
 // live here once, as Rules<Rep>: templates over a representation trait
 // (core/rwsem/thread_rep.h, core/rwsem/shared_rep.h), as the kernel's
 // kernel/locking/rwbase_rt.c is one body that rwsem.c and spinlock_rt.c each

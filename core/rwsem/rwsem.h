@@ -11,7 +11,7 @@
 // have. The kernel facts are in docs/kernel-algorithms.md §1 (the optimistic
 // spin queue, §2, is core/osq_lock.h); docs/rwsem.md gives each deviation in
 // full, with what it costs and the measurements. The slow paths are
-// core/rwsem/thread.cpp; the rules see this representation through
+// core/rwsem/thread_host.cpp; the rules see this representation through
 // core/rwsem/thread_rep.h.
 //
 // Words (all zero = unlocked, no waiters, no spinners; preload overlays them
@@ -43,7 +43,7 @@
 //                guards the list, WAITERS and HANDOFF transitions)
 //   osq   (u32)  slot id of the last optimistic spinner (MCS tail), 0 = none
 //
-// Transitions (B = BIAS; "slow" = noinline code in core/rwsem/thread.cpp;
+// Transitions (B = BIAS; "slow" = noinline code in core/rwsem/thread_host.cpp;
 // the wake, grant and handoff rules are core/rwsem/rules.h's):
 //   read_lock     count += B (acquire). No WRITER/WAITERS/HANDOFF/READFAIL in
 //                 the result -> owned; else slow: steal / spin / queue.
@@ -274,7 +274,7 @@ inline uint64_t polite_ns_of(const RwsemTunables& t, bool exclusive_only) {
   return exclusive_only ? t.exclusive_polite_ns : t.polite_ns;
 }
 
-// Slow paths (core/rwsem/thread.cpp), instantiated there for both policies.
+// Slow paths (core/rwsem/thread_host.cpp), instantiated there for both policies.
 template <class Policy>
 struct SlowPaths {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
@@ -300,7 +300,7 @@ extern template struct SlowPaths<RwsemRspin>;
 // `count`, if given, gets its queue flags fixed should the wait_lock have to
 // be recovered from a thread lost in fork().
 std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count = nullptr);
-// Spinner seats (core/rwsem/thread.cpp): false when max_spinners threads of the
+// Spinner seats (core/rwsem/thread_host.cpp): false when max_spinners threads of the
 // process spin already. Every optimistic spin holds one.
 bool take_spinner_seat();
 void give_back_spinner_seat();

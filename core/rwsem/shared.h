@@ -14,7 +14,7 @@
 // stored in a lock: a process is named by its number (`proc`, 0..2^20), and
 // each process has one waiter record in a side table (`Records`, shared by
 // all processes, indexed by that number). The slow paths are
-// core/rwsem/shared.cpp; the rules see this representation through
+// core/rwsem/shared_host.cpp; the rules see this representation through
 // core/rwsem/shared_rep.h. The kernel's rules only: none of the thread
 // host's own (barging, WOKEN, politeness, yield, READER_FIRST, reader polls,
 // reader preference, recursion, timeouts, cancellation, fork handling).

@@ -1,7 +1,7 @@
 // core/rwsem/shared_rep.h — the process-shared host's representation: what
 // core/rwsem/rules.h's Rules<Rep> is given to run on three 32-bit words.
 //
-// Part of core/rwsem/shared.cpp's one translation unit: everything here has
+// Part of core/rwsem/shared_host.cpp's one translation unit: everything here has
 // internal linkage, so include it nowhere else but in
 // tests/core/rwsem_agreement_test.cpp, which drives the rules through this
 // representation and core/rwsem/thread_rep.h's.

@@ -1,7 +1,7 @@
 // core/rwsem/spinning.h — the thread host's own spins: reader polls, the woken-writer yield.
 //
-// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else.
 //
 // The kernel's spinning (rwsem_can_spin_on_owner(), rwsem_spin_on_owner(),
 // rwsem_optimistic_spin()) is core/rwsem/rules.h's, for both hosts; its OSQ

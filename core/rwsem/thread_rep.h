@@ -1,7 +1,7 @@
 // core/rwsem/thread_rep.h — the thread host's representation: what
 // core/rwsem/rules.h's Rules<Rep> is given to run on a thread's lock.
 //
-// Part of core/rwsem/thread.cpp's one translation unit: everything here has
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here has
 // internal linkage, so include it nowhere else but in
 // tests/core/rwsem_agreement_test.cpp, which drives the rules through this
 // representation and core/rwsem/shared_rep.h's.

@@ -1,8 +1,8 @@
 // core/rwsem/wait_list.h — the kernel's wait_lock and wait_list.
 //
-// Part of core/rwsem/thread.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else (but core/rwsem/thread_rep.h, which
-// tests/core/rwsem_agreement_test.cpp includes too).
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else (but core/rwsem/
+// thread_rep.h, which tests/core/rwsem_agreement_test.cpp includes too).
 //
 // A waiter record lives in its thread's type-stable ThreadSlot, so that a
 // record a thread lost in fork() left linked (a fork ghost) stays readable in

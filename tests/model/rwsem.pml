@@ -1,7 +1,7 @@
-/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem/thread.cpp
+/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem/thread_host.cpp
  * (Linux rw_semaphore port), checked exhaustively with spin.
  *
- * What is modelled, function by function (names as in core/rwsem/thread.cpp
+ * What is modelled, function by function (names as in core/rwsem/thread_host.cpp
  * and the rules it runs, core/rwsem/rules.h):
  *   count word   WL (WRITER_LOCKED), WAITERS, HANDOFF, RC (reader biases);
  *                every change of it is one atomic step (it is one RMW, or a

@@ -1,4 +1,4 @@
-// core/rwsem/shared.cpp — the slow paths of core/rwsem/shared.h (its design
+// core/rwsem/shared_host.cpp — the slow paths of core/rwsem/shared.h (its design
 // block says what each one does and why).
 //
 // The kernel's rules (rwsem_mark_wake(), rwsem_cond_wake_waiter(),

@@ -1,4 +1,4 @@
-// core/rwsem/thread.cpp — rw_semaphore slow paths (design: core/rwsem/rwsem.h).
+// core/rwsem/thread_host.cpp — rw_semaphore slow paths (design: core/rwsem/rwsem.h).
 //
 // The kernel's rules (rwsem_mark_wake(), rwsem_cond_wake_waiter(),
 // rwsem_wake(), rwsem_try_write_lock(), the spinning) are core/rwsem/rules.h's,
