@@ -16,7 +16,9 @@
 // forked, never unmapped while they run), never in the lock the program
 // sees:
 //
-//   line 0   Control: the inner rwsem (12 bytes), `state` (bit 0 PENDING)
+//   line 0   Control: the inner rwsem (core/rwsem/shared.h, 12 bytes: it
+//            names processes by number, sleeps on shared futexes), `state`
+//            (bit 0 PENDING)
 //   line 1+  S reader slots (percid::ReaderSlot), S a power of two
 //
 // Which block a lock uses, and when the block is (re)initialised, is the
@@ -76,7 +78,7 @@
 #include "arch/atomic.h"
 #include "core/lock_events.h"
 #include "core/percid/body.h"
-#include "core/rwsem_shared.h"
+#include "core/rwsem/shared.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap::percid_shared {
@@ -100,7 +102,7 @@ struct Block {
   uint64_t readers() const { return percid::sum_slots(slots, slot_mask + 1); }
   // The futex word a draining writer sleeps on.
   std::atomic<uint32_t>& drain_futex() const { return slots[0].drain; }
-  // A free lock: no readers, no writer, the inner rwsem as rwsem_shared.h
+  // A free lock: no readers, no writer, the inner rwsem as core/rwsem/shared.h
   // initialises it.
   void reset() const {
     percid::clear_slots(slots, slot_mask + 1);

@@ -1,7 +1,7 @@
 // core/rwsem/cancel_guards.h — how a cancelled waiter leaves the lock as it found it.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else.
 //
 // Lock code runs with deferred cancellation (core/cancel.h). An asynchronous
 // cancellation can land only in a queued waiter's futex sleep; these guards
@@ -27,7 +27,7 @@ using namespace rwsem;
 // exported call has already made the type deferred and the scope is a no-op.
 using CancelScope = cancel::DeferredScope;
 
-// Defined with mark_wake() in core/rwsem.cpp.
+// Defined in core/rwsem/thread_host.cpp.
 template <class P>
 void del_wake_waiter(const WordRefs& r, WaitList& wl, Waiter* w, WakeQ& q);
 template <class P>

@@ -1,17 +1,19 @@
-// core/rwsem/deadlines.h — the clock and the deadlines the tunables set.
+// core/rwsem/deadlines.h — the clock, and the handoff deadline the tunables set.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else (but core/rwsem/
+// thread_rep.h, which tests/core/rwsem_agreement_test.cpp includes too).
 //
 // The slow paths read RwsemTunables (core/rwsem/tunables.h) through
-// tunables(); the clock stands in for jiffies and sched_clock().
+// tunables() and the clock (the stand-in for jiffies and sched_clock())
+// through now_ns(), both core/rwsem/rules.h's.
 #pragma once
 #include <sched.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "arch/clock.h"
+#include "core/rwsem/rules.h"
 #include "core/rwsem/rwsem.h"
 #include "core/thread_registry.h"
 
@@ -20,16 +22,8 @@ namespace rwsem_detail {
 namespace {
 
 using namespace rwsem;
-
-const RwsemTunables& tunables() { return g_rwsem_tunables; }
-
-// jiffies / sched_clock() stand-in.
-uint64_t now_ns() { return arch::monotonic_ns(); }
-
-// The whole of one optimistic spin ends after owner_spin_ns plus this, in
-// whatever state: where the kernel's spinner would meet need_resched() at
-// the latest at the next tick, ours has no such signal.
-constexpr uint64_t kSpinCapExtraNs = 4 * kRspinMaxNs;
+using rwsem_rules::now_ns;
+using rwsem_rules::tunables;
 
 // The CPUs this process may run on, read once (sched_getaffinity is a system
 // call); 2 when it cannot be read.

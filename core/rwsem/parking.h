@@ -1,7 +1,8 @@
 // core/rwsem/parking.h — the sleep-token protocol, the wake queue and a queued writer's sleep.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else (but core/rwsem/
+// thread_rep.h, which tests/core/rwsem_agreement_test.cpp includes too).
 //
 // How a queued waiter sleeps and how a waker wakes it at most once per
 // sleep (the sleep token), why an awake queued writer is not woken at all,

@@ -1,7 +1,7 @@
 // core/rwsem/reader_pref.h — readers that get in past queued writers: recursion and reader preference.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else.
 //
 // Neither rule is in the kernel. A thread that holds a read lock re-enters
 // it past queued writers (POSIX recursive reads), and on glibc's default
@@ -20,6 +20,7 @@
 #include "core/rwsem/cancel_guards.h"
 #include "core/rwsem/deadlines.h"
 #include "core/rwsem/parking.h"
+#include "core/rwsem/thread_rep.h"
 #include "core/rwsem/wait_list.h"
 
 namespace lockswap {
@@ -27,11 +28,6 @@ namespace rwsem_detail {
 namespace {
 
 using namespace rwsem;
-
-// Defined with mark_wake() in core/rwsem.cpp.
-void grant_readers(const WordRefs& r, WaitList& wl, uint64_t pregranted, bool clear_handoff, WakeQ& q);
-template <class P>
-void mark_wake(const WordRefs& r, WaitList& wl, WakeType type, WakeQ& q);
 
 // Not in the kernel: a thread that already holds read locks must not wait
 // behind a queued writer for a lock that readers hold (POSIX recursive reads).
@@ -157,9 +153,9 @@ Admit read_pref_queued(const WordRefs& r, Waiter& w, uint64_t now, WakeQ& q) {
   if (why == Admit::waited) {
     wl.remove(&w);
     if (Waiter* fw = first_writer(wl)) fw->set(Waiter::kPrefBlocked, true);
-    grant_readers(r, wl, 0, false, q);  // clears WAITERS (and HANDOFF) if the queue empties
+    Rules<P>::grant_readers(r, wl, 0, false, q);  // clears WAITERS (and HANDOFF) if the queue empties
   } else if (del_waiter(r, wl, &w) && was_first) {
-    mark_wake<P>(r, wl, WakeType::read_owned, q);
+    Rules<P>::mark_wake(r, wl, WakeType::read_owned, q);
   }
   set_reader_owned<P>(r.owner, owner_value(*w.slot));
   return why;

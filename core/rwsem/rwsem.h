@@ -1,27 +1,18 @@
-// core/rwsem/rwsem.h — the Linux rw_semaphore (kernel/locking/rwsem.c), in userspace.
+// core/rwsem/rwsem.h — the Linux rw_semaphore (kernel/locking/rwsem.c) for a thread's lock.
 //
 // Design
 // ------
-// A faithful port of the kernel's non-PREEMPT_RT rw_semaphore; the kernel
-// facts it relies on are in docs/kernel-algorithms.md §1 (the optimistic spin
-// queue, §2, is core/osq_lock.h). Two policies share one body of code and
-// differ only in `if constexpr (Policy::reader_spinning)`:
-//
-//   RwsemSteal   Linux >= v5.11: readers never spin; a reader that fails the
-//                fast path may steal the lock when no writer holds it and no
-//                HANDOFF is pending (1a728dff855a), except when the lock is
-//                very likely reader-owned (2f06f702925b).
-//   RwsemRspin   Linux v5.3..v5.10: failed readers spin optimistically like
-//                writers, record `last_rowner`, retry once in a new reader
-//                phase, and reader spinning is disabled per lock
-//                (RD_NONSPINNABLE) when it does not pay. Kept as in v5.10,
-//                including the reader stream that can keep a sleeping writer
-//                from ever asserting HANDOFF (fixed by 2f06f702925b).
-//
-// Everything else (handoff, wakeups, trylock) follows the current kernel
-// (v5.19 / v6.3 rules) for both policies. Where userspace has to differ, the
-// rule and its reason are listed under "Deviations" below; docs/rwsem.md
-// gives each one in full, with what it costs and the measurements.
+// The thread host of core/rwsem/rules.h, which holds the kernel's rules
+// (wakeups, grants, the handoff rule, spinning) once for this host and the
+// process-shared one (core/rwsem/shared.h), with both policies (RwsemSteal,
+// v5.11+; RwsemRspin, v5.10) and their deviations from the kernel. This
+// block says what the thread's representation adds: its words, its fast
+// paths, and the rules only a lock that threads of one process share can
+// have. The kernel facts are in docs/kernel-algorithms.md §1 (the optimistic
+// spin queue, §2, is core/osq_lock.h); docs/rwsem.md gives each deviation in
+// full, with what it costs and the measurements. The slow paths are
+// core/rwsem/thread_host.cpp; the rules see this representation through
+// core/rwsem/thread_rep.h.
 //
 // Words (all zero = unlocked, no waiters, no spinners; preload overlays them
 // on zero-filled pthread objects):
@@ -29,11 +20,11 @@
 //   count (u64)  bit 0      WRITER_LOCKED  a writer owns the lock
 //                bit 1      WAITERS        the wait queue is non-empty
 //                bit 2      HANDOFF        the first waiter is owed the lock
-//                bit 3      WOKEN          (not in the kernel) the head waiter,
-//                                          a writer, was woken and will re-check
+//                bit 3      WOKEN          (thread rule) the head waiter, a
+//                                          writer, was woken and will re-check
 //                                          the lock before it sleeps again
-//                bit 4      READER_FIRST   (not in the kernel) the head waiter
-//                                          is a reader; changed only by the
+//                bit 4      READER_FIRST   (thread rule) the head waiter is a
+//                                          reader; changed only by the
 //                                          wait_lock holder, a hint
 //                bits 5-7   reserved
 //                bits 8-62  readers        +BIAS per reader that did the
@@ -42,18 +33,18 @@
 //                                          prove the lock is read-held
 //                bit 63     READFAIL       reader count overflowed: no grants
 //   owner (u64)  ThreadSlot* of the last owner (64-byte aligned, type-stable:
-//                a stale value is always safe to dereference) | flags:
-//                bit 0      READER_OWNED   last owner was a reader (a hint:
-//                                          readers never clear it on unlock)
-//                bit 1      NONSPINNABLE   (v5.10: RD_NONSPINNABLE)
-//                bit 2      v5.10 only: WR_NONSPINNABLE
+//                a stale value is always safe to dereference) | the kernel's
+//                flags (core/rwsem/policy.h): bit 0 READER_OWNED (a hint:
+//                readers never clear it on unlock), bit 1 NONSPINNABLE
+//                (v5.10: RD_NONSPINNABLE), bit 2 v5.10 only: WR_NONSPINNABLE
 //   waitq (u64)  head of a circular doubly linked list of waiter records
 //                (core/rwsem/wait_list.h) | bits 1-5: fork generation of the
 //                wait_lock holder, mod 32 | bit 0 = wait_lock (a spinlock that
 //                guards the list, WAITERS and HANDOFF transitions)
 //   osq   (u32)  slot id of the last optimistic spinner (MCS tail), 0 = none
 //
-// Transitions (B = BIAS; "slow" = noinline code in core/rwsem.cpp):
+// Transitions (B = BIAS; "slow" = noinline code in core/rwsem/thread_host.cpp;
+// the wake, grant and handoff rules are core/rwsem/rules.h's):
 //   read_lock     count += B (acquire). No WRITER/WAITERS/HANDOFF/READFAIL in
 //                 the result -> owned; else slow: steal / spin / queue.
 //   write_lock    CAS 0 -> WRITER (acquire); else slow: spin, then queue.
@@ -62,32 +53,22 @@
 //   write_unlock  owner = 0; count -= WRITER (release); if WAITERS, wake.
 //                 No WRITER bit (a stray unlock of a mutex): nothing changes.
 //   downgrade     count += B - WRITER (release); wake queued readers.
-//   wake          under wait_lock: head writer -> wake it (it must win the
-//                 lock itself); head reader -> grant the lock to up to
-//                 kMaxReadersWakeup queued readers, skipping writers, in one
-//                 count update, then publish each grant (task = nullptr,
-//                 release) and unpark.
-//   handoff       a waiter queued past its handoff deadline sets HANDOFF: fast
-//                 paths, stealing readers, spinners and non-first writers
-//                 then fail, so the first waiter gets the lock next.
+//   grant         a queued reader's grant is published by storing nullptr
+//                 into its record's `task` (release) under the wait_lock,
+//                 where a reader giving up looks for it; its thread is
+//                 unparked once the wait_lock is dropped.
 //
-// Memory order: every change of `count` is a read-modify-write, so the
-// release sequence of an unlock runs through all later changes and any
-// acquire RMW or acquire load that sees the lock free synchronizes with the
-// last release (the empty-queue reader shortcut uses an acquire load where
-// the kernel has a relaxed load + smp_acquire__after_ctrl_dep()). Lock RMWs
-// are acquire, unlock RMWs are release; that includes the reader-preference,
-// recursive and tryrdlock CASes that add a bias. A granted reader does not
-// touch `count` itself: the granter's count RMW is acquire, and its release
-// store of waiter.task pairs with the reader's acquire load, so the reader's
-// critical section follows the last writer's. `owner` is only a hint and is
-// accessed relaxed; the wait_lock is taken with an acquire CAS (also when
-// recovered from a fork ghost) and dropped with a release store of the head.
-// Sleeping and waking are a Dekker pair on the sleeper's park word and its
-// sleep token (core/rwsem/parking.h), so a wakeup is never lost and a
-// runnable waiter is not woken again by every unlock. Reader preference rule
-// (a) adds a second Dekker pair (core/read_pref.h); a spurious wakeup only
-// re-checks and sleeps again.
+// Memory order (the rules' own: core/rwsem/rules.h): the empty-queue reader
+// shortcut uses an acquire load where the kernel has a relaxed load +
+// smp_acquire__after_ctrl_dep(); the reader-preference, recursive and
+// tryrdlock CASes that add a bias are acquire. A granted reader's acquire
+// load of `task` pairs with the granter's release store. The wait_lock is
+// taken with an acquire CAS (also when recovered from a fork ghost) and
+// dropped with a release store of the head. Sleeping and waking are a Dekker
+// pair on the sleeper's park word and its sleep token (core/rwsem/parking.h),
+// so a wakeup is never lost and a runnable waiter is not woken again by every
+// unlock. Reader preference rule (a) adds a second Dekker pair
+// (core/read_pref.h); a spurious wakeup only re-checks and sleeps again.
 //
 // Cancellation: lock code runs with deferred cancellation (core/cancel.h:
 // preload runs a whole acquisition of an asynchronous caller deferred, fast
@@ -110,22 +91,24 @@
 // reader leaving with waiters queued; preload's EDEADLK check, its delegation
 // to glibc, and the write release). docs/rwsem.md, "Frame-free fast paths".
 //
-// Deviations from the kernel. Userspace has no scheduler hooks: no
-// need_resched(), no owner_on_cpu(), no preempt_disable(), and a wakeup is a
-// system call. Each rule below is a lock event where it acts
+// What this host adds to the rules. Each is a lock event where it acts
 // (core/lock_events_list.h), most are a setting (core/rwsem/tunables.h), and
 // docs/rwsem.md has the section named in brackets.
 //   * Scheduler stand-ins: owner_on_cpu() is "not asleep in lockswap and on
-//     a CPU" by LOCKSWAP_ONCPU's source; need_resched() is a time budget per
-//     spin. Without them a spinner would spin on a preempted owner
+//     a CPU" by LOCKSWAP_ONCPU's source; need_resched() is SpinBudget
+//     (core/spin_budget.h): owner_spin_ns on a writer or no owner, reader
+//     phases credited back, the whole spin capped, and with
+//     LOCKSWAP_ONCPU=rseq a spinner that sees it was preempted stops.
+//     Without them a spinner would spin on a preempted owner
 //     [Scheduler stand-ins].
 //   * Spinner seats: at most max_spinners threads of a process spin at once;
 //     the others queue. Spinners beyond the CPUs only keep the owner off them
-//     [Spinner seats].
-//   * One contended lock: barging, a lost race ending the spin, no wakeup for
-//     an awake queued writer (WOKEN), politeness. The kernel's rules pass the
-//     lock to another CPU on nearly every acquisition, and each pass moves
-//     its cache line and the data it guards [One contended lock].
+//     [Spinner seats]. Seat holders then enter the OSQ.
+//   * One contended lock (thread rules): barging, a lost race ending the
+//     spin, no wakeup for an awake queued writer (WOKEN), politeness. The
+//     kernel's rules pass the lock to another CPU on nearly every acquisition,
+//     and each pass moves its cache line and the data it guards
+//     [One contended lock].
 //   * steal_read_held: on default-kind rwlocks a reader steals a read-held
 //     lock past a queued writer, as glibc's reader preference does; the head
 //     writer bounds its own sleep and asserts HANDOFF itself
@@ -133,10 +116,10 @@
 //   * Reader polls (RwsemSteal): a reader that meets a running writer polls
 //     for it briefly instead of queueing, since a woken reader lands on its
 //     waker's CPU and leaves another idle [Readers poll a running writer].
-//   * READER_FIRST: a reader that gets in past queued waiters takes the
-//     wait_lock to bring queued readers along only when a reader heads the
-//     queue; the kernel takes it for nothing whenever WAITERS is set
-//     [READER_FIRST].
+//   * READER_FIRST (thread rule): a reader that gets in past queued waiters
+//     takes the wait_lock to bring queued readers along only when a reader
+//     heads the queue; the kernel takes it for nothing whenever WAITERS is
+//     set [READER_FIRST].
 //   * Yield to a woken writer (rwlocks only): a writer that keeps finding the
 //     head writer woken and still waiting yields its CPU once, since that
 //     writer most likely waits for this very CPU [Yield to a woken writer].
@@ -145,10 +128,11 @@
 //     longer than the kernel's deadline for the CPU alone
 //     [Handoff under oversubscription].
 //   * Bounded busy waits: preemption cannot be disabled, so waits for another
-//     thread's store spin, then yield, then sleep. No rt_task(): HANDOFF is
-//     requested only on timeout [Bounded busy waits].
+//     thread's store spin, then yield, then sleep [Bounded busy waits].
 //   * Trylocks succeed wherever a blocking caller would get in without
 //     sleeping (POSIX: fail only if held) [Trylocks].
+//   * Timeouts and cancellation: a queued waiter may give up (timed locks,
+//     cancellation) and leaves the queue as rwsem_del_wake_waiter() does.
 //   * Recursive reads and reader preference (not in the kernel, rwsem::
 //     ReadFlags): POSIX recursive reads, and glibc's default kinds' reader
 //     preference (core/read_pref.h) [Recursive reads and reader preference].
@@ -156,8 +140,6 @@
 //     [drop_bias_early].
 //   * fork(): ghosts of threads lost in fork() are unlinked when met and a
 //     wait_lock they held is taken over [fork()].
-//   * RwsemRspin uses the current handoff and wake rules, not v5.10's
-//     writer_wait_state [RwsemRspin].
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -166,6 +148,7 @@
 #include <cstdint>
 
 #include "arch/atomic.h"
+#include "core/rwsem/policy.h"
 #include "core/rwsem/tunables.h"
 #include "core/thread_registry.h"
 #include "core/trace.h"
@@ -210,12 +193,6 @@ static_assert((kReadFailedMask & kReaderCountMask) == 0, "a reader never fails b
 static_assert((kUnlocked & (kLockMask | kFlagWaiters | kFlagHandoff)) == 0, "zero is unlocked, no waiters");
 static_assert(kReaderCountMask >> kReaderShift == (1ull << 55) - 1, "55-bit reader field, as in the kernel");
 
-// --- owner word (the nonspinnable bits are per policy, below) ---
-inline constexpr uint64_t kReaderOwned = 1ull << 0;
-
-// Readers granted by one wakeup (MAX_READERS_WAKEUP, d3681e269fff).
-inline constexpr uint32_t kMaxReadersWakeup = 256;
-
 inline constexpr uint64_t reader_count(uint64_t count) { return (count & kReaderCountMask) >> kReaderShift; }
 
 // How a reader may enter (not in the kernel; docs/rwsem.md, "Recursive reads
@@ -255,31 +232,8 @@ constexpr ReaderEntry reader_may_enter(uint64_t count, uint64_t own_bias, ReadFl
 }
 }  // namespace rwsem
 
-// Linux >= v5.11: reader lock stealing, no reader spinning, one NONSPINNABLE bit.
-struct RwsemSteal {
-  static constexpr bool reader_spinning = false;
-  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // both names are the one
-  static constexpr uint64_t kWrNonspinnable = 1ull << 1;  // RWSEM_NONSPINNABLE bit
-  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
-  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
-};
-
-// Linux v5.10: reader optimistic spinning with adaptive disabling.
-struct RwsemRspin {
-  static constexpr bool reader_spinning = true;
-  static constexpr uint64_t kRdNonspinnable = 1ull << 1;  // readers may not spin
-  static constexpr uint64_t kWrNonspinnable = 1ull << 2;  // writers may not spin
-  static constexpr uint64_t kNonspinnable = kRdNonspinnable | kWrNonspinnable;
-  static constexpr uint64_t kOwnerFlags = rwsem::kReaderOwned | kNonspinnable;
-};
-
 static_assert(alignof(ThreadSlot) > RwsemSteal::kOwnerFlags && alignof(ThreadSlot) > RwsemRspin::kOwnerFlags,
               "owner flags fit below a ThreadSlot pointer");
-static_assert((RwsemSteal::kNonspinnable & rwsem::kReaderOwned) == 0 &&
-                  (RwsemRspin::kNonspinnable & rwsem::kReaderOwned) == 0,
-              "nonspinnable bits never alias READER_OWNED");
-static_assert(RwsemSteal::kRdNonspinnable == RwsemRspin::kRdNonspinnable,
-              "bit 1 is what a new reader owner keeps, in both versions");
 
 // Storage for tests; preload uses its own struct with the same members.
 struct RwsemWords {
@@ -320,7 +274,7 @@ inline uint64_t polite_ns_of(const RwsemTunables& t, bool exclusive_only) {
   return exclusive_only ? t.exclusive_polite_ns : t.polite_ns;
 }
 
-// Slow paths (core/rwsem.cpp), instantiated there for both policies.
+// Slow paths (core/rwsem/thread_host.cpp), instantiated there for both policies.
 template <class Policy>
 struct SlowPaths {
   // Fast-path reader failed; `count` is what its fetch_add returned (bias included).
@@ -346,7 +300,7 @@ extern template struct SlowPaths<RwsemRspin>;
 // `count`, if given, gets its queue flags fixed should the wait_lock have to
 // be recovered from a thread lost in fork().
 std::size_t queued_waiters(std::atomic<uint64_t>& waitq, std::atomic<uint64_t>* count = nullptr);
-// Spinner seats (core/rwsem.cpp): false when max_spinners threads of the
+// Spinner seats (core/rwsem/thread_host.cpp): false when max_spinners threads of the
 // process spin already. Every optimistic spin holds one.
 bool take_spinner_seat();
 void give_back_spinner_seat();

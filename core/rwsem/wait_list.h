@@ -1,7 +1,8 @@
 // core/rwsem/wait_list.h — the kernel's wait_lock and wait_list.
 //
-// Part of core/rwsem.cpp's one translation unit: everything here has internal
-// linkage, so include it nowhere else.
+// Part of core/rwsem/thread_host.cpp's one translation unit: everything here
+// has internal linkage, so include it nowhere else (but core/rwsem/
+// thread_rep.h, which tests/core/rwsem_agreement_test.cpp includes too).
 //
 // A waiter record lives in its thread's type-stable ThreadSlot, so that a
 // record a thread lost in fork() left linked (a fork ghost) stays readable in
@@ -27,7 +28,7 @@ namespace {
 using namespace rwsem;
 
 enum class WaitType : uint8_t { write, read };
-enum class WakeType : uint8_t { any, readers, read_owned };  // RWSEM_WAKE_*
+using rwsem_rules::WakeType;  // RWSEM_WAKE_*
 
 // One waiter. It normally lives in its thread's type-stable ThreadSlot
 // (rwsem_waiter), not on the stack: a thread waits on one lock at a time, and

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/pg_lwlock.h"
-#include "core/rwsem_shared.h"
+#include "core/rwsem/shared.h"
 #include "preload/lwlock/pg15.h"
 
 namespace lockswap::lwlock {
@@ -20,7 +20,7 @@ struct Host {
   const char* (*lwlock_identifier)(uint32_t, uint16_t);  // GetLWLockIdentifier
   uint32_t pgprocno_offset;
   pglw::Waiters waiters;             // the side area: one record per process number
-  rwshared::Records rwsem_records;   // the same for the rwsem variants (core/rwsem_shared.h)
+  rwshared::Records rwsem_records;   // the same for the rwsem variants (core/rwsem/shared.h)
   bool waited;                       // set by wait_start: the call in progress waited (statistics)
 };
 

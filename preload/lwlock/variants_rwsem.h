@@ -1,9 +1,9 @@
 // preload/lwlock/variants_rwsem.h — LOCKSWAP_LWLOCK=rwsem|rwsem-rspin: the
-// Linux rw_semaphore, process-shared (core/rwsem_shared.h), on the LWLock's
+// Linux rw_semaphore, process-shared (core/rwsem/shared.h), on the LWLock's
 // three words (+4 count, +8 owner, +12 wait list), its waiter records in
 // the side table g_host.rwsem_records (one per process number).
 #pragma once
-#include "core/rwsem_shared.h"
+#include "core/rwsem/shared.h"
 #include "preload/lwlock/host.h"
 #include "preload/lwlock/pg15.h"
 
@@ -12,7 +12,7 @@ namespace lockswap::lwlock {
 static_assert(rwshared::kFreeCount == kFreeState, "PostgreSQL's initial state is the free count");
 static_assert(static_cast<uint32_t>(kFreeWord) == rwshared::kStoredXor, "its +8 and +12 decode to no owner, no waiter");
 
-// What every variant on core/rwsem_shared.h needs of the host: the waiter
+// What every variant on core/rwsem/shared.h needs of the host: the waiter
 // records, the owner hint, a sleeper that publishes the wait event.
 struct SharedWaits {
   static const rwshared::Records& records() { return g_host.rwsem_records; }

@@ -1,7 +1,7 @@
-// tests/core/rwsem_shared_test.cpp — core/rwsem_shared.h across processes:
+// tests/core/rwsem_shared_test.cpp — core/rwsem/shared.h across processes:
 // fork() children on words in a MAP_SHARED mapping laid out like
 // PostgreSQL's LWLock (initial 1<<29, 0x7fffffff, 0x7fffffff), both policies.
-#include "core/rwsem_shared.h"
+#include "core/rwsem/shared.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,7 +1,8 @@
-/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem.cpp
+/* tests/model/rwsem.pml — the wait/wake/handoff protocol of core/rwsem/thread_host.cpp
  * (Linux rw_semaphore port), checked exhaustively with spin.
  *
- * What is modelled, function by function (names as in core/rwsem.cpp):
+ * What is modelled, function by function (names as in core/rwsem/thread_host.cpp
+ * and the rules it runs, core/rwsem/rules.h):
  *   count word   WL (WRITER_LOCKED), WAITERS, HANDOFF, RC (reader biases);
  *                every change of it is one atomic step (it is one RMW, or a
  *                CAS loop whose successful CAS decides on the value it read).
@@ -24,8 +25,8 @@
  *                write_queue with try_write_lock (v6.3 rules), the handoff
  *                spin (nondeterministically skips the sleep while the waiter
  *                owns HANDOFF), mark_wake (writer wake, reader pre-grant,
- *                reader_handoff, collect_readers, one count adjustment, grant
- *                publication), cond_wake_waiter, del_wake_waiter (timed
+ *                reader_handoff, grant_readers' collection, one count adjustment,
+ *                grant publication), cond_wake, del_wake_waiter (timed
  *                waiters that give up: -DTIMED=<thread id>), read_unlock,
  *                write_unlock, and with -DDOWNGRADE write->read downgrade.
  * Written from core/rwsem.cpp at commit e9a5555 (with the park-token fix
@@ -52,7 +53,7 @@
  *     reports as an invalid end state; the final state must be all-zero.
  *
  * -DWAITLOCK_RECOVER (with FORK): the wait_lock taken over from a lost holder
- * (WaitList::recover() in the working tree of core/rwsem.cpp), so a lost
+ * (WaitList::recover() in core/rwsem/wait_list.h), so a lost
  * wait_lock holder no longer excuses a child that blocks.
  *
  * Switches: NR readers, NW writers, ITERS lock/unlock rounds each, SPINS

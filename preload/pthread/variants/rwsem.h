@@ -69,7 +69,7 @@ struct RwsemMutexVariant {
 // (core: rwsem::kReadHoldsThis). Default kinds also get the reader-preference
 // rules of core/read_pref.h; everyone else keeps the kernel's fairness. The
 // writer-nonrecursive kind keeps readers behind writers, as glibc does. The
-// bucket key is the lock word's address, which core/rwsem.cpp also uses.
+// bucket key is the lock word's address, which core/rwsem/thread_host.cpp also uses.
 template <class Policy>
 struct RwsemRwlockVariant {
   static constexpr bool forwards_to_glibc = false;

@@ -1,23 +1,23 @@
-// core/rwsem_shared.h — the Linux rw_semaphore, process-shared, on three
+// core/rwsem/shared.h — the Linux rw_semaphore, process-shared, on three
 // 32-bit words whose owner initialises them to 1<<29, 0x7fffffff, 0x7fffffff.
 //
 // Design
 // ------
-// core/rwsem/rwsem.h ports the kernel's rw_semaphore (docs/kernel-algorithms.md
-// §1) for the threads of one process: its words hold pointers (ThreadSlot*,
-// stack waiter records). This port serves locks in memory that several
-// processes map at different addresses, with room for three 4-byte words
-// only: PostgreSQL's LWLock (+4, +8, +12; preload/lwlock/). No pointer is
-// ever stored in a lock: a process is named by its number (`proc`, 0..2^20),
-// and each process has one waiter record in a side table (`Records`, shared
-// by all processes, indexed by that number). Both policies of
-// core/rwsem/rwsem.h, chosen by its policy types:
-//   RwsemSteal  v5.11+: readers never spin; a failed fast-path reader steals
-//               the lock when no writer holds it and no HANDOFF is set, unless
-//               it is very likely reader-owned (2f06f702925b).
-//   RwsemRspin  v5.10: readers spin optimistically too, retry once in a new
-//               reader phase, and RD_NONSPINNABLE turns reader spinning off
-//               for the lock when a writer's reader-owned spin timed out.
+// The process-shared host of core/rwsem/rules.h, which holds the kernel's
+// rules (docs/kernel-algorithms.md §1: wakeups, grants, the handoff rule,
+// stealing, spinning) once for this host and the thread's
+// (core/rwsem/rwsem.h), with both policies (RwsemSteal, v5.11+; RwsemRspin,
+// v5.10) and their deviations from the kernel. This block says what this
+// representation adds. It serves locks in memory that several processes map
+// at different addresses, with room for three 4-byte words only:
+// PostgreSQL's LWLock (+4, +8, +12; preload/lwlock/). No pointer is ever
+// stored in a lock: a process is named by its number (`proc`, 0..2^20), and
+// each process has one waiter record in a side table (`Records`, shared by
+// all processes, indexed by that number). The slow paths are
+// core/rwsem/shared_host.cpp; the rules see this representation through
+// core/rwsem/shared_rep.h. The kernel's rules only: none of the thread
+// host's own (barging, WOKEN, politeness, yield, READER_FIRST, reader polls,
+// reader preference, recursion, timeouts, cancellation, fork handling).
 //
 // Words (each initial value means "unlocked, no waiters, no owner"):
 //   count (u32, raw)  bit 0      WRITER_LOCKED
@@ -29,8 +29,9 @@
 //                     bits 8-28  readers        +BIAS per reader that did its add, as in the kernel
 //                     bit 29     ONE            constant 1 (the owner's initial value); bits 30-31: 0
 //   owner (u32, stored ^ 0x7fffffff)  bits 3-23: proc + 1 of the last owner (0: none or unknown)
-//                     | bit 0 READER_OWNED | bit 1 NONSPINNABLE (v5.10: RD_NONSPINNABLE)
-//                     | bit 2 v5.10 only: WR_NONSPINNABLE. A hint, as in the kernel.
+//                     | the kernel's flags (core/rwsem/policy.h): bit 0 READER_OWNED | bit 1
+//                     NONSPINNABLE (v5.10: RD_NONSPINNABLE) | bit 2 v5.10 only: WR_NONSPINNABLE.
+//                     A hint, as in the kernel. Stored XOR: a flag is set by clearing its bit.
 //   waitq (u32, stored ^ 0x7fffffff)  proc + 1 of the wait list's head (0: empty). The list
 //                     is circular and doubly linked through the records' next/prev.
 //
@@ -39,30 +40,17 @@
 // var_wait (the same, or until the exclusive holder changes a 64-bit variable
 // the caller watches). Neither takes the lock, so neither is ever the "first
 // waiter" of the handoff and wake rules (first_taker()); every wake of a
-// freed lock (WAKE_ANY) takes all of them off the list and wakes them.
+// freed lock (WAKE_ANY) takes all of them off the list and wakes them first.
 //
-// Transitions ("under WL": with the wait_lock held):
+// Transitions ("under WL": with the wait_lock held; wake, grant and handoff
+// are the rules'):
 //   read fast    count += BIAS (acquire); WRITER|WAITERS|HANDOFF in the result: slow.
 //   write fast   CAS: no readers, writer, WAITERS or HANDOFF -> | WRITER (acquire).
 //   read unlock  count -= BIAS (release); if only WAITERS remain: wake.
 //   write unlock owner = 0; count -= WRITER (release); if WAITERS: wake.
-//   wake         under WL, rwsem_mark_wake(): WAKE_ANY first takes every
-//                until_free/var_wait waiter off. Then a head writer is woken
-//                alone (WAKE_ANY only; it must win the lock itself), or up
-//                to 256 queued readers are granted in one count update,
-//                skipping writers (a WAKE_ANY/READERS grant first adds one
-//                bias and backs out if a writer got in, setting HANDOFF if
-//                the head reader is past its deadline), then each grant is
-//                published (wait = 0, release) and woken.
-//   handoff      the first lock-taking waiter, past its deadline
-//                (tunables handoff_ns), sets HANDOFF under WL: fast paths,
-//                stealers and spinners fail, and only it may take the lock.
-//   spin         writers (v5.10: readers too) spin while the owner is a
-//                writer not asleep in lockswap, at most owner_spin_ns; a
-//                writer on a reader-owned lock the kernel's rspin threshold,
-//                then NONSPINNABLE. A waiter that owns HANDOFF spins on a
-//                running writer owner before it sleeps, and retries when the
-//                owner lets go.
+//   grant        a granted reader's record is taken off the list and chained
+//                through `wake_next`; its `wait` is cleared (release) and its
+//                futex woken once WL is dropped.
 //   until_free   under WL: try to take the lock (ignoring WAITERS, as a
 //                spinner); else queue, set WAITERS, and sleep unless that
 //                RMW's result shows the lock free and no HANDOFF (a lock
@@ -74,19 +62,18 @@
 //                WL and an updater writes it under WL: one sees the other,
 //                so no wakeup is lost.
 //
-// Memory order: lock RMWs of `count` acquire, unlock RMWs release; the slow
-// paths' RMWs are sequentially consistent (a waker's grant RMW reads the
-// last release, then its release store of `wait` pairs with the granted
-// reader's acquire load). The wait_lock is an acquire fetch_or and a release
-// fetch_and of WAIT_LOCK. `owner`, `sleeping`, SPINNERS are hints (relaxed).
-// A record's list fields are written under WL only. A record taken off the
-// list is chained through `wake_next` and its `wait` is cleared after WL is
-// dropped, each `wake_next` read before that store (the record's process may
-// reuse it at once); a woken writer stays on the list, so its `wait` is
-// cleared under WL, while it cannot have left for another lock. A futex wake
-// that lands on a reused record is a spurious wake: every sleeper re-checks.
+// Memory order (the rules' own: core/rwsem/rules.h): this host's queueing
+// RMWs of `count` (WAITERS, a queued reader's bias) are sequentially
+// consistent. The wait_lock is an acquire fetch_or and a release fetch_and
+// of WAIT_LOCK. `owner`, `sleeping`, SPINNERS are hints (relaxed). A
+// record's list fields are written under WL only. A record taken off the
+// list has its `wait` cleared after WL is dropped, each `wake_next` read
+// before that store (the record's process may reuse it at once); a woken
+// writer stays on the list, so its `wait` is cleared under WL, while it
+// cannot have left for another lock. A futex wake that lands on a reused
+// record is a spurious wake: every sleeper re-checks.
 //
-// Deviations from the kernel:
+// What this representation adds to the rules:
 //   * WAIT_LOCK lives in `count` (no room for a fourth word), a test-and-set
 //     spinlock with core/backoff.h's spin-yield-sleep, where the kernel has a
 //     queued raw spinlock with preemption off. Fast paths ignore the bit.
@@ -96,35 +83,36 @@
 //     instead of queueing behind one another.
 //   * owner_on_cpu() is "the owner's record is not asleep in lockswap"
 //     (`sleeping`, kept around every futex sleep); need_resched() is a time
-//     budget (owner_spin_ns) per spin on a writer or on no owner.
+//     budget (owner_spin_ns) per spin on a writer or on no owner, with no
+//     cap and no preemption detector (shared_rep.h, DeadlineBudget): a
+//     writer spinning on readers runs the reader phase to its threshold and
+//     marks the lock non-spinnable, which ends a v5.10 reader stream.
 //   * A v5.10 reader that backs its bias out (before it spins, or after a
-//     failed attempt while spinning) does it like up_read(): if that leaves
-//     only WAITERS, it wakes, so no backed-out bias hides a release from the
-//     wait list. (A waker's grant bias backed out because a writer got in
-//     needs no wake: that writer's release sees WAITERS.)
-//   * HANDOFF is set only by the first lock-taking waiter (v5.19's rule), on
-//     its deadline; no rt_task(). The deadline does not stretch with
-//     oversubscription (core/rwsem does); the kernel's 4 ms.
+//     failed attempt while spinning) does it like up_read() (the rules'
+//     kBackOutWakes): if that leaves only WAITERS, it wakes, so no backed-out
+//     bias hides a release from the wait list. (A waker's grant bias backed
+//     out because a writer got in needs no wake: that writer's release sees
+//     WAITERS.)
+//   * The handoff deadline does not stretch with oversubscription (the
+//     thread host's does): the kernel's 4 ms (tunables handoff_ns).
 //   * Trylocks are the kernel's down_*_trylock() (fail on WAITERS), but
 //     until_free's attempt ignores WAITERS: it is a spinner's attempt.
-//   * RwsemRspin uses the current kernel's queueing and wake rules
-//     (rwsem_cond_wake_waiter), as core/rwsem does.
 //   * Sleeps are process-shared futex waits of the waiter's record; a signal
 //     only ends the futex wait, the waiter re-checks and sleeps again (no
 //     timeout, no cancellation: a lock waiter waits until it is served).
+//   * A read unlock that leaves only WAITERS wakes without clearing
+//     WR_NONSPINNABLE first (the kernel's up_read() clears it; the queue's
+//     own cond_wake() does, and the next writer owner's store).
 //   * A process killed anywhere can leave the lock's words inconsistent (a
 //     held WAIT_LOCK or bias, a SPINNERS seat, a queued record): its owner
 //     re-creates every lock after such a death (PostgreSQL does), so nothing
 //     is recovered. Records of other locks are untouched.
-// Against the threaded core/rwsem: none of its "one contended lock" rules
-// (barge, WOKEN, politeness, yield), no READER_FIRST, no reader polls, no
-// reader preference, no recursion or fork handling: the kernel's rules only.
 #pragma once
 #include <atomic>
 #include <cstdint>
 
 #include "arch/atomic.h"
-#include "core/rwsem/rwsem.h"
+#include "core/rwsem/policy.h"
 #include "core/wait_ctx.h"
 
 namespace lockswap::rwshared {
