@@ -61,13 +61,13 @@
 //     their condition, so a wake-all after the condition changed cannot be
 //     lost; the others wake spuriously, re-check and sleep again.
 //   - rwsem OSQ: a shared thread never queues there (the MCS node is
-//     per-thread); it skips optimistic spinning and queues (core/rwsem.cpp).
+//     per-thread); it skips optimistic spinning and queues (core/rwsem/thread_host.cpp).
 //   - rwsem waiter record: taken from a small static pool, else the stack
-//     (core/rwsem.cpp WaiterRecord), never the slot's own record.
+//     (core/rwsem/thread_host.cpp WaiterRecord), never the slot's own record.
 //   - rwsem owner word, may_be_running(): the owner hint names the shared slot;
 //     `blocked` stays 0 and cpu_word null, so spinners on such an owner spin
 //     within their usual time budget.
-//   - SCHED_FIFO rule (core/rwsem.cpp): tid is 0 (unknown), so a queued
+//   - SCHED_FIFO rule (core/rwsem/thread_host.cpp): tid is 0 (unknown), so a queued
 //     shared writer counts as outranking every reader (conservative).
 //   - read_pref waiter entries, cid (thread: id -> same cid for all of them,
 //     which percid's counters allow; global: a borrowed id, since no exit hook
@@ -105,7 +105,7 @@ struct alignas(64) ThreadSlot {
   // granting, so a sleeper that read the old value cannot miss the grant.
   std::atomic<uint32_t> park{0};
   // Non-zero while the thread sleeps inside lockswap: it cannot be running, so
-  // spinning on a lock it owns is pointless. core/rwsem.cpp's waker clears it
+  // spinning on a lock it owns is pointless. core/rwsem/thread_host.cpp's waker clears it
   // when it wakes the thread, so only the first of several wakers syscalls.
   std::atomic<uint32_t> blocked{0};
   // Readers currently dereferencing cpu_word (see may_be_running()).
@@ -126,7 +126,7 @@ struct alignas(64) ThreadSlot {
   alignas(64) std::atomic<uint32_t> osq_next{0};    // successor's slot id, 0 = none
   std::atomic<uint32_t> osq_prev{0};                // predecessor's slot id
   std::atomic<uint32_t> osq_locked{0};              // set by the predecessor: our turn
-  // rwsem waiter record (core/rwsem.cpp owns the layout): a thread waits on
+  // rwsem waiter record (core/rwsem/thread_host.cpp owns the layout): a thread waits on
   // one rwsem at a time, and a record here, unlike one on the stack, stays
   // readable after its thread is gone (a fork ghost met by a later wakeup).
   alignas(64) unsigned char rwsem_waiter[64];
@@ -193,7 +193,7 @@ struct ThreadLocal {
   ThreadSlot* slot;
   int32_t tid;          // cached gettid(); 0 = not yet known; refreshed after fork
   // Slow paths only: when this thread's current run of writer slow paths that
-  // found a woken head writer began (core/rwsem.cpp, yield_to_woken_writer);
+  // found a woken head writer began (core/rwsem/thread_host.cpp, yield_to_woken_writer);
   // 0 = not in such a run.
   uint64_t woken_seen_ns;
   // The lockref semaphore word whose lock half this thread is taking or

@@ -5,7 +5,7 @@
 // ------
 // The body's lock (core/percid/body.h: the slots, the drain, the memory
 // order, the deviations from the kernel). Its inner rwsem is the
-// process-shared one (core/rwsem_shared.h: it names processes by number and
+// process-shared one (core/rwsem/shared.h: it names processes by number and
 // sleeps on shared futexes); the readers that meet PENDING wait for the
 // writer there, as percpu_down_read() waits for the kernel's writer. This
 // host adds where the words live, a read again, and a write try that never
