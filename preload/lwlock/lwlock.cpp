@@ -75,6 +75,7 @@ Held g_held[kMaxHeld];
 unsigned g_nheld;
 
 LwlockVariant g_default = LwlockVariant::off;
+LwlockVariant g_chosen = LwlockVariant::off;  // LOCKSWAP_LWLOCK as set (off with tranche rules: g_default is pg)
 LwlockVariant g_variant_of[kTrancheSlots];
 bool g_redirected;
 const char* g_label = "";
@@ -592,11 +593,11 @@ namespace {
 
 // ------------------------------------------------ the dump's lwlock records
 
-// " lwlock=VARIANT" in the dump's first lines: PostgreSQL's LWLocks run on
-// lockswap's algorithms.
+// " lwlock=LOCKSWAP_LWLOCK" in the dump's first lines: PostgreSQL's LWLocks
+// run on lockswap's algorithms.
 void dump_heading(stats::Out& o) {
   o.put(" lwlock=");
-  o.put(variant_name(g_default));
+  o.put(variant_name(g_chosen));
 }
 
 size_t dump_bound() { return (kTrancheSlots + 1) * kTrancheRecordBound; }
@@ -635,6 +636,7 @@ const stats::Section kDumpSection{dump_heading, dump_bound, dump_records, false}
 
 void start(LwlockVariant chosen) {
   if (chosen == LwlockVariant::off && !any_tranche_rule()) return;
+  g_chosen = chosen;
   g_default = chosen == LwlockVariant::off ? LwlockVariant::pg : chosen;
   void* replacement[kRedirected];
   fill_replacements(replacement, any_tranche_rule());
