@@ -28,6 +28,17 @@
 
 namespace lockswap::coretest {
 
+// The words preload keeps in a pthread_rwlock_t for the percid rwlock
+// (core/percid/thread.h), zero = unlocked and unused.
+struct PercidWords {
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> owner{0};
+  std::atomic<uint64_t> waitq{0};
+  std::atomic<uint32_t> osq{0};
+  std::atomic<uint32_t> index{0};
+  std::atomic<uint64_t> state{0};
+};
+
 #ifdef CORE_TEST_UNDER_TSAN
 inline constexpr bool kUnderTsan = true;
 #else

@@ -26,15 +26,7 @@ namespace {
 
 using namespace coretest;
 
-// The words preload keeps in a pthread_rwlock_t, zero = unlocked and unused.
-struct ThreadWords {
-  std::atomic<uint64_t> count{0};
-  std::atomic<uint64_t> owner{0};
-  std::atomic<uint64_t> waitq{0};
-  std::atomic<uint32_t> osq{0};
-  std::atomic<uint32_t> index{0};
-  std::atomic<uint64_t> state{0};
-};
+using ThreadWords = PercidWords;
 using ThreadLock = PercidRwlock<ThreadWords>;
 using SharedLock = percid_shared::Lock<RwsemSteal>;
 

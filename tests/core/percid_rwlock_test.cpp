@@ -22,15 +22,7 @@ namespace {
 
 using namespace coretest;
 
-// The words preload keeps in a pthread_rwlock_t, zero = unlocked and unused.
-struct Words {
-  std::atomic<uint64_t> count{0};
-  std::atomic<uint64_t> owner{0};
-  std::atomic<uint64_t> waitq{0};
-  std::atomic<uint32_t> osq{0};
-  std::atomic<uint32_t> index{0};
-  std::atomic<uint64_t> state{0};
-};
+using Words = PercidWords;
 using Lock = PercidRwlock<Words>;
 
 rwsem::ReadFlags flags_of(bool holds_reads, bool behind_writers) {
